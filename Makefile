@@ -1,0 +1,28 @@
+# The two commands a newcomer needs: `make demo` and `make test`. Both install what they need
+# into .venv first.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PYTHON ?= python3
+
+.PHONY: install demo test lint bench
+
+$(VENV)/.installed: pyproject.toml requirements.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check -U pip
+	$(PY) -m pip install -q --disable-pip-version-check -e '.[local,dev]'
+	touch $@
+
+install: $(VENV)/.installed
+
+demo: install
+	$(VENV)/bin/job-chain run examples/hello/chain_info.json --local --follow
+
+lint: install
+	$(VENV)/bin/ruff check job_chain tests benchmarks
+	$(VENV)/bin/vermin --no-tips --violations -t=3.8- --eval-annotations --backport typing_extensions job_chain
+
+test: lint
+	$(PY) -m pytest -q
+
+bench: install
+	$(PY) benchmarks/run_all.py

@@ -1,0 +1,291 @@
+"""One client object for the 11 AIHC training-job endpoints (seed 001).
+
+Signing and HTTP are the BCE SDK's own (``bce_v1_signer.sign`` and
+``bce_http_client.send_request``); this module only chooses paths, parameters and retry rules,
+and turns every failure into :class:`AIHCError`.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import socket
+from typing import Any, Dict, Iterator, List, Optional
+
+from job_chain.aihc.credentials import Credentials
+from job_chain.aihc.endpoint import normalize_endpoint
+from job_chain.aihc.errors import AIHCError
+
+API = "/api/v1/aijobs"
+FRAMEWORK = "PyTorchJob"
+
+
+class _RetryPolicy:
+    """The SDK's retry hook: retry 5xx, 429 and connection errors with jittered backoff."""
+
+    def __init__(self, max_retries: int, base_delay: float, max_delay: float) -> None:
+        self.max_retries = max_retries
+        self.base_delay = base_delay
+        self.max_delay = max_delay
+
+    def should_retry(self, error: BaseException, retries_attempted: int) -> bool:
+        if retries_attempted >= self.max_retries:
+            return False
+        status = getattr(error, "status_code", None)
+        if status is not None:
+            return status == 429 or status >= 500
+        return isinstance(error, (OSError, socket.timeout))
+
+    def get_delay_before_next_retry_in_millis(self, error: BaseException, retries_attempted: int) -> float:
+        delay = min(self.max_delay, self.base_delay * (2 ** retries_attempted))
+        return 1000.0 * delay * random.uniform(0.5, 1.0)
+
+
+def _parse_error(http_response: Any, response: Any) -> bool:
+    """Raise the SDK's BceServerError for non-2xx answers, tolerating non-JSON bodies."""
+    from baidubce.exception import BceServerError
+
+    if 200 <= http_response.status < 300:
+        return False
+    body = http_response.read()
+    http_response.close()
+    message, code, request_id = http_response.reason or "error", None, None
+    try:
+        data = json.loads(body.decode("utf-8")) if body else {}
+        if isinstance(data, dict):
+            message = str(data.get("message") or message)
+            code = data.get("code")
+            request_id = data.get("requestId")
+    except (ValueError, UnicodeDecodeError):
+        snippet = body[:200].decode("utf-8", "replace").strip()
+        message = f"{message}: {snippet}" if snippet else message
+    raise BceServerError(message, status_code=http_response.status, code=code, request_id=request_id)
+
+
+def _parse_body(http_response: Any, response: Any) -> bool:
+    """Keep the JSON answer as plain dicts (the SDK's own parser builds attribute objects)."""
+    body = http_response.read()
+    http_response.close()
+    try:
+        response.payload = json.loads(body.decode("utf-8")) if body else {}
+    except (ValueError, UnicodeDecodeError):
+        raise AIHCError(
+            f"the server answered {http_response.status} with a body that is not JSON",
+            status=http_response.status,
+        ) from None
+    return True
+
+
+def _clean(params: Dict[str, Any]) -> Dict[str, str]:
+    return {k: str(v) for k, v in params.items() if v is not None and v != ""}
+
+
+class AIHCClient:
+    """Signed calls to the AIHC training-job API.
+
+    Reads (and deletes, stops, priority updates, which are idempotent) are retried on 5xx, 429
+    and connection errors; ``create_job`` is retried only when a ``client_token`` makes it safe.
+    """
+
+    def __init__(
+        self,
+        credentials: Credentials,
+        *,
+        timeout: float = 30.0,
+        max_retries: int = 4,
+        base_delay: float = 0.3,
+        max_delay: float = 8.0,
+    ) -> None:
+        import copy
+
+        from baidubce import protocol
+        from baidubce.auth.bce_credentials import BceCredentials
+        from baidubce.bce_client_configuration import DEFAULT_CONFIG, BceClientConfiguration
+        from baidubce.retry.retry_policy import NoRetryPolicy
+
+        self.endpoint = normalize_endpoint(credentials.host)
+
+        def configure(retry_policy: Any) -> BceClientConfiguration:
+            config = copy.deepcopy(DEFAULT_CONFIG)
+            config.merge_non_none_values(BceClientConfiguration(
+                credentials=BceCredentials(credentials.ak, credentials.sk),
+                endpoint=self.endpoint,
+                protocol=protocol.HTTPS if self.endpoint.startswith("https") else protocol.HTTP,
+                connection_timeout_in_mills=int(timeout * 1000),
+                retry_policy=retry_policy,
+            ))
+            return config
+
+        self._retrying = configure(_RetryPolicy(max_retries, base_delay, max_delay))
+        self._once = configure(NoRetryPolicy())
+
+    def __repr__(self) -> str:
+        return f"AIHCClient({self.endpoint!r})"
+
+    # -- transport -------------------------------------------------------------------------
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Optional[Dict[str, Any]] = None,
+        body: Optional[Dict[str, Any]] = None,
+        retry: bool = True,
+    ) -> Dict[str, Any]:
+        """Send one signed request and return the decoded JSON answer."""
+        from baidubce.auth import bce_v1_signer
+        from baidubce.exception import BceHttpClientError, BceServerError
+        from baidubce.http import bce_http_client
+
+        config = self._retrying if retry else self._once
+        payload = json.dumps(body).encode("utf-8") if body is not None else None
+        headers = {b"Content-Type": b"application/json"}
+        try:
+            response = bce_http_client.send_request(
+                config, bce_v1_signer.sign, [_parse_error, _parse_body],
+                method.encode(), path.encode("utf-8"), payload, headers, _clean(params or {}),
+            )
+        except BceHttpClientError as exc:
+            raise self._translate(exc.last_error) from None
+        except (BceServerError, OSError) as exc:
+            raise self._translate(exc) from None
+        return getattr(response, "payload", {})
+
+    def _translate(self, error: BaseException) -> AIHCError:
+        if isinstance(error, AIHCError):
+            return error
+        status = getattr(error, "status_code", None)
+        if status is not None:
+            return AIHCError(
+                str(error) or "request failed",
+                status=status,
+                code=getattr(error, "code", None),
+                request_id=getattr(error, "request_id", None),
+            )
+        reason = getattr(error, "strerror", None) or str(error) or type(error).__name__
+        return AIHCError(f"cannot reach {self.endpoint}: {reason}", code="ConnectionError")
+
+    @staticmethod
+    def _result(answer: Dict[str, Any]) -> Any:
+        return answer.get("result", answer)
+
+    # -- the 11 endpoints ------------------------------------------------------------------
+    def create_job(self, pool: str, body: Dict[str, Any], client_token: Optional[str] = None) -> Dict[str, Any]:
+        """POST /api/v1/aijobs → ``{"jobId", "jobName"}``. Retried only with a client token."""
+        answer = self.request(
+            "POST", API, params={"resourcePoolId": pool, "clientToken": client_token},
+            body=body, retry=client_token is not None,
+        )
+        return self._result(answer)
+
+    def list_jobs(
+        self,
+        pool: str,
+        *,
+        queue: Optional[str] = None,
+        order_by: Optional[str] = None,
+        order: Optional[str] = None,
+        page_no: Optional[int] = None,
+        page_size: Optional[int] = None,
+    ) -> Dict[str, Any]:
+        """GET /api/v1/aijobs → ``{"total", "jobs", "pageNo", "pageSize", ...}`` (one page)."""
+        answer = self.request("GET", API, params={
+            "resourcePoolId": pool, "queue": queue, "orderBy": order_by, "order": order,
+            "pageNo": page_no, "pageSize": page_size,
+        })
+        return self._result(answer)
+
+    def iter_jobs(
+        self, pool: str, *, queue: Optional[str] = None, order_by: Optional[str] = None,
+        order: Optional[str] = None, page_size: int = 100,
+    ) -> Iterator[Dict[str, Any]]:
+        """Yield every job in the pool, walking all pages."""
+        page = 1
+        seen = 0
+        while True:
+            result = self.list_jobs(pool, queue=queue, order_by=order_by, order=order,
+                                    page_no=page, page_size=page_size)
+            jobs = result.get("jobs") or []
+            yield from jobs
+            seen += len(jobs)
+            total = int(result.get("total") or 0)
+            if not jobs or len(jobs) < page_size or seen >= total:
+                return
+            page += 1
+
+    def get_job(self, pool: str, job_id: str) -> Dict[str, Any]:
+        """GET /api/v1/aijobs/{jobId} → the job with its ``podList``."""
+        return self._result(self.request("GET", f"{API}/{job_id}", params={"resourcePoolId": pool}))
+
+    def delete_job(self, pool: str, job_id: str) -> Dict[str, Any]:
+        """DELETE /api/v1/aijobs/{jobId}."""
+        return self._result(self.request("DELETE", f"{API}/{job_id}", params={"resourcePoolId": pool}))
+
+    def update_job(self, pool: str, job_id: str, priority: str) -> Dict[str, Any]:
+        """PUT /api/v1/aijobs/{jobId}: only the priority can change."""
+        return self._result(self.request(
+            "PUT", f"{API}/{job_id}", params={"resourcePoolId": pool}, body={"priority": priority},
+        ))
+
+    def job_events(
+        self, pool: str, job_id: str, *, framework: str = FRAMEWORK,
+        start_time: Optional[str] = None, end_time: Optional[str] = None,
+    ) -> Dict[str, Any]:
+        """GET /api/v1/aijobs/{jobId}/events → ``{"events": [...], "total": N}``."""
+        return self._result(self.request("GET", f"{API}/{job_id}/events", params={
+            "resourcePoolId": pool, "jobFramework": framework,
+            "startTime": start_time, "endTime": end_time,
+        }))
+
+    def pod_logs(
+        self, pool: str, job_id: str, pod: str, *, start_time: Optional[int] = None,
+        max_lines: Optional[int] = None, chunk: Optional[int] = None,
+    ) -> Dict[str, Any]:
+        """GET .../pods/{podName}/logs → ``{"jobId", "podName", "logs": [...]}``."""
+        return self._result(self.request("GET", f"{API}/{job_id}/pods/{pod}/logs", params={
+            "resourcePoolId": pool, "startTime": start_time, "maxLines": max_lines, "chunk": chunk,
+        }))
+
+    def pod_events(
+        self, pool: str, job_id: str, pod: str, *, framework: str = FRAMEWORK,
+        start_time: Optional[str] = None, end_time: Optional[str] = None,
+    ) -> Dict[str, Any]:
+        """GET .../pods/{podName}/events → ``{"events": [...], "total": N}``."""
+        return self._result(self.request("GET", f"{API}/{job_id}/pods/{pod}/events", params={
+            "resourcePoolId": pool, "jobFramework": framework,
+            "startTime": start_time, "endTime": end_time,
+        }))
+
+    def stop_job(self, pool: str, job_id: str) -> Dict[str, Any]:
+        """POST /api/v1/aijobs/{jobId}/stop (idempotent: stopping twice is harmless)."""
+        return self._result(self.request("POST", f"{API}/{job_id}/stop", params={"resourcePoolId": pool}))
+
+    def job_metrics(
+        self, pool: str, job_id: str, metric_type: str, *, start_time: Optional[int] = None,
+        end_time: Optional[int] = None, time_step: Optional[int] = None,
+    ) -> Dict[str, Any]:
+        """GET .../metrics → ``{"jobId", "podMetrics": [{"podName", "metrics": [...]}]}``."""
+        return self._result(self.request("GET", f"{API}/{job_id}/metrics", params={
+            "resourcePoolId": pool, "metricType": metric_type, "startTime": start_time,
+            "endTime": end_time, "timeStep": time_step,
+        }))
+
+    def job_nodes(self, pool: str, job_id: str) -> Dict[str, Any]:
+        """GET .../nodes → ``{"jobID", "nodeName": [...]}``."""
+        return self._result(self.request("GET", f"{API}/{job_id}/nodes", params={"resourcePoolId": pool}))
+
+    def webterminal(
+        self, pool: str, job_id: str, pod: str, *, handshake_timeout: Optional[int] = None,
+        ping_timeout: Optional[int] = None,
+    ) -> Dict[str, Any]:
+        """GET .../pods/{podName}/webterminal → ``{"WebTerminalUrl": "ws(s)://..."}``."""
+        return self._result(self.request("GET", f"{API}/{job_id}/pods/{pod}/webterminal", params={
+            "resourcePoolId": pool, "handshakeTimeoutSecond": handshake_timeout,
+            "pingTimeoutSecond": ping_timeout,
+        }))
+
+
+def pod_names(job: Dict[str, Any]) -> List[str]:
+    """Names of a job's pods from its detail answer (``podList.pods[].objectMeta.name``)."""
+    pods = ((job.get("podList") or {}).get("pods")) or []
+    return [((p.get("objectMeta") or {}).get("name")) for p in pods if (p.get("objectMeta") or {}).get("name")]

@@ -1,0 +1,101 @@
+"""Where host and access keys come from, in one documented order.
+
+Order (first that has a value wins): CLI flags; env ``AIHC_HOST``/``AIHC_AK``/``AIHC_SK``,
+then ``HOST``/``AK``/``SK`` as in Baidu's AIHC SDK docs; a credentials file (``--credentials``
+or ``JOB_CHAIN_CREDENTIALS``); a chain file's ``api_config``. The key pair is taken whole from
+one source, so an AK from one place is never paired with an SK from another.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+from job_chain.errors import UsageError
+
+CREDENTIALS_ENV = "JOB_CHAIN_CREDENTIALS"
+_PLACEHOLDERS = {"your ak", "your sk", "ak", "sk", "xxx", "<ak>", "<sk>"}
+
+
+@dataclass(frozen=True)
+class Credentials:
+    """An AIHC endpoint and key pair. ``repr`` never shows the secret key."""
+
+    host: str
+    ak: str
+    sk: str = field(repr=False)
+    source: str = ""
+
+
+def load_credentials_file(path: str) -> Dict[str, Any]:
+    """Read a credentials file (JSON with host, ak, sk); errors name the file."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot read credentials file {path}: {exc.strerror}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(
+            f"{path}:{exc.lineno}:{exc.colno}: credentials file is not valid JSON: {exc.msg}"
+        ) from None
+    if not isinstance(data, dict):
+        raise UsageError(f"{path}: credentials file must be a JSON object with host, ak, sk")
+    return data
+
+
+def _usable(value: Any) -> Optional[str]:
+    if isinstance(value, str) and value.strip() and value.strip().lower() not in _PLACEHOLDERS:
+        return value.strip()
+    return None
+
+
+def resolve_credentials(
+    *,
+    host: Optional[str] = None,
+    ak: Optional[str] = None,
+    sk: Optional[str] = None,
+    credentials_file: Optional[str] = None,
+    api_config: Optional[Mapping[str, Any]] = None,
+    api_config_origin: str = "chain file api_config",
+    env: Optional[Mapping[str, str]] = None,
+) -> Credentials:
+    """Resolve host and key pair by the documented order; raise a one-line error if missing."""
+    env = os.environ if env is None else env
+    sources: List[Tuple[str, Mapping[str, Any]]] = [
+        ("command-line flags", {"host": host, "ak": ak, "sk": sk}),
+        ("env AIHC_HOST/AIHC_AK/AIHC_SK",
+         {"host": env.get("AIHC_HOST"), "ak": env.get("AIHC_AK"), "sk": env.get("AIHC_SK")}),
+        ("env HOST/AK/SK", {"host": None, "ak": env.get("AK"), "sk": env.get("SK")}),
+    ]
+    file_path = credentials_file or env.get(CREDENTIALS_ENV)
+    if file_path:
+        sources.append((f"credentials file {file_path}", load_credentials_file(file_path)))
+    if api_config:
+        sources.append((api_config_origin, api_config))
+
+    # HOST alone is too generic a name to outrank a credentials file (shells set HOST), so it
+    # is consulted only after every other source.
+    chosen_host = next((_usable(s.get("host")) for _, s in sources if _usable(s.get("host"))), None)
+    chosen_host = chosen_host or _usable(env.get("HOST"))
+
+    for origin, source in sources:
+        key, secret = _usable(source.get("ak")), _usable(source.get("sk"))
+        if key and secret:
+            if not chosen_host:
+                break
+            return Credentials(host=chosen_host, ak=key, sk=secret, source=origin)
+        if key or secret:
+            missing = "sk" if key else "ak"
+            raise UsageError(f"{origin} gives only half a key pair: {missing} is missing")
+    if not chosen_host:
+        raise UsageError(
+            "no AIHC host: pass --host, set AIHC_HOST, use --credentials FILE, or set api_config.host"
+        )
+    raise UsageError(
+        "no AIHC access key: pass --ak/--sk, set AIHC_AK/AIHC_SK, use --credentials FILE "
+        f"(or {CREDENTIALS_ENV}), or set api_config.ak/sk in the chain file"
+    )

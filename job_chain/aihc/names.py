@@ -1,0 +1,43 @@
+"""AIHC job names: what the platform accepts, and how to make any text acceptable.
+
+AIHC job names become Kubernetes object names (pods are ``<name>-master-0``), so they are
+lowercase letters, digits and '-', start with a letter, end with a letter or digit, and stay
+within ``MAX_JOB_NAME`` characters so the pod names fit the 63-character label limit.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import Optional
+
+MAX_JOB_NAME = 50
+JOB_NAME_RE = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+
+
+def job_name_problem(name: object) -> Optional[str]:
+    """Why ``name`` is not a valid AIHC job name, or None if it is."""
+    if not isinstance(name, str) or not name:
+        return "required (a non-empty string)"
+    if len(name) > MAX_JOB_NAME:
+        return f"{len(name)} characters, at most {MAX_JOB_NAME} allowed"
+    if not JOB_NAME_RE.match(name):
+        return ("use lowercase letters, digits and '-', starting with a letter and "
+                "ending with a letter or digit")
+    return None
+
+
+def make_job_name(text: str, max_length: int = MAX_JOB_NAME) -> str:
+    """Turn any text into a valid, stable job name (``STDiT-XL/2`` -> ``stdit-xl-2``).
+
+    Too-long names are cut and given a short hash of the full text, so two different long
+    inputs never collapse to the same name.
+    """
+    slug = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+    slug = re.sub(r"-{2,}", "-", slug)
+    if not slug or not slug[0].isalpha():
+        slug = f"job-{slug}".rstrip("-")
+    if len(slug) > max_length:
+        digest = hashlib.sha1(text.encode("utf-8")).hexdigest()[:6]
+        slug = f"{slug[: max_length - 7].rstrip('-')}-{digest}"
+    return slug

@@ -1,0 +1,98 @@
+"""The ``job-chain`` command: a thin click layer over the library.
+
+Sub-commands are imported only when used, so ``job-chain --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from typing import Any, Dict, List, Optional, Tuple
+
+import click
+
+from job_chain import __version__
+
+# name -> (module:attribute, one-line help shown by --help without importing the module)
+COMMANDS: Dict[str, Tuple[str, str]] = {
+    "run": ("job_chain.cli.chain:run", "Submit a chain's step N; later steps start by themselves."),
+    "validate": ("job_chain.cli.chain:validate", "Check a chain file and list every problem."),
+    "status": ("job_chain.cli.chain:status", "Show every step of a chain run."),
+    "logs": ("job_chain.cli.chain:logs", "Show the logs of a chain's step."),
+    "stop": ("job_chain.cli.chain:stop", "Stop a chain: its running step, and no later step starts."),
+    "resume": ("job_chain.cli.chain:resume", "Start a chain again at its first unsucceeded step."),
+    "advance": ("job_chain.cli.chain:advance", "(in a job) Submit the next step after this one."),
+    "bundle": ("job_chain.cli.chain:bundle", "Write a job-chain runtime for training images."),
+    "jobs": ("job_chain.cli.jobs:jobs", "The AIHC training-job API as commands."),
+    "local": ("job_chain.cli.local:local", "An AIHC-compatible server on this machine."),
+}
+
+
+class LazyGroup(click.Group):
+    """A group whose commands are imported on first use."""
+
+    def list_commands(self, ctx: click.Context) -> List[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> Optional[click.Command]:
+        if cmd_name not in COMMANDS:
+            return None
+        module_name, attr = COMMANDS[cmd_name][0].split(":")
+        return getattr(importlib.import_module(module_name), attr)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, text) for name, (_, text) in COMMANDS.items()])
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="job-chain")
+def cli() -> None:
+    """Chains of AIHC training jobs that advance themselves.
+
+    \b
+    job-chain run chain_info.json --follow     run a chain, watch it
+    job-chain jobs list --pool POOL            the AIHC job API as commands
+    job-chain local start                      an AIHC-compatible server here
+    """
+
+
+def run_cli(command: click.BaseCommand, prog_name: str, args: Optional[List[str]] = None) -> Any:
+    """Run a click command, turning expected failures into one line on stderr and an exit code."""
+    from job_chain.errors import JobChainError
+
+    try:
+        return command.main(args=args, prog_name=prog_name, standalone_mode=False)
+    except JobChainError as exc:
+        click.echo(f"{prog_name}: error: {exc}", err=True)
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        click.echo(f"{prog_name}: aborted", err=True)
+        sys.exit(130)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        click.echo(f"{prog_name}: interrupted", err=True)
+        sys.exit(130)
+    except BrokenPipeError:
+        sys.exit(0)
+    except Exception as exc:  # a bug: still one line unless the user asks for more
+        if os.environ.get("JOB_CHAIN_DEBUG"):
+            raise
+        click.echo(
+            f"{prog_name}: internal error: {type(exc).__name__}: {exc} "
+            "(set JOB_CHAIN_DEBUG=1 for the traceback and please report it)",
+            err=True,
+        )
+        sys.exit(70)
+
+
+def main() -> None:
+    """Console-script entry point for ``job-chain``."""
+    result = run_cli(cli, "job-chain")
+    if isinstance(result, int):
+        sys.exit(result)

@@ -1,0 +1,96 @@
+"""Options shared by every command that talks to AIHC, and the client they build."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from typing import Any, Callable, Dict, Mapping, Optional
+
+import click
+
+from job_chain.errors import UsageError
+
+POOL_ENV = "AIHC_RESOURCE_POOL_ID"
+
+
+def api_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Add --host/--ak/--sk/--credentials/--local to a command (all optional)."""
+    options = [
+        click.option("--host", default=None, help="AIHC endpoint, e.g. aihc.bj.baidubce.com (env AIHC_HOST)."),
+        click.option("--ak", default=None, help="Access key id (env AIHC_AK)."),
+        click.option("--sk", default=None, help="Secret access key (env AIHC_SK; prefer env or a file)."),
+        click.option("--credentials", "credentials_file", default=None, metavar="FILE",
+                     help="JSON file with host, ak, sk (env JOB_CHAIN_CREDENTIALS)."),
+        click.option("--local", "use_local", is_flag=True,
+                     help="Use the background local server (job-chain local start)."),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def pool_option(func: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option("--pool", default=None, metavar="ID",
+                        help=f"Resource pool id (env {POOL_ENV}).")(func)
+
+
+def resolve_pool(pool: Optional[str], chain_pool: Optional[str] = None) -> str:
+    """--pool, then env AIHC_RESOURCE_POOL_ID, then a chain file's resourcePoolId."""
+    value = pool or os.environ.get(POOL_ENV) or chain_pool
+    if not value:
+        raise UsageError(f"no resource pool: pass --pool ID or set {POOL_ENV}")
+    return value
+
+
+def make_client(
+    *,
+    host: Optional[str] = None,
+    ak: Optional[str] = None,
+    sk: Optional[str] = None,
+    credentials_file: Optional[str] = None,
+    use_local: bool = False,
+    api_config: Optional[Mapping[str, Any]] = None,
+    api_config_origin: str = "chain file api_config",
+    **client_kwargs: Any,
+):
+    """Build an :class:`AIHCClient` from flags, env, credentials file and api_config."""
+    from job_chain.aihc import AIHCClient
+    from job_chain.aihc.credentials import resolve_credentials
+
+    if use_local:
+        from job_chain.local.daemon import local_credentials_file
+
+        credentials_file = local_credentials_file(start=True)
+        creds = resolve_credentials(credentials_file=credentials_file, env={})
+    else:
+        creds = resolve_credentials(
+            host=host, ak=ak, sk=sk, credentials_file=credentials_file,
+            api_config=api_config, api_config_origin=api_config_origin,
+        )
+    return AIHCClient(creds, **client_kwargs)
+
+
+def with_client(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Decorator: consume the api options and pass ``client=`` to the command."""
+
+    @api_options
+    @functools.wraps(func)
+    def wrapper(host: Optional[str], ak: Optional[str], sk: Optional[str],
+                credentials_file: Optional[str], use_local: bool, **kwargs: Any) -> Any:
+        client = make_client(host=host, ak=ak, sk=sk, credentials_file=credentials_file,
+                             use_local=use_local)
+        return func(client=client, **kwargs)
+
+    return wrapper
+
+
+def echo_json(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2, ensure_ascii=False))
+
+
+def read_json_file(path: str) -> Dict[str, Any]:
+    """Load a JSON object from a file with a file:line:column error on bad input."""
+    from job_chain.jsonfile import load_json_object
+
+    return load_json_object(path)
