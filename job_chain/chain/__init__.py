@@ -1,0 +1,1 @@
+"""Chains: load and validate chain files, rewrite step commands, submit and advance steps."""

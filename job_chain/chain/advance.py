@@ -1,0 +1,105 @@
+"""What a finished step does from inside its job: submit the next step, retry, or stop.
+
+Runs in training images (Python >= 3.8, maybe no internet): only the BCE SDK and click.
+Messages go to stderr, which is the job's log.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import Any, Callable, Optional
+
+from job_chain.aihc.errors import AIHCError
+from job_chain.chain.model import Chain
+from job_chain.chain.record import RunRecords
+from job_chain.chain.submit import submit_step
+
+DEFAULT_DEADLINE = 600.0  # seconds an advance keeps retrying the API before giving up
+EXIT_ADVANCE_FAILED = 75  # EX_TEMPFAIL: the step succeeded, the next one could not be submitted
+
+
+def log(message: str) -> None:
+    print(f"job-chain: {message}", file=sys.stderr, flush=True)
+
+
+def submit_with_deadline(
+    submit: Callable[[], Any], deadline: float, sleep: Callable[[float], None] = time.sleep
+) -> Any:
+    """Call ``submit`` until it works, a non-retryable error occurs, or ``deadline`` passes."""
+    end = time.monotonic() + deadline
+    delay = 1.0
+    while True:
+        try:
+            return submit()
+        except AIHCError as exc:
+            if not exc.retryable or time.monotonic() + delay > end:
+                raise
+            log(f"{exc}; retrying in {delay:.0f}s")
+            sleep(delay)
+            delay = min(delay * 2, 30.0)
+
+
+def advance(
+    chain: Chain,
+    client: Any,
+    *,
+    run_id: str,
+    step: int,
+    attempt: int,
+    exit_code: int,
+    records: Optional[RunRecords],
+    resume_hint: str,
+    deadline: float = DEFAULT_DEADLINE,
+) -> int:
+    """Act on step ``step`` having exited with ``exit_code``; return the job's exit code."""
+    if records is not None and records.is_stopped(run_id):
+        log(f"run {run_id} was stopped by the user; not submitting anything")
+        return exit_code
+    current = chain.step(step)
+    if current is None:
+        log(f"step {step} is not in this chain (it has {chain.length} steps); the chain file changed?")
+        return exit_code or EXIT_ADVANCE_FAILED
+    mode = "inline" if records is None else "job"
+    started = (records.get_run(run_id) or {}).get("started") if records else None
+
+    if exit_code != 0:
+        if attempt <= current.retries:
+            log(f"step {step} ({current.name}) failed with exit code {exit_code}; "
+                f"retrying it as attempt {attempt + 1} of {current.retries + 1}")
+            target, next_attempt = step, attempt + 1
+        else:
+            log(f"step {step} ({current.name}) failed with exit code {exit_code}; the chain stops here. "
+                f"Fix it, then continue with: {resume_hint}")
+            return exit_code
+    elif chain.step(step + 1) is None:
+        log(f"step {step} ({current.name}) succeeded; it was the last step: the chain is complete")
+        return 0
+    else:
+        target, next_attempt = step + 1, 1
+
+    try:
+        result = submit_with_deadline(
+            lambda: submit_step(client, chain, target, run_id, next_attempt, records=records, mode=mode,
+                                since=started),
+            deadline,
+        )
+    except AIHCError as exc:
+        what = "succeeded" if exit_code == 0 else f"failed (exit code {exit_code})"
+        log(f"step {step} {what}, but step {target} could not be submitted: {exc}. "
+            f"Continue with: job-chain run {chain.cluster_config_path} --start {target}")
+        return exit_code or EXIT_ADVANCE_FAILED
+    verb = "submitted" if result["created"] == "yes" else "was already submitted as"
+    log(f"step {target} ({result['jobName']}) {verb} job {result['jobId']}")
+    if records is not None and records.is_stopped(run_id):  # stop raced with this submission
+        client.stop_job(chain.pool, result["jobId"])
+        log(f"run {run_id} was stopped meanwhile; stopped job {result['jobId']} again")
+    return exit_code
+
+
+def env_deadline() -> float:
+    try:
+        return float(os.environ.get("JOB_CHAIN_ADVANCE_DEADLINE", DEFAULT_DEADLINE))
+    except ValueError:
+        return DEFAULT_DEADLINE

@@ -1,0 +1,242 @@
+"""Load a chain file (the seed's format, unchanged) and list every problem with its JSON path.
+
+Nothing is submitted from a chain that has any problem: :func:`load_chain` raises
+:class:`ChainFileError` carrying all of them, one line each (``jobs[1].jobSpec.image: required``).
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import re
+from typing import Any, Dict, List, Optional
+
+from job_chain.aihc.names import job_name_problem
+from job_chain.chain.model import SETTINGS_KEY, Chain, Step
+from job_chain.errors import UsageError
+from job_chain.jsonfile import load_json_object
+
+TOP_LEVEL_KEYS = {"scrips_path", "config_path", "api_config", "resourcePoolId", "jobs", SETTINGS_KEY}
+SETTINGS_KEYS = {"retries", "generatedBy"}
+PRIORITIES = ("high", "normal", "low")
+_SCRIPT_TOKEN = re.compile(r"^\S+\.sh$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class ChainFileError(UsageError):
+    """A chain file with problems; ``problems`` lists each as ``json.path: what is wrong``."""
+
+    def __init__(self, path: str, problems: List[str]) -> None:
+        self.path = path
+        self.problems = problems
+        count = f"{len(problems)} problem{'s' if len(problems) != 1 else ''}"
+        super().__init__(f"{path}: {count}, nothing submitted:\n" + "\n".join(f"  {p}" for p in problems))
+
+
+class _Checker:
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.problems: List[str] = []
+        self.warnings: List[str] = []
+
+    def problem(self, where: str, message: str) -> None:
+        self.problems.append(f"{where}: {message}")
+
+    def string(self, obj: Dict[str, Any], key: str, where: str, *, required: bool = False) -> Optional[str]:
+        if key not in obj or obj[key] is None:
+            if required:
+                self.problem(f"{where}.{key}" if where else key, "required")
+            return None
+        value = obj[key]
+        if not isinstance(value, str):
+            self.problem(f"{where}.{key}" if where else key, f"must be a string, found {type(value).__name__}")
+            return None
+        if required and not value.strip():
+            self.problem(f"{where}.{key}" if where else key, "must not be empty")
+            return None
+        return value
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _read_script(chain_dir: str, name: str) -> Optional[str]:
+    candidate = name if os.path.isabs(name) else os.path.join(chain_dir, name)
+    try:
+        with open(candidate, encoding="utf-8", newline="") as handle:
+            return handle.read()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _check_step(c: _Checker, job: Any, index: int, chain_dir: str, secret: Optional[str]) -> Optional[Step]:
+    where = f"jobs[{index}]"
+    if not isinstance(job, dict):
+        c.problem(where, f"must be an object (an AIHC create-job body), found {type(job).__name__}")
+        return None
+    before = len(c.problems)
+    name_problem = job_name_problem(job.get("name"))
+    if name_problem:
+        c.problem(f"{where}.name", name_problem)
+    priority = job.get("priority")
+    if priority is not None and priority not in PRIORITIES:
+        c.problem(f"{where}.priority", f"must be one of {', '.join(PRIORITIES)}, found {priority!r}")
+    c.string(job, "queue", where)
+    framework = job.get("jobFramework")
+    if framework is not None and framework != "PyTorchJob":
+        c.problem(f"{where}.jobFramework", f"only PyTorchJob is supported, found {framework!r}")
+
+    spec = job.get("jobSpec")
+    script: Optional[str] = None
+    origin = "inline"
+    if not isinstance(spec, dict):
+        c.problem(f"{where}.jobSpec", "required (an object with image, command, replicas)")
+    else:
+        sw = f"{where}.jobSpec"
+        c.string(spec, "image", sw, required=True)
+        replicas = spec.get("replicas", 1)
+        if not _is_int(replicas) or replicas < 1:
+            c.problem(f"{sw}.replicas", f"must be a positive integer, found {replicas!r}")
+        envs = spec.get("envs", [])
+        if not isinstance(envs, list):
+            c.problem(f"{sw}.envs", "must be a list of {\"name\", \"value\"} objects")
+        else:
+            for k, env in enumerate(envs):
+                ew = f"{sw}.envs[{k}]"
+                if not isinstance(env, dict):
+                    c.problem(ew, "must be an object with name and value")
+                    continue
+                env_name = c.string(env, "name", ew, required=True)
+                if env_name is not None and not _ENV_NAME.match(env_name):
+                    c.problem(f"{ew}.name", f"{env_name!r} is not a valid environment variable name")
+                if "value" in env and not isinstance(env["value"], str):
+                    c.problem(f"{ew}.value", f"must be a string, found {type(env['value']).__name__} "
+                                             f"(quote it: \"{env['value']}\")")
+                if secret and isinstance(env.get("value"), str) and secret in env["value"]:
+                    c.problem(f"{ew}.value", "holds the secret key from api_config; credentials never "
+                                             "belong in job envs (jobs find them via the chain file)")
+        script_file = spec.get("scriptFile")
+        command = spec.get("command")
+        if script_file is not None:
+            if not isinstance(script_file, str) or not script_file.strip():
+                c.problem(f"{sw}.scriptFile", "must be a file name")
+            else:
+                script = _read_script(chain_dir, script_file)
+                origin = script_file
+                if script is None:
+                    c.problem(f"{sw}.scriptFile", f"script file {script_file} not found or unreadable "
+                                                  f"(looked in {chain_dir})")
+        elif command is None or (isinstance(command, str) and not command.strip()):
+            c.problem(f"{sw}.command", "required: a script file name next to the chain file "
+                                       "(e.g. \"job1.sh\") or the command itself")
+        elif not isinstance(command, str):
+            c.problem(f"{sw}.command", f"must be a string, found {type(command).__name__}")
+        elif _SCRIPT_TOKEN.match(command.strip()):
+            script = _read_script(chain_dir, command.strip())
+            origin = command.strip()
+            if script is None:
+                c.problem(f"{sw}.command", f"names script file {command.strip()}, which is not found "
+                                           f"or unreadable (looked in {chain_dir})")
+        else:
+            script = command
+        if script is not None and secret and secret in script:
+            c.problem(f"{sw}.command", "the script contains the secret key from api_config; it would be "
+                                       "visible to anyone who can list jobs")
+
+    datasources = job.get("datasources", [])
+    if not isinstance(datasources, list):
+        c.problem(f"{where}.datasources", "must be a list")
+    else:
+        for k, ds in enumerate(datasources):
+            dw = f"{where}.datasources[{k}]"
+            if not isinstance(ds, dict):
+                c.problem(dw, "must be an object with type, name, mountPath")
+                continue
+            mount = c.string(ds, "mountPath", dw, required=True)
+            if mount and not posixpath.isabs(mount):
+                c.problem(f"{dw}.mountPath", f"must be an absolute path, found {mount!r}")
+    labels = job.get("labels", [])
+    if not isinstance(labels, list) or not all(isinstance(x, dict) and isinstance(x.get("key"), str)
+                                               for x in labels):
+        c.problem(f"{where}.labels", "must be a list of {\"key\", \"value\"} objects")
+
+    settings = job.get(SETTINGS_KEY, {})
+    retries = 0
+    if not isinstance(settings, dict):
+        c.problem(f"{where}.{SETTINGS_KEY}", "must be an object, e.g. {\"retries\": 2}")
+    else:
+        for key in sorted(set(settings) - SETTINGS_KEYS):
+            c.problem(f"{where}.{SETTINGS_KEY}.{key}", f"unknown setting (known: {', '.join(sorted(SETTINGS_KEYS))})")
+        retries = settings.get("retries", 0)
+        if not _is_int(retries) or retries < 0:
+            c.problem(f"{where}.{SETTINGS_KEY}.retries", f"must be a whole number >= 0, found {retries!r}")
+            retries = 0
+    if len(c.problems) > before or script is None:
+        return None
+    body = {k: v for k, v in job.items() if k != SETTINGS_KEY}
+    body["jobSpec"] = {k: v for k, v in body["jobSpec"].items() if k != "scriptFile"}
+    body["jobSpec"]["command"] = script
+    return Step(index=index, body=body, script=script, script_origin=origin, retries=retries)
+
+
+def check_chain_data(data: Dict[str, Any], path: str, *, local: bool = False) -> Chain:
+    """Validate a parsed chain; raise :class:`ChainFileError` listing every problem."""
+    c = _Checker(path)
+    chain_dir = os.path.dirname(os.path.abspath(path))
+    for key in sorted(set(data) - TOP_LEVEL_KEYS):
+        c.warnings.append(f"{key}: unknown top-level key, ignored")
+    pool = c.string(data, "resourcePoolId", "", required=True)
+    scrips_path = c.string(data, "scrips_path", "")
+    config_path = c.string(data, "config_path", "")
+    api_config = data.get("api_config") or {}
+    if not isinstance(api_config, dict):
+        c.problem("api_config", "must be an object with host, ak, sk")
+        api_config = {}
+    else:
+        for key in ("host", "ak", "sk"):
+            c.string(api_config, key, "api_config")
+    secret = api_config.get("sk") if isinstance(api_config.get("sk"), str) and len(api_config["sk"]) >= 8 else None
+    jobs = data.get("jobs")
+    steps: List[Step] = []
+    if not isinstance(jobs, list) or not jobs:
+        c.problem("jobs", "required: a non-empty list of AIHC create-job bodies")
+    else:
+        seen: Dict[str, int] = {}
+        for index, job in enumerate(jobs):
+            step = _check_step(c, job, index, chain_dir, secret)
+            if step is not None:
+                steps.append(step)
+                if step.name in seen:
+                    c.problem(f"jobs[{index}].name", f"{step.name!r} is already the name of jobs[{seen[step.name]}]")
+                seen.setdefault(step.name, index)
+    if c.problems:
+        raise ChainFileError(path, c.problems)
+    chain = Chain(path=path, pool=pool or "", steps=steps, api_config=api_config,
+                  scrips_path=scrips_path or None, config_path=config_path or None, warnings=c.warnings)
+    if not local:
+        chain.warnings.extend(reachability_warnings(chain))
+    return chain
+
+
+def reachability_warnings(chain: Chain) -> List[str]:
+    """Warn when a step could not read the chain file or runtime from its mounted storage."""
+    warnings = []
+    for label, value in (("config_path", chain.cluster_config_path), ("scrips_path", chain.scrips_path)):
+        if not value:
+            continue
+        for step in chain.steps:
+            mounts = step.mount_paths()
+            if not any(value == m or value.startswith(m.rstrip("/") + "/") for m in mounts):
+                shown = ", ".join(mounts) or "none"
+                warnings.append(
+                    f"{label} {value} is under none of jobs[{step.index}]'s datasource mountPaths "
+                    f"({shown}): that step could not read it in the cluster"
+                )
+                break
+    return warnings
+
+
+def load_chain(path: str, *, local: bool = False) -> Chain:
+    """Read and validate a chain file. ``local`` skips cluster-only reachability warnings."""
+    return check_chain_data(load_json_object(path, "chain file"), path, local=local)
