@@ -366,9 +366,11 @@ def advance(config_path: Optional[str], run_id: str, step: int, attempt: int, ex
 
 @click.command()
 @click.argument("directory", type=click.Path(file_okay=False))
-def bundle(directory: str) -> None:
+@click.option("--wheels", type=click.Path(file_okay=False, exists=True), default=None,
+              help="Use wheels from this directory instead of the package index (offline).")
+def bundle(directory: str, wheels: Optional[str]) -> None:
     """Write a job-chain runtime into DIRECTORY (on shared storage) for training images."""
     from job_chain.chain.bundle import write_bundle
 
-    summary = write_bundle(directory)
+    summary = write_bundle(directory, wheels)
     click.echo(summary)
