@@ -41,6 +41,27 @@ def submit_with_deadline(
             delay = min(delay * 2, 30.0)
 
 
+def wait_for_peers(client: Any, pool: str, job_id: str, self_pod: str, deadline: float,
+                   interval: float = 0.5, sleep: Callable[[float], None] = time.sleep) -> Optional[str]:
+    """Wait until every other pod of this job succeeded; return why not, or None when they did.
+
+    RANK 0 may finish before the workers; the next step must not start until they are done.
+    """
+    end = time.monotonic() + deadline
+    while True:
+        pods = ((client.get_job(pool, job_id).get("podList") or {}).get("pods")) or []
+        others = [p for p in pods if (p.get("objectMeta") or {}).get("name") != self_pod]
+        phases = {(p.get("objectMeta") or {}).get("name"): (p.get("podStatus") or {}).get("podPhase") for p in others}
+        failed = [name for name, phase in phases.items() if phase in ("Failed", "Unknown")]
+        if failed:
+            return f"replica {failed[0]} failed"
+        if all(phase == "Succeeded" for phase in phases.values()):
+            return None
+        if time.monotonic() > end:
+            return "the other replicas did not finish in time"
+        sleep(interval)
+
+
 def advance(
     chain: Chain,
     client: Any,
@@ -78,6 +99,13 @@ def advance(
         return 0
     else:
         target, next_attempt = step + 1, 1
+        replicas = int(current.body.get("jobSpec", {}).get("replicas", 1))
+        self_pod = os.environ.get("POD_NAME") or os.environ.get("HOSTNAME") or ""
+        if replicas > 1 and self_pod:
+            problem = _peers_problem(client, chain, run_id, step, attempt, records, started, self_pod, deadline)
+            if problem:
+                log(f"step {step} ({current.name}): {problem}; not advancing (the job fails)")
+                return EXIT_ADVANCE_FAILED
 
     try:
         result = submit_with_deadline(
@@ -96,6 +124,22 @@ def advance(
         client.stop_job(chain.pool, result["jobId"])
         log(f"run {run_id} was stopped meanwhile; stopped job {result['jobId']} again")
     return exit_code
+
+
+def _peers_problem(client: Any, chain: Chain, run_id: str, step: int, attempt: int,
+                   records: Optional[RunRecords], started: Optional[float], self_pod: str,
+                   deadline: float) -> Optional[str]:
+    from job_chain.chain.submit import find_submitted
+
+    entry = records.submission(run_id, step, attempt) if records else None
+    job_id = entry["jobId"] if entry else (find_submitted(client, chain.pool, run_id, step, attempt, started)
+                                           or {}).get("jobId")
+    if not job_id:
+        return "cannot find this job to check its other replicas"
+    try:
+        return submit_with_deadline(lambda: wait_for_peers(client, chain.pool, job_id, self_pod, deadline), deadline)
+    except AIHCError as exc:
+        return f"cannot check the other replicas: {exc}"
 
 
 def env_deadline() -> float:

@@ -29,7 +29,36 @@ COMMANDS: Dict[str, Tuple[str, str]] = {
 }
 
 
-class LazyGroup(click.Group):
+class UserError(click.ClickException):
+    """A JobChainError shown the click way: one line on stderr, the error's own exit code."""
+
+    def __init__(self, error: Exception, exit_code: int) -> None:
+        super().__init__(str(error))
+        self.exit_code = exit_code
+
+    def show(self, file: Any = None) -> None:
+        ctx = click.get_current_context(silent=True)
+        prog = ctx.find_root().info_name if ctx else "job-chain"
+        click.echo(f"{prog}: error: {self.message}", err=True)
+
+
+class TranslatesErrors:
+    """Mixin for click commands: expected failures become :class:`UserError` (no traceback)."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        from job_chain.errors import JobChainError
+
+        try:
+            return super().invoke(ctx)  # type: ignore[misc]
+        except JobChainError as exc:
+            raise UserError(exc, exc.exit_code) from None
+
+
+class Command(TranslatesErrors, click.Command):
+    """A top-level command (like aiak-gen) whose JobChainErrors print as one line."""
+
+
+class LazyGroup(TranslatesErrors, click.Group):
     """A group whose commands are imported on first use."""
 
     def list_commands(self, ctx: click.Context) -> List[str]:

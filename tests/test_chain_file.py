@@ -1,0 +1,126 @@
+"""Chain files: the seed format loads unchanged, and every bad input is one clear error."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from job_chain.chain.loader import ChainFileError, load_chain
+from job_chain.cli import cli
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+def write_chain(tmp_path: Path, data: object, scripts: dict = None) -> str:
+    for name, text in (scripts or {}).items():
+        (tmp_path / name).write_text(text)
+    path = tmp_path / "chain_info.json"
+    path.write_text(data if isinstance(data, str) else json.dumps(data, indent=2))
+    return str(path)
+
+
+def job(name: str = "step-a", **spec: object) -> dict:
+    body = {"name": name, "jobSpec": {"command": "echo hi", "image": "img", "replicas": 1}}
+    body["jobSpec"].update(spec)
+    return body
+
+
+def test_seed_example_loads_with_scripts_inlined() -> None:
+    chain = load_chain(str(EXAMPLES / "job_info" / "chain_info.json"))
+    assert chain.pool == "cce-e0isdmib"
+    assert [s.name for s in chain.steps] == [f"test-api-llama2-7b-4-luyc-job{i}" for i in (1, 2, 3)]
+    assert chain.steps[0].script == (EXAMPLES / "job_info" / "job1.sh").read_text()
+    assert chain.steps[0].body["jobSpec"]["command"] == chain.steps[0].script
+    assert chain.scrips_path == "/root/pfs/dev-test/job-chain/runtime"
+
+
+def test_script_file_key_and_inline_command(tmp_path: Path) -> None:
+    data = {"resourcePoolId": "p", "jobs": [
+        {"name": "a", "jobSpec": {"scriptFile": "a.sh", "image": "i"}},
+        {"name": "b", "jobSpec": {"command": "echo $HOME; ls", "image": "i"}},
+    ]}
+    chain = load_chain(write_chain(tmp_path, data, {"a.sh": "echo from a\n"}))
+    assert chain.steps[0].script == "echo from a\n"
+    assert "scriptFile" not in chain.steps[0].body["jobSpec"]
+    assert chain.steps[1].script == "echo $HOME; ls"
+
+
+def test_every_schema_problem_is_listed_with_its_path(tmp_path: Path) -> None:
+    data = {"resourcePoolId": "p", "jobs": [
+        job("Bad_Name"),
+        {"name": "ok", "jobSpec": {"command": "missing.sh", "replicas": 0}},
+        {"name": "ok2", "priority": "urgent", "jobSpec": {"command": "x", "image": "i",
+                                                           "envs": [{"name": "N", "value": 3}]},
+         "jobChain": {"retries": -1, "colour": "red"}},
+    ]}
+    with pytest.raises(ChainFileError) as info:
+        load_chain(write_chain(tmp_path, data))
+    problems = "\n".join(info.value.problems)
+    assert "jobs[0].name: use lowercase letters" in problems
+    assert "jobs[1].jobSpec.image: required" in problems
+    assert "jobs[1].jobSpec.replicas: must be a positive integer, found 0" in problems
+    assert "jobs[1].jobSpec.command: names script file missing.sh, which is not found" in problems
+    assert "jobs[2].priority: must be one of high, normal, low" in problems
+    assert "jobs[2].jobSpec.envs[0].value: must be a string" in problems
+    assert "jobs[2].jobChain.retries: must be a whole number >= 0" in problems
+    assert "jobs[2].jobChain.colour: unknown setting" in problems
+
+
+def test_secret_in_env_or_script_is_refused(tmp_path: Path) -> None:
+    secret = "S3cretKeyValue123456"
+    data = {"resourcePoolId": "p", "api_config": {"host": "h", "ak": "a", "sk": secret}, "jobs": [
+        job("a", envs=[{"name": "SK", "value": secret}]), job("b", command=f"echo {secret}")]}
+    with pytest.raises(ChainFileError) as info:
+        load_chain(write_chain(tmp_path, data))
+    text = str(info.value)
+    assert "jobs[0].jobSpec.envs[0].value: holds the secret key" in text
+    assert "jobs[1].jobSpec.command: the script contains the secret key" in text
+    assert secret not in text
+
+
+@pytest.mark.parametrize("text, expected", [
+    ('{"jobs": [\n  {"name": "a",}\n]}', "chain_info.json:2:16: invalid JSON"),
+    ("[1, 2]", "chain_info.json:1:1: expected a JSON object"),
+    ("", "chain_info.json:1:1: invalid JSON"),
+])
+def test_validate_reports_json_errors_with_line_and_column(tmp_path: Path, text: str, expected: str) -> None:
+    path = write_chain(tmp_path, text)
+    result = CliRunner().invoke(cli, ["validate", path])
+    assert result.exit_code == 2
+    assert expected in result.output
+    assert "Traceback" not in result.output
+
+
+def test_validate_lists_problems_and_exits_non_zero(tmp_path: Path) -> None:
+    path = write_chain(tmp_path, {"jobs": [job(), {"name": "b"}]})
+    result = CliRunner().invoke(cli, ["validate", path])
+    assert result.exit_code == 2
+    assert "resourcePoolId: required" in result.output
+    assert "jobs[1].jobSpec: required" in result.output
+
+
+def test_validate_warns_when_cluster_cannot_read_the_chain(tmp_path: Path) -> None:
+    data = {"resourcePoolId": "p", "jobs": [dict(job(), datasources=[{"type": "pfs", "name": "x",
+                                                                      "mountPath": "/root/pfs"}])]}
+    result = CliRunner().invoke(cli, ["validate", write_chain(tmp_path, data)])
+    assert result.exit_code == 0
+    assert "config_path" in result.output and "under none of jobs[0]'s datasource mountPaths" in result.output
+
+
+def test_missing_file_is_one_line(tmp_path: Path) -> None:
+    result = CliRunner().invoke(cli, ["validate", str(tmp_path / "nope.json")])
+    assert result.exit_code == 2
+    assert "no such chain file" in result.output
+
+
+def test_hello_example_is_valid() -> None:
+    chain = load_chain(str(EXAMPLES / "hello" / "chain_info.json"), local=True)
+    assert [s.body["jobSpec"]["replicas"] for s in chain.steps] == [1, 2, 1]
+    assert chain.steps[1].retries == 1
+    assert shutil.which("bash")
+    assert all(os.access(EXAMPLES / "hello" / n, os.R_OK) for n in ("prepare.sh", "train.sh", "evaluate.sh"))

@@ -1,0 +1,85 @@
+"""The rewritten step command: the user's bytes survive, the tail is small and constant."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from job_chain.chain.command import step_command, tail_size
+from job_chain.chain.model import Chain, Step
+from job_chain.chain.submit import build_request
+
+TRICKY = (
+    "#!/bin/bash\n"
+    "echo \"double $HOME\" 'single $HOME' `echo backtick` $(echo dollar)\n"
+    "cat <<EOF\nheredoc $USER\nEOF\n"
+    "cat <<'JOB_CHAIN_SCRIPT_0000'\nlooks like ours\nJOB_CHAIN_SCRIPT_0000\n"
+    "printf '%s\\n' \"中文 ü \\\\ \\t\"\r\n"
+    "exit 0"  # no final newline on purpose
+)
+
+
+def run_wrapper(command: str, tmp_path: Path, **env: str) -> subprocess.CompletedProcess:
+    full_env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"],
+                    TMPDIR=str(tmp_path), **env)
+    return subprocess.run(["bash", "-c", command], capture_output=True, env=full_env, cwd=tmp_path)
+
+
+def test_user_script_bytes_survive(tmp_path: Path) -> None:
+    probe = TRICKY.replace("exit 0", "sha256sum \"$0\" > \"$TMPDIR/seen\"; cp \"$0\" \"$TMPDIR/copy\"; exit 0")
+    command = step_command(probe, run_id="r", step=0, attempt=1, config_path="/nowhere.json")
+    done = run_wrapper(command, tmp_path, RANK="1")
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "copy").read_bytes() == probe.encode("utf-8")
+    assert (tmp_path / "seen").read_text().split()[0] == hashlib.sha256(probe.encode()).hexdigest()
+    assert b"heredoc" in done.stdout and "中文".encode() in done.stdout
+
+
+def test_failing_script_exit_code_is_the_jobs(tmp_path: Path) -> None:
+    command = step_command("echo boom >&2; exit 3", run_id="r", step=0, attempt=1,
+                           config_path=str(tmp_path / "missing.json"))
+    done = run_wrapper(command, tmp_path, RANK="0")
+    assert done.returncode == 3
+    assert b"boom" in done.stderr
+
+
+def test_non_zero_rank_does_not_advance(tmp_path: Path) -> None:
+    command = step_command("true", run_id="r", step=0, attempt=1, config_path=str(tmp_path / "missing.json"))
+    assert run_wrapper(command, tmp_path, RANK="1").returncode == 0
+    # RANK 0 runs advance, which fails on the missing chain file: the job must not look successful
+    done = run_wrapper(command, tmp_path, RANK="0")
+    assert done.returncode != 0
+    assert b"no such chain file" in done.stderr
+
+
+def test_missing_bundle_is_a_clear_error(tmp_path: Path) -> None:
+    command = step_command("true", run_id="r", step=0, attempt=1, config_path="/c.json",
+                           scrips_path=str(tmp_path / "runtime"))
+    done = run_wrapper(command, tmp_path, RANK="0")
+    assert done.returncode == 127
+    assert b"no runtime at" in done.stderr and b"job-chain bundle" in done.stderr
+
+
+def _chain(length: int) -> Chain:
+    steps = [Step(index=i, body={"name": f"s{i}", "jobSpec": {"command": "echo hi", "image": "i"}},
+                  script="echo hi", script_origin="inline") for i in range(length)]
+    return Chain(path="/data/chain_info.json", pool="p", steps=steps, api_config={"sk": "SECRETSECRET"})
+
+
+def test_tail_size_does_not_grow_with_the_chain() -> None:
+    sizes = []
+    for length in (3, 1000):
+        body = build_request(_chain(length), 1, "20261122-000000-abcd", 1)
+        sizes.append(tail_size(body["jobSpec"]["command"], "echo hi"))
+        assert "SECRETSECRET" not in str(body)
+    assert sizes[0] == sizes[1] < 1024
+
+
+def test_inline_snapshot_grows_but_holds_no_secret() -> None:
+    small = build_request(_chain(3), 0, "r", 1, mode="inline", host="h")
+    large = build_request(_chain(200), 0, "r", 1, mode="inline", host="h")
+    assert len(large["jobSpec"]["command"]) > len(small["jobSpec"]["command"])
+    assert "SECRETSECRET" not in large["jobSpec"]["command"]
