@@ -18,10 +18,13 @@ def _warn(message: str) -> None:
     click.secho(f"warning: {message}", fg="yellow", err=True)
 
 
-def _load(path: str, local: bool = False) -> Any:
+def _load(path: str, local: bool = False, quiet: bool = False) -> Any:
+    """Load a chain; with ``local`` its jobs run on this machine, so cluster paths do not apply."""
     from job_chain.chain.loader import load_chain
 
-    chain = load_chain(path, local=local)
+    chain = load_chain(path, local=local or quiet)
+    if local:
+        chain.config_path = chain.scrips_path = None  # local pods read this file and this installation
     for warning in chain.warnings:
         _warn(warning)
     return chain
@@ -225,7 +228,7 @@ def status(chain_file: str, run_id: Optional[str], as_json: bool, **kwargs: Any)
     from job_chain.chain.record import RunRecords
 
     opts = _api_opts(kwargs)
-    chain = _load(chain_file, local=True)
+    chain = _load(chain_file, quiet=True)
     run = _pick_run(RunRecords(chain_file), chain_file, run_id)
     client = _client(chain, opts)
     states = _states(client, chain, run)
@@ -255,7 +258,7 @@ def logs(chain_file: str, step: Optional[int], run_id: Optional[str], pod: Optio
     from job_chain.cli.jobs import _first_pod, follow_logs
 
     opts = _api_opts(kwargs)
-    chain = _load(chain_file, local=True)
+    chain = _load(chain_file, quiet=True)
     run = _pick_run(RunRecords(chain_file), chain_file, run_id)
     client = _client(chain, opts)
     submitted = [s for s in _states(client, chain, run) if s.job_id]
@@ -281,7 +284,7 @@ def stop(chain_file: str, run_id: Optional[str], **kwargs: Any) -> None:
     from job_chain.chain.record import RunRecords
 
     opts = _api_opts(kwargs)
-    chain = _load(chain_file, local=True)
+    chain = _load(chain_file, quiet=True)
     records = RunRecords(chain_file)
     run = _pick_run(records, chain_file, run_id)
     records.mark_stopped(run["id"])
@@ -355,7 +358,7 @@ def advance(config_path: Optional[str], run_id: str, step: int, attempt: int, ex
 
         chain, records, hint = decode_snapshot(snapshot.read()), None, "job-chain resume CHAIN_FILE"
     elif config_path:
-        chain = _load(config_path, local=True)
+        chain = _load(config_path, quiet=True)
         records, hint = RunRecords(config_path), f"job-chain resume {config_path}"
     else:
         raise UsageError("advance needs the chain file path or --snapshot")

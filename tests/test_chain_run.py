@@ -1,0 +1,247 @@
+"""Chains on the real local server over real HTTP: exactly once, failure-aware, secret-free."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Dict, List
+
+from job_chain.chain.model import LABEL_ATTEMPT, LABEL_RUN, LABEL_STEP
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+JOB_CHAIN = [sys.executable, "-m", "job_chain"]
+
+
+def cli(*args: str, server: Any, timeout: float = 120, check: bool = False, **env: str) -> subprocess.CompletedProcess:
+    """Run the real job-chain CLI in a subprocess against the test server."""
+    full_env = dict(os.environ, JOB_CHAIN_CREDENTIALS=server.credentials_file, **env)
+    for name in ("AIHC_HOST", "AIHC_AK", "AIHC_SK", "AK", "SK"):
+        full_env.pop(name, None)
+    done = subprocess.run([*JOB_CHAIN, *args], capture_output=True, text=True, timeout=timeout, env=full_env)
+    if check:
+        assert done.returncode == 0, done.stderr + done.stdout
+    return done
+
+
+def make_chain(tmp_path: Path, steps: List[Dict[str, Any]], pool: str, **top: Any) -> Path:
+    """Write a chain whose steps share ``tmp_path/shared`` (its datasource mountPath)."""
+    shared = tmp_path / "shared"
+    jobs = []
+    for i, step in enumerate(steps):
+        name = step.get("name", f"step-{i}")
+        (tmp_path / f"{name}.sh").write_text(step["script"])
+        job = {"name": name, "jobSpec": {"command": f"{name}.sh", "image": "local", "replicas": step.get("replicas", 1),
+                                         "envs": [{"name": "SHARED", "value": str(shared)}]},
+               "datasources": [{"type": "pfs", "name": "pfs-test", "mountPath": str(shared)}]}
+        if "retries" in step:
+            job["jobChain"] = {"retries": step["retries"]}
+        jobs.append(job)
+    path = tmp_path / "chain_info.json"
+    path.write_text(json.dumps({"resourcePoolId": pool, "jobs": jobs, **top}, indent=2))
+    return path
+
+
+def run_jobs(server: Any, run_id: str = None) -> List[Dict[str, Any]]:
+    jobs = list(server.client().iter_jobs(server.pool))
+    if run_id is None:
+        return jobs
+    return [j for j in jobs if {x["key"]: x["value"] for x in j.get("labels", [])}.get(LABEL_RUN) == run_id]
+
+
+def labels(job: Dict[str, Any]) -> Dict[str, str]:
+    return {x["key"]: x["value"] for x in job.get("labels", [])}
+
+
+def latest_run(chain: Path) -> str:
+    runs = sorted((chain.parent / (chain.name + ".runs")).iterdir())
+    return runs[-1].name
+
+
+def wait_outcome(chain: Path, server: Any, wanted: str, timeout: float = 60) -> Dict[str, Any]:
+    end = time.time() + timeout
+    while True:
+        done = cli("status", str(chain), "--json", server=server, check=True)
+        status = json.loads(done.stdout)
+        if status["outcome"] == wanted:
+            return status
+        assert time.time() < end, f"outcome {status['outcome']} != {wanted}: {status}"
+        time.sleep(0.3)
+
+
+def test_hello_chain_passes_data_and_runs_each_step_once(tmp_path: Path, local_server: Any) -> None:
+    demo = tmp_path / "hello"
+    shutil.copytree(EXAMPLES / "hello", demo)
+    data_dir = tmp_path / "pfs"
+    text = (demo / "chain_info.json").read_text().replace("/tmp/job-chain-hello", str(data_dir))
+    (demo / "chain_info.json").write_text(text.replace("your-resource-pool-id", local_server.pool))
+    done = cli("run", str(demo / "chain_info.json"), "--follow", server=local_server)
+    assert done.returncode == 0, done.stdout + done.stderr
+    run_id = latest_run(demo / "chain_info.json")
+    jobs = run_jobs(local_server, run_id)
+    assert sorted(int(labels(j)[LABEL_STEP]) for j in jobs) == [0, 1, 2]
+    assert all(j["status"] == "Succeeded" for j in jobs)
+    assert (data_dir / "data" / "result.txt").read_text().strip() == "5050"
+    assert f"run {run_id}: succeeded" in done.stdout
+
+
+def test_failing_step_stops_the_chain(tmp_path: Path, local_server: Any) -> None:
+    chain = make_chain(tmp_path, [{"script": "echo one"}, {"script": "echo failing >&2; exit 4"},
+                                  {"script": "echo never"}], local_server.pool)
+    done = cli("run", str(chain), "--follow", server=local_server)
+    assert done.returncode == 1
+    status = wait_outcome(chain, local_server, "failed")
+    assert [s["status"] for s in status["steps"]] == ["Succeeded", "Failed", "not submitted"]
+    job = local_server.client().get_job(local_server.pool, status["steps"][1]["jobId"])
+    assert job["status"] == "Failed"
+    logs = cli("logs", str(chain), "--step", "1", server=local_server, check=True)
+    assert "failing" in logs.stdout
+    assert "the chain stops here" in logs.stdout
+
+
+def test_retries_resubmit_a_failed_step(tmp_path: Path, local_server: Any) -> None:
+    flaky = 'if [ ! -f "$SHARED/tried" ]; then touch "$SHARED/tried"; exit 7; fi\necho ok'
+    chain = make_chain(tmp_path, [{"script": flaky, "retries": 2}, {"script": "echo after"}], local_server.pool)
+    cli("run", str(chain), "--follow", server=local_server, check=True)
+    jobs = run_jobs(local_server, latest_run(chain))
+    attempts = sorted((labels(j)[LABEL_STEP], labels(j)[LABEL_ATTEMPT], j["status"]) for j in jobs)
+    assert attempts == [("0", "1", "Failed"), ("0", "2", "Succeeded"), ("1", "1", "Succeeded")]
+
+
+def test_start_index_and_positional_index(tmp_path: Path, local_server: Any) -> None:
+    chain = make_chain(tmp_path, [{"script": "exit 9"}, {"script": "echo b"}, {"script": "echo c"}],
+                       local_server.pool)
+    cli("run", str(chain), "1", "--follow", server=local_server, check=True)
+    status = wait_outcome(chain, local_server, "succeeded")
+    assert [s["status"] for s in status["steps"]] == ["skipped", "Succeeded", "Succeeded"]
+    cli("run", str(chain), "--start", "2", "--follow", server=local_server, check=True)
+    assert len(run_jobs(local_server, latest_run(chain))) == 1
+    bad = cli("run", str(chain), "--start", "3", server=local_server)
+    assert bad.returncode == 2 and "has 3 steps, numbered 0 to 2" in bad.stderr
+
+
+def test_resume_starts_at_the_first_unsucceeded_step(tmp_path: Path, local_server: Any) -> None:
+    gate = 'test -f "$SHARED/fixed" || { echo "not fixed yet" >&2; exit 1; }'
+    chain = make_chain(tmp_path, [{"script": "echo a"}, {"script": gate}, {"script": "echo c"}], local_server.pool)
+    assert cli("run", str(chain), "--follow", server=local_server).returncode == 1
+    (tmp_path / "shared" / "fixed").write_text("yes")
+    cli("resume", str(chain), "--follow", server=local_server, check=True)
+    jobs = run_jobs(local_server, latest_run(chain))
+    steps = sorted((labels(j)[LABEL_STEP], labels(j)[LABEL_ATTEMPT]) for j in jobs)
+    assert steps == [("0", "1"), ("1", "1"), ("1", "2"), ("2", "1")]
+    again = cli("resume", str(chain), server=local_server, check=True)
+    assert "nothing to resume" in again.stdout
+
+
+def test_stop_stops_the_running_step_and_no_later_step_starts(tmp_path: Path, local_server: Any) -> None:
+    chain = make_chain(tmp_path, [{"script": "sleep 60"}, {"script": "echo never"}], local_server.pool)
+    cli("run", str(chain), server=local_server, check=True)
+    wait_outcome(chain, local_server, "running")
+    end = time.time() + 20
+    while json.loads(cli("status", str(chain), "--json", server=local_server).stdout)["steps"][0]["status"] \
+            != "Running":
+        assert time.time() < end
+        time.sleep(0.2)
+    cli("stop", str(chain), server=local_server, check=True)
+    status = wait_outcome(chain, local_server, "stopped", timeout=30)
+    assert [s["status"] for s in status["steps"]] == ["Stopped", "not submitted"]
+
+
+def test_repeated_advance_creates_the_next_step_once(tmp_path: Path, local_server: Any) -> None:
+    chain = make_chain(tmp_path, [{"script": "echo a"}, {"script": "sleep 5"}], local_server.pool)
+    cli("run", str(chain), "--follow", server=local_server, timeout=60)
+    run_id = latest_run(chain)
+    # a pod restart, a fault-tolerance re-run or a retried call: advance again for step 0
+    for _ in range(3):
+        again = cli("advance", str(chain), "--run", run_id, "--step", "0", "--exit-code", "0", server=local_server)
+        assert again.returncode == 0, again.stderr
+        assert "already submitted" in again.stderr
+    # even with the record gone, the client token keeps it to one job
+    for entry in (chain.parent / (chain.name + ".runs") / run_id).glob("step-0001-*"):
+        entry.unlink()
+    cli("advance", str(chain), "--run", run_id, "--step", "0", "--exit-code", "0", server=local_server, check=True)
+    steps = [labels(j)[LABEL_STEP] for j in run_jobs(local_server, run_id)]
+    assert sorted(steps) == ["0", "1"]
+
+
+def test_two_replica_step_advances_once(tmp_path: Path, local_server: Any) -> None:
+    chain = make_chain(tmp_path, [
+        {"script": 'echo "rank $RANK"; if [ "$RANK" = 1 ]; then sleep 1; fi; touch "$SHARED/done-$RANK"',
+         "replicas": 2},
+        {"script": 'test -f "$SHARED/done-0" && test -f "$SHARED/done-1"'},
+    ], local_server.pool)
+    cli("run", str(chain), "--follow", server=local_server, check=True)
+    jobs = run_jobs(local_server, latest_run(chain))
+    assert sorted(labels(j)[LABEL_STEP] for j in jobs) == ["0", "1"]
+    assert all(j["status"] == "Succeeded" for j in jobs)
+
+
+def test_no_job_contains_the_secret_key(tmp_path: Path, local_server: Any) -> None:
+    api = {"host": local_server.url, "ak": local_server.ak, "sk": local_server.sk}
+    chain = make_chain(tmp_path, [{"script": "env"}, {"script": "echo two"}], local_server.pool, api_config=api)
+    env = dict(os.environ)
+    env.pop("JOB_CHAIN_CREDENTIALS", None)
+    done = subprocess.run([*JOB_CHAIN, "run", str(chain), "--follow"], capture_output=True, text=True,
+                          timeout=120, env={k: v for k, v in env.items() if k not in ("AIHC_HOST", "AIHC_AK",
+                                                                                      "AIHC_SK")})
+    assert done.returncode == 0, done.stderr
+    client = local_server.client()
+    for job in run_jobs(local_server, latest_run(chain)):
+        detail = client.get_job(local_server.pool, job["jobId"])
+        assert local_server.sk not in json.dumps(detail) + json.dumps(job)
+        logs = "".join(client.pod_logs(local_server.pool, job["jobId"], f"{job['name']}-master-0")["logs"])
+        assert local_server.sk not in logs
+    assert local_server.sk not in done.stdout + done.stderr
+
+
+def test_bad_chain_submits_nothing(tmp_path: Path, local_server: Any) -> None:
+    chain = make_chain(tmp_path, [{"script": "echo a"}], local_server.pool)
+    data = json.loads(chain.read_text())
+    data["jobs"][0]["jobSpec"]["image"] = ""
+    chain.write_text(json.dumps(data))
+    before = len(run_jobs(local_server))
+    done = cli("run", str(chain), server=local_server)
+    assert done.returncode == 2
+    assert "jobs[0].jobSpec.image: must not be empty" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert len(run_jobs(local_server)) == before
+
+
+def test_dry_run_redacts_and_submits_nothing(tmp_path: Path, local_server: Any) -> None:
+    api = {"host": local_server.url, "ak": local_server.ak, "sk": local_server.sk}
+    chain = make_chain(tmp_path, [{"script": "echo a"}], local_server.pool, api_config=api)
+    before = len(run_jobs(local_server))
+    done = cli("run", str(chain), "--dry-run", server=local_server, check=True)
+    assert "POST " + local_server.url + "/api/v1/aijobs" in done.stdout
+    assert json.loads(done.stdout.split("\n", 1)[1])["name"] == "step-0"
+    assert local_server.sk not in done.stdout + done.stderr
+    assert len(run_jobs(local_server)) == before
+
+
+def test_watch_mode_advances_from_this_process(tmp_path: Path, local_server: Any) -> None:
+    chain = make_chain(tmp_path, [{"script": "echo a"}, {"script": "echo b"}], local_server.pool)
+    cli("run", str(chain), "--advance", "watch", server=local_server, check=True)
+    jobs = run_jobs(local_server, latest_run(chain))
+    assert sorted(labels(j)[LABEL_STEP] for j in jobs) == ["0", "1"]
+    assert all("job-chain" not in j["command"] for j in jobs)  # plain scripts, no tail
+
+
+def test_inline_mode_needs_no_chain_file_in_the_job(tmp_path: Path, local_server: Any) -> None:
+    chain = make_chain(tmp_path, [{"script": "echo a"}, {"script": "echo b"}, {"script": "echo c"}],
+                       local_server.pool)
+    cli("run", str(chain), "--inline", server=local_server, check=True)
+    moved = chain.with_name("elsewhere.json")
+    runs_dir = chain.parent / (chain.name + ".runs")
+    chain.rename(moved)  # the jobs must not need it
+    end = time.time() + 60
+    while True:
+        jobs = run_jobs(local_server, sorted(runs_dir.iterdir())[-1].name)
+        if len(jobs) == 3 and all(j["status"] == "Succeeded" for j in jobs):
+            break
+        assert not any(j["status"] == "Failed" for j in jobs), jobs
+        assert time.time() < end, jobs
+        time.sleep(0.3)
