@@ -73,6 +73,7 @@ def advance(
     records: Optional[RunRecords],
     resume_hint: str,
     deadline: float = DEFAULT_DEADLINE,
+    mode: Optional[str] = None,
 ) -> int:
     """Act on step ``step`` having exited with ``exit_code``; return the job's exit code."""
     if records is not None and records.is_stopped(run_id):
@@ -82,7 +83,7 @@ def advance(
     if current is None:
         log(f"step {step} is not in this chain (it has {chain.length} steps); the chain file changed?")
         return exit_code or EXIT_ADVANCE_FAILED
-    mode = "inline" if records is None else "job"
+    mode = mode or ("inline" if records is None else "job")
     started = (records.get_run(run_id) or {}).get("started") if records else None
 
     if exit_code != 0:

@@ -172,7 +172,7 @@ def _watch_advance(client: Any, chain: Any, run: Dict[str, Any], records: Any, s
         handled.add(key)
         exit_code = 0 if state.status in SUCCEEDED else 1
         advance(chain, client, run_id=run["id"], step=state.index, attempt=state.attempt, exit_code=exit_code,
-                records=records, resume_hint=f"job-chain resume {chain.path} --advance watch")
+                records=records, resume_hint=f"job-chain resume {chain.path} --advance watch", mode="watch")
 
 
 def _follow(client: Any, chain: Any, run: Dict[str, Any], records: Any, mode: str, interval: float = 0.5) -> int:

@@ -1,0 +1,94 @@
+"""``job-chain local …``: run the AIHC-compatible server here (foreground or background)."""
+
+from __future__ import annotations
+
+import functools
+import json
+from typing import Any, Callable, Optional
+
+import click
+
+
+def _server_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    options = [
+        click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on."),
+        click.option("--port", type=int, default=None, help="Port (default: a free one)."),
+        click.option("--state-dir", default=None, metavar="DIR",
+                     help="Jobs, logs and keys (env JOB_CHAIN_LOCAL_DIR)."),
+        click.option("--ak", default=None, envvar="JOB_CHAIN_LOCAL_AK",
+                     help="Access key to accept (default: a generated pair)."),
+        click.option("--sk", default=None, envvar="JOB_CHAIN_LOCAL_SK",
+                     help="Secret key to accept (prefer env JOB_CHAIN_LOCAL_SK)."),
+        click.option("--max-running", type=click.IntRange(min=1), default=None,
+                     help="At most N jobs run at once; others queue by priority."),
+        click.option("--stop-grace", type=click.FloatRange(min=0), default=10.0, show_default=True,
+                     help="Seconds between SIGTERM and SIGKILL when stopping a job."),
+        click.option("--sample-interval", type=click.FloatRange(min=0.05), default=5.0,
+                     show_default=True, help="Seconds between metric samples."),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return functools.wraps(func)(func)
+
+
+@click.group()
+def local() -> None:
+    """An AIHC-compatible server on this machine: jobs run as local processes."""
+
+
+@local.command()
+@_server_options
+def serve(host: str, port: Optional[int], state_dir: Optional[str], ak: Optional[str],
+          sk: Optional[str], max_running: Optional[int], stop_grace: float,
+          sample_interval: float) -> None:
+    """Run the server in the foreground (Ctrl-C stops it; running jobs keep going)."""
+    from job_chain.local.server import serve as run
+
+    run(host=host, port=port or 0, state_dir=state_dir, ak=ak, sk=sk, max_running=max_running,
+        stop_grace=stop_grace, sample_interval=sample_interval)
+
+
+@local.command()
+@_server_options
+def start(host: str, port: Optional[int], state_dir: Optional[str], ak: Optional[str],
+          sk: Optional[str], max_running: Optional[int], stop_grace: float,
+          sample_interval: float) -> None:
+    """Start the server in the background (no-op if one is running)."""
+    from job_chain.local import daemon
+
+    info = daemon.start(state_dir=state_dir, port=port, host=host, max_running=max_running,
+                        stop_grace=stop_grace, sample_interval=sample_interval, ak=ak, sk=sk)
+    click.echo(f"local AIHC server at {info['url']} (pid {info['pid']})")
+    click.echo(f"credentials: {info['credentials_file']}")
+
+
+@local.command()
+@click.option("--state-dir", default=None, metavar="DIR", help="State dir of the server.")
+def stop(state_dir: Optional[str]) -> None:
+    """Stop the background server (its running jobs keep going)."""
+    from job_chain.local import daemon
+
+    click.echo("stopped" if daemon.stop(state_dir) else "no local server was running")
+
+
+@local.command()
+@click.option("--state-dir", default=None, metavar="DIR", help="State dir of the server.")
+@click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
+def status(state_dir: Optional[str], as_json: bool) -> None:
+    """Show where the server listens and how many jobs it has by status."""
+    from job_chain.local import daemon
+
+    info = daemon.status(state_dir)
+    if as_json:
+        click.echo(json.dumps(info, indent=2))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(show_header=False, box=None)
+    table.add_row("running", "yes" if info["running"] else "no")
+    for key in ("url", "pid", "state_dir", "credentials_file"):
+        table.add_row(key.replace("_", " "), str(info[key] or "-"))
+    jobs = ", ".join(f"{k} {v}" for k, v in sorted(info["jobs"].items())) or "none"
+    table.add_row("jobs", jobs)
+    Console().print(table)

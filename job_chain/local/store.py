@@ -1,0 +1,320 @@
+"""The local server's state in one SQLite file (WAL): jobs, pods, events, metrics, tokens.
+
+Plain data access, no HTTP and no processes, so it can be tested alone and survives restarts.
+One connection guarded by a lock: every statement is short, and a single writer makes the
+``clientToken`` idempotency check-and-insert atomic.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+import time
+import uuid
+from typing import Any, Dict, Iterable, List, Optional, Tuple
+
+PENDING, RUNNING, STOPPING = "Pending", "Running", "Stopping"
+SUCCEEDED, FAILED, STOPPED = "Succeeded", "Failed", "Stopped"
+TERMINAL = frozenset({SUCCEEDED, FAILED, STOPPED})
+ACTIVE = frozenset({RUNNING, STOPPING})
+PRIORITY_RANK = {"high": 0, "normal": 1, "low": 2}
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS jobs (
+    id TEXT PRIMARY KEY,
+    seq INTEGER NOT NULL,
+    pool TEXT NOT NULL,
+    name TEXT NOT NULL,
+    spec TEXT NOT NULL,
+    status TEXT NOT NULL,
+    priority TEXT NOT NULL,
+    queue TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    started_at REAL,
+    finished_at REAL,
+    client_token TEXT,
+    master_port INTEGER,
+    UNIQUE (pool, client_token)
+);
+CREATE INDEX IF NOT EXISTS jobs_pool ON jobs (pool, created_at);
+CREATE INDEX IF NOT EXISTS jobs_status ON jobs (status);
+CREATE TABLE IF NOT EXISTS pods (
+    job_id TEXT NOT NULL,
+    name TEXT NOT NULL,
+    replica_type TEXT NOT NULL,
+    rank INTEGER NOT NULL,
+    status TEXT NOT NULL,
+    pid INTEGER,
+    create_time REAL,
+    exit_code INTEGER,
+    started_at REAL,
+    finished_at REAL,
+    env TEXT NOT NULL DEFAULT '[]',
+    PRIMARY KEY (job_id, name)
+);
+CREATE TABLE IF NOT EXISTS events (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    job_id TEXT NOT NULL,
+    pod TEXT,
+    reason TEXT NOT NULL,
+    message TEXT NOT NULL,
+    type TEXT NOT NULL,
+    ts REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS events_job ON events (job_id, pod);
+CREATE TABLE IF NOT EXISTS metrics (
+    job_id TEXT NOT NULL,
+    pod TEXT NOT NULL,
+    ts REAL NOT NULL,
+    cpu_percent REAL, memory_percent REAL, cpu_time REAL, memory_bytes REAL,
+    read_rate REAL, write_rate REAL
+);
+CREATE INDEX IF NOT EXISTS metrics_job ON metrics (job_id, pod, ts);
+CREATE TABLE IF NOT EXISTS log_index (
+    job_id TEXT NOT NULL, pod TEXT NOT NULL, ts REAL NOT NULL, pos INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS log_index_pod ON log_index (job_id, pod, ts);
+CREATE TABLE IF NOT EXISTS tokens (
+    token TEXT PRIMARY KEY, job_id TEXT NOT NULL, pod TEXT NOT NULL, expires REAL NOT NULL
+);
+"""
+
+METRIC_COLUMNS = {
+    "CpuUsage": "cpu_percent",
+    "MemoryUsage": "memory_percent",
+    "CpuTime": "cpu_time",
+    "MemoryAllocation": "memory_bytes",
+    "DiskReadRate": "read_rate",
+    "DiskWriteRate": "write_rate",
+}
+
+
+class Store:
+    """All persistent state of one local server (``state_dir/state.db``)."""
+
+    def __init__(self, path: str) -> None:
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        self.path = path
+        self._lock = threading.RLock()
+        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=30)
+        self._db.row_factory = sqlite3.Row
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.executescript(SCHEMA)
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def _rows(self, sql: str, args: Iterable[Any] = ()) -> List[Dict[str, Any]]:
+        with self._lock:
+            return [dict(r) for r in self._db.execute(sql, tuple(args)).fetchall()]
+
+    def _exec(self, sql: str, args: Iterable[Any] = ()) -> int:
+        with self._lock:
+            return self._db.execute(sql, tuple(args)).rowcount
+
+    # -- jobs ------------------------------------------------------------------------------
+    def create_job(
+        self, pool: str, name: str, spec: Dict[str, Any], priority: str, queue: str,
+        client_token: Optional[str], replicas: int,
+    ) -> Tuple[Dict[str, Any], bool]:
+        """Insert a Pending job and its pods; return (job, created). Same token → same job."""
+        with self._lock:
+            if client_token:
+                found = self._db.execute(
+                    "SELECT * FROM jobs WHERE pool=? AND client_token=?", (pool, client_token),
+                ).fetchone()
+                if found:
+                    return _job(dict(found)), False
+            job_id = f"pytorchjob-{uuid.uuid4()}"
+            now = time.time()
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                seq = self._db.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM jobs").fetchone()[0]
+                self._db.execute(
+                    "INSERT INTO jobs (id, seq, pool, name, spec, status, priority, queue,"
+                    " created_at, client_token) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                    (job_id, seq, pool, name, json.dumps(spec), PENDING, priority, queue, now,
+                     client_token or None),
+                )
+                for rank in range(replicas):
+                    kind = "master" if rank == 0 else "worker"
+                    pod = f"{name}-master-0" if rank == 0 else f"{name}-worker-{rank - 1}"
+                    self._db.execute(
+                        "INSERT INTO pods (job_id, name, replica_type, rank, status)"
+                        " VALUES (?,?,?,?,?)", (job_id, pod, kind, rank, PENDING),
+                    )
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            return self.get_job(job_id) or {}, True
+
+    def get_job(self, job_id: str, pool: Optional[str] = None) -> Optional[Dict[str, Any]]:
+        if pool is None:
+            rows = self._rows("SELECT * FROM jobs WHERE id=?", (job_id,))
+        else:
+            rows = self._rows("SELECT * FROM jobs WHERE id=? AND pool=?", (job_id, pool))
+        return _job(rows[0]) if rows else None
+
+    def list_jobs(
+        self, pool: str, queue: Optional[str], order_by: str, descending: bool,
+        offset: int, limit: int,
+    ) -> Tuple[int, List[Dict[str, Any]]]:
+        column = "finished_at" if order_by == "finishedAt" else "created_at"
+        where, args = "pool=?", [pool]
+        if queue:
+            where += " AND queue=?"
+            args.append(queue)
+        direction = "DESC" if descending else "ASC"
+        total = self._rows(f"SELECT COUNT(*) AS n FROM jobs WHERE {where}", args)[0]["n"]
+        rows = self._rows(
+            f"SELECT * FROM jobs WHERE {where} ORDER BY COALESCE({column}, 0) {direction},"
+            f" seq {direction} LIMIT ? OFFSET ?", args + [limit, offset],
+        )
+        return total, [_job(r) for r in rows]
+
+    def jobs_with_status(self, statuses: Iterable[str]) -> List[Dict[str, Any]]:
+        wanted = list(statuses)
+        marks = ",".join("?" * len(wanted))
+        return [_job(r) for r in self._rows(f"SELECT * FROM jobs WHERE status IN ({marks})", wanted)]
+
+    def next_pending(self) -> Optional[Dict[str, Any]]:
+        """The queued job to start next: priority (high first), then age."""
+        rows = self._rows(
+            "SELECT * FROM jobs WHERE status=? ORDER BY CASE priority WHEN 'high' THEN 0"
+            " WHEN 'normal' THEN 1 ELSE 2 END, seq LIMIT 1", (PENDING,),
+        )
+        return _job(rows[0]) if rows else None
+
+    def count_active(self) -> int:
+        return self._rows("SELECT COUNT(*) AS n FROM jobs WHERE status IN (?,?)",
+                          (RUNNING, STOPPING))[0]["n"]
+
+    def count_by_status(self) -> Dict[str, int]:
+        return {r["status"]: r["n"] for r in
+                self._rows("SELECT status, COUNT(*) AS n FROM jobs GROUP BY status")}
+
+    def set_job(self, job_id: str, **fields: Any) -> None:
+        cols = ", ".join(f"{k}=?" for k in fields)
+        self._exec(f"UPDATE jobs SET {cols} WHERE id=?", list(fields.values()) + [job_id])
+
+    def transition(self, job_id: str, from_states: Iterable[str], **fields: Any) -> bool:
+        """Update a job only if its status is one of ``from_states`` (compare-and-set)."""
+        states = list(from_states)
+        cols = ", ".join(f"{k}=?" for k in fields)
+        marks = ",".join("?" * len(states))
+        return self._exec(
+            f"UPDATE jobs SET {cols} WHERE id=? AND status IN ({marks})",
+            list(fields.values()) + [job_id] + states,
+        ) > 0
+
+    def delete_job(self, job_id: str) -> None:
+        with self._lock:
+            for table, column in (("jobs", "id"), ("pods", "job_id"), ("events", "job_id"),
+                                  ("metrics", "job_id"), ("log_index", "job_id"),
+                                  ("tokens", "job_id")):
+                self._db.execute(f"DELETE FROM {table} WHERE {column}=?", (job_id,))
+
+    # -- pods ------------------------------------------------------------------------------
+    def pods(self, job_id: str) -> List[Dict[str, Any]]:
+        rows = self._rows("SELECT * FROM pods WHERE job_id=? ORDER BY rank", (job_id,))
+        for row in rows:
+            row["env"] = json.loads(row["env"])
+        return rows
+
+    def pods_of(self, job_ids: Iterable[str]) -> Dict[str, List[Dict[str, Any]]]:
+        ids = list(job_ids)
+        out: Dict[str, List[Dict[str, Any]]] = {i: [] for i in ids}
+        if not ids:
+            return out
+        marks = ",".join("?" * len(ids))
+        for row in self._rows(f"SELECT job_id, name FROM pods WHERE job_id IN ({marks})"
+                              " ORDER BY rank", ids):
+            out[row["job_id"]].append(row)
+        return out
+
+    def get_pod(self, job_id: str, name: str) -> Optional[Dict[str, Any]]:
+        rows = [p for p in self.pods(job_id) if p["name"] == name]
+        return rows[0] if rows else None
+
+    def set_pod(self, job_id: str, name: str, **fields: Any) -> None:
+        if "env" in fields:
+            fields["env"] = json.dumps(fields["env"])
+        cols = ", ".join(f"{k}=?" for k in fields)
+        self._exec(f"UPDATE pods SET {cols} WHERE job_id=? AND name=?",
+                   list(fields.values()) + [job_id, name])
+
+    # -- events ----------------------------------------------------------------------------
+    def add_event(self, job_id: str, reason: str, message: str, pod: Optional[str] = None,
+                  kind: str = "Normal", ts: Optional[float] = None) -> None:
+        self._exec("INSERT INTO events (job_id, pod, reason, message, type, ts) VALUES (?,?,?,?,?,?)",
+                   (job_id, pod, reason, message, kind, time.time() if ts is None else ts))
+
+    def events(self, job_id: str, pod: Optional[str], start: Optional[float],
+               end: Optional[float]) -> List[Dict[str, Any]]:
+        where, args = "job_id=?", [job_id]
+        if pod is None:
+            where += " AND pod IS NULL"
+        else:
+            where += " AND pod=?"
+            args.append(pod)
+        if start is not None:
+            where += " AND ts>=?"
+            args.append(start)
+        if end is not None:
+            where += " AND ts<=?"
+            args.append(end)
+        return self._rows(f"SELECT * FROM events WHERE {where} ORDER BY ts DESC, id DESC", args)
+
+    # -- metrics and the log-offset index ---------------------------------------------------
+    def add_samples(self, samples: List[Tuple[Any, ...]], offsets: List[Tuple[Any, ...]]) -> None:
+        """One sampler tick: metric rows (job, pod, ts, 6 values) and log offsets."""
+        with self._lock:
+            self._db.executemany("INSERT INTO metrics VALUES (?,?,?,?,?,?,?,?,?)", samples)
+            self._db.executemany("INSERT INTO log_index VALUES (?,?,?,?)", offsets)
+
+    def samples(self, job_id: str, pod: str, metric: str, start: Optional[float],
+                end: Optional[float]) -> List[Tuple[float, float]]:
+        column = METRIC_COLUMNS[metric]
+        where, args = "job_id=? AND pod=?", [job_id, pod]
+        if start is not None:
+            where += " AND ts>=?"
+            args.append(start)
+        if end is not None:
+            where += " AND ts<=?"
+            args.append(end)
+        rows = self._rows(f"SELECT ts, {column} AS v FROM metrics WHERE {where} ORDER BY ts", args)
+        return [(r["ts"], r["v"]) for r in rows if r["v"] is not None]
+
+    def log_offset_before(self, job_id: str, pod: str, ts: float) -> int:
+        """Log size at the latest index sample taken at or before ``ts`` (0 if none)."""
+        rows = self._rows("SELECT pos FROM log_index WHERE job_id=? AND pod=? AND ts<=?"
+                          " ORDER BY ts DESC LIMIT 1", (job_id, pod, ts))
+        return int(rows[0]["pos"]) if rows else 0
+
+    # -- webterminal tokens ----------------------------------------------------------------
+    def add_token(self, job_id: str, pod: str, ttl: float) -> str:
+        token = uuid.uuid4().hex + uuid.uuid4().hex
+        self._exec("INSERT INTO tokens VALUES (?,?,?,?)", (token, job_id, pod, time.time() + ttl))
+        return token
+
+    def take_token(self, token: str) -> Optional[Tuple[str, str]]:
+        """Consume a token: (job, pod) if it exists and has not expired; single use."""
+        with self._lock:
+            row = self._db.execute("SELECT * FROM tokens WHERE token=?", (token,)).fetchone()
+            if row is None:
+                return None
+            self._db.execute("DELETE FROM tokens WHERE token=?", (token,))
+        if row["expires"] < time.time():
+            return None
+        return row["job_id"], row["pod"]
+
+
+def _job(row: Dict[str, Any]) -> Dict[str, Any]:
+    row = dict(row)
+    row["spec"] = json.loads(row["spec"])
+    return row
