@@ -7,6 +7,7 @@ and turns every failure into :class:`AIHCError`.
 
 from __future__ import annotations
 
+import http.client
 import json
 import random
 import socket
@@ -34,7 +35,7 @@ class _RetryPolicy:
         status = getattr(error, "status_code", None)
         if status is not None:
             return status == 429 or status >= 500
-        return isinstance(error, (OSError, socket.timeout))
+        return isinstance(error, (OSError, socket.timeout, http.client.HTTPException))
 
     def get_delay_before_next_retry_in_millis(self, error: BaseException, retries_attempted: int) -> float:
         delay = min(self.max_delay, self.base_delay * (2 ** retries_attempted))
@@ -147,7 +148,7 @@ class AIHCClient:
             )
         except BceHttpClientError as exc:
             raise self._translate(exc.last_error) from None
-        except (BceServerError, OSError) as exc:
+        except (BceServerError, OSError, http.client.HTTPException) as exc:
             raise self._translate(exc) from None
         return getattr(response, "payload", {})
 
