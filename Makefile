@@ -18,7 +18,7 @@ demo: install
 	$(VENV)/bin/job-chain run examples/hello/chain_info.json --local --follow
 
 lint: install
-	$(VENV)/bin/ruff check job_chain tests benchmarks
+	$(VENV)/bin/ruff check .
 	$(VENV)/bin/vermin --no-tips --violations -t=3.8- --eval-annotations --backport typing_extensions job_chain
 
 test: lint
