@@ -16,6 +16,8 @@ install: $(VENV)/.installed
 
 demo: install
 	$(VENV)/bin/job-chain run examples/hello/chain_info.json --local --follow
+	$(VENV)/bin/job-chain logs examples/hello/chain_info.json --local --step 2
+	@echo "(the local server keeps running in the background: job-chain local status | stop)"
 
 lint: install
 	$(VENV)/bin/ruff check .
