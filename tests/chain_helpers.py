@@ -1,0 +1,72 @@
+"""Helpers for chain tests: drive the real CLI in subprocesses against a local test server."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Dict, List
+
+from job_chain.chain.model import LABEL_RUN
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+JOB_CHAIN = [sys.executable, "-m", "job_chain"]
+
+
+def cli(*args: str, server: Any, timeout: float = 120, check: bool = False, **env: str) -> subprocess.CompletedProcess:
+    """Run the real job-chain CLI in a subprocess against the test server."""
+    full_env = dict(os.environ, JOB_CHAIN_CREDENTIALS=server.credentials_file, **env)
+    for name in ("AIHC_HOST", "AIHC_AK", "AIHC_SK", "AK", "SK"):
+        full_env.pop(name, None)
+    done = subprocess.run([*JOB_CHAIN, *args], capture_output=True, text=True, timeout=timeout, env=full_env)
+    if check:
+        assert done.returncode == 0, done.stderr + done.stdout
+    return done
+
+
+def make_chain(tmp_path: Path, steps: List[Dict[str, Any]], pool: str, **top: Any) -> Path:
+    """Write a chain whose steps share ``tmp_path/shared`` (its datasource mountPath)."""
+    shared = tmp_path / "shared"
+    jobs = []
+    for i, step in enumerate(steps):
+        name = step.get("name", f"step-{i}")
+        (tmp_path / f"{name}.sh").write_text(step["script"])
+        job = {"name": name, "jobSpec": {"command": f"{name}.sh", "image": "local", "replicas": step.get("replicas", 1),
+                                         "envs": [{"name": "SHARED", "value": str(shared)}]},
+               "datasources": [{"type": "pfs", "name": "pfs-test", "mountPath": str(shared)}]}
+        if "retries" in step:
+            job["jobChain"] = {"retries": step["retries"]}
+        jobs.append(job)
+    path = tmp_path / "chain_info.json"
+    path.write_text(json.dumps({"resourcePoolId": pool, "jobs": jobs, **top}, indent=2))
+    return path
+
+
+def run_jobs(server: Any, run_id: str = None) -> List[Dict[str, Any]]:
+    jobs = list(server.client().iter_jobs(server.pool))
+    if run_id is None:
+        return jobs
+    return [j for j in jobs if {x["key"]: x["value"] for x in j.get("labels", [])}.get(LABEL_RUN) == run_id]
+
+
+def labels(job: Dict[str, Any]) -> Dict[str, str]:
+    return {x["key"]: x["value"] for x in job.get("labels", [])}
+
+
+def latest_run(chain: Path) -> str:
+    runs = sorted((chain.parent / (chain.name + ".runs")).iterdir())
+    return runs[-1].name
+
+
+def wait_outcome(chain: Path, server: Any, wanted: str, timeout: float = 60) -> Dict[str, Any]:
+    end = time.time() + timeout
+    while True:
+        done = cli("status", str(chain), "--json", server=server, check=True)
+        status = json.loads(done.stdout)
+        if status["outcome"] == wanted:
+            return status
+        assert time.time() < end, f"outcome {status['outcome']} != {wanted}: {status}"
+        time.sleep(0.3)
