@@ -91,6 +91,18 @@ METRIC_COLUMNS = {
 }
 
 
+
+def _time_range(start: Optional[float], end: Optional[float], args: List[Any]) -> str:
+    """SQL for an optional ``ts`` window; appends its parameters to ``args``."""
+    clause = ""
+    if start is not None:
+        clause += " AND ts>=?"
+        args.append(start)
+    if end is not None:
+        clause += " AND ts<=?"
+        args.append(end)
+    return clause
+
 class Store:
     """All persistent state of one local server (``state_dir/state.db``)."""
 
@@ -262,12 +274,7 @@ class Store:
         else:
             where += " AND pod=?"
             args.append(pod)
-        if start is not None:
-            where += " AND ts>=?"
-            args.append(start)
-        if end is not None:
-            where += " AND ts<=?"
-            args.append(end)
+        where += _time_range(start, end, args)
         return self._rows(f"SELECT * FROM events WHERE {where} ORDER BY ts DESC, id DESC", args)
 
     # -- metrics and the log-offset index ---------------------------------------------------
@@ -281,12 +288,7 @@ class Store:
                 end: Optional[float]) -> List[Tuple[float, float]]:
         column = METRIC_COLUMNS[metric]
         where, args = "job_id=? AND pod=?", [job_id, pod]
-        if start is not None:
-            where += " AND ts>=?"
-            args.append(start)
-        if end is not None:
-            where += " AND ts<=?"
-            args.append(end)
+        where += _time_range(start, end, args)
         rows = self._rows(f"SELECT ts, {column} AS v FROM metrics WHERE {where} ORDER BY ts", args)
         return [(r["ts"], r["v"]) for r in rows if r["v"] is not None]
 
