@@ -106,3 +106,13 @@ def test_missing_pool_and_credentials_are_clear() -> None:
                                                             "AIHC_RESOURCE_POOL_ID": None})
     assert result.exit_code == 2
     assert "no AIHC host" in result.output or "no resource pool" in result.output
+
+
+def test_pool_and_credentials_from_a_chain_file(shared_server: Any, finished_job: str, tmp_path: Path) -> None:
+    chain = tmp_path / "chain.json"
+    chain.write_text(json.dumps({"resourcePoolId": shared_server.pool, "api_config": {
+        "host": shared_server.url, "ak": shared_server.ak, "sk": shared_server.sk}, "jobs": []}))
+    result = CliRunner().invoke(cli, ["jobs", "list", "--chain", str(chain), "--json"],
+                                env={"JOB_CHAIN_CREDENTIALS": None, "AIHC_RESOURCE_POOL_ID": None,
+                                     "AIHC_HOST": None, "AIHC_AK": None, "AIHC_SK": None})
+    assert finished_job in [j["jobId"] for j in json.loads(ok(result))]

@@ -36,10 +36,12 @@ def pool_option(func: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def resolve_pool(pool: Optional[str], chain_pool: Optional[str] = None) -> str:
-    """--pool, then env AIHC_RESOURCE_POOL_ID, then a chain file's resourcePoolId."""
+    """--pool, then env AIHC_RESOURCE_POOL_ID, then a chain file's resourcePoolId (--chain)."""
+    ctx = click.get_current_context(silent=True)
+    chain_pool = chain_pool or (ctx.meta.get("job_chain.chain_pool") if ctx else None)
     value = pool or os.environ.get(POOL_ENV) or chain_pool
     if not value:
-        raise UsageError(f"no resource pool: pass --pool ID or set {POOL_ENV}")
+        raise UsageError(f"no resource pool: pass --pool ID, set {POOL_ENV}, or name a chain file with --chain")
     return value
 
 
@@ -75,11 +77,19 @@ def with_client(func: Callable[..., Any]) -> Callable[..., Any]:
     """Decorator: consume the api options and pass ``client=`` to the command."""
 
     @api_options
+    @click.option("--chain", "chain_file", default=None, metavar="CHAIN.json",
+                  help="Take the resource pool and api_config from a chain file.")
     @functools.wraps(func)
-    def wrapper(host: Optional[str], ak: Optional[str], sk: Optional[str],
-                credentials_file: Optional[str], use_local: bool, **kwargs: Any) -> Any:
-        client = make_client(host=host, ak=ak, sk=sk, credentials_file=credentials_file,
-                             use_local=use_local)
+    def wrapper(host: Optional[str], ak: Optional[str], sk: Optional[str], credentials_file: Optional[str],
+                use_local: bool, chain_file: Optional[str], **kwargs: Any) -> Any:
+        api_config: Optional[Mapping[str, Any]] = None
+        if chain_file:
+            data = read_json_file(chain_file)
+            api_config = data.get("api_config") if isinstance(data.get("api_config"), dict) else None
+            if isinstance(data.get("resourcePoolId"), str):
+                click.get_current_context().meta["job_chain.chain_pool"] = data["resourcePoolId"]
+        client = make_client(host=host, ak=ak, sk=sk, credentials_file=credentials_file, use_local=use_local,
+                             api_config=api_config, api_config_origin=f"{chain_file} api_config")
         return func(client=client, **kwargs)
 
     return wrapper
