@@ -1,0 +1,1 @@
+"""aiak-gen: AIAK LLM training chains (convert → preprocess → train) from a short description."""
