@@ -179,6 +179,7 @@ def _follow(client: Any, chain: Any, run: Dict[str, Any], records: Any, mode: st
     from rich.console import Console
     from rich.live import Live
 
+    from job_chain.aihc.errors import AIHCError
     from job_chain.chain.progress import outcome
 
     console = Console()
@@ -187,7 +188,14 @@ def _follow(client: Any, chain: Any, run: Dict[str, Any], records: Any, mode: st
     try:
         with Live(console=console, auto_refresh=False, transient=False) as live:
             while True:
-                states = _states(client, chain, run)
+                try:
+                    states = _states(client, chain, run)
+                except AIHCError as exc:  # the chain runs on without us: keep watching
+                    if not exc.retryable:
+                        raise
+                    _warn(f"{exc}; still watching")
+                    time.sleep(max(interval, 2.0))
+                    continue
                 if mode == "watch":
                     _watch_advance(client, chain, run, records, states, handled)
                 if console.is_terminal:
