@@ -1,10 +1,19 @@
 """Turn a short AIAK description into a three-step chain: convert → preprocess → train.
 
-Output, for a chain file ``DIR/chain_info.json``: the chain itself, whose jobs' commands name
-the step scripts ``aiak_convert.sh``, ``aiak_preprocess.sh`` and ``aiak_train.sh`` written
-beside it (``job-chain run`` inlines them). Every parameter a step needs is in that job's
-``jobSpec.envs``; credentials never are. Generated jobs carry
-``"jobChain": {"generatedBy": "aiak-gen"}`` so a later run may replace them without --force.
+Stable contract (the CLI, the examples and the integration tests rely on it):
+
+- The chain has exactly three jobs, in this order, named
+  ``make_job_name(f"{phase}-{model}-{step}-{version}")`` with step ``convert``, ``preprocess``,
+  ``train`` (e.g. ``pretrain-llama2-7b-convert-luyc-v4``).
+- Job ``i``'s ``jobSpec.command`` is exactly the file name of its step script,
+  ``SCRIPT_NAMES[step]``: ``aiak_convert.sh``, ``aiak_preprocess.sh``, ``aiak_train.sh``. The
+  scripts are written beside the chain file (``job-chain run`` resolves a ``*.sh`` command
+  relative to the chain file and inlines it), so a test may replace them with stand-ins.
+- Every parameter a step needs is one of that job's ``jobSpec.envs`` (names listed in
+  ``STEP_ENV_NAMES``; values are strings). Credentials never are: the template's api_config stays
+  a top-level setting of the chain file, and secret-looking envs of the template are dropped.
+- Every generated job carries ``"jobChain": {"generatedBy": "aiak-gen"}`` (stripped before
+  submission), so a later aiak-gen run may replace the jobs without ``--force``.
 """
 
 from __future__ import annotations
@@ -15,26 +24,58 @@ import os
 import posixpath
 import re
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 from job_chain.aiak import tables
 from job_chain.aihc.names import make_job_name
 from job_chain.errors import UsageError
 
 GENERATED_BY = "aiak-gen"
-SCRIPT_NAMES = {"convert": "aiak_convert.sh", "preprocess": "aiak_preprocess.sh", "train": "aiak_train.sh"}
+STEPS = ("convert", "preprocess", "train")
+SCRIPT_NAMES: Dict[str, str] = {
+    "convert": "aiak_convert.sh",
+    "preprocess": "aiak_preprocess.sh",
+    "train": "aiak_train.sh",
+}
 SCRIPT_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scripts")
 PHASES = ("pretrain", "sft")
-REQUIRED = ("MODEL_NAME", "REPLICAS", "VERSION", "TRAINING_PHASE", "TP", "PP", "DATASET_NAME", "JSON_KEYS", "IMAGE")
-OPTIONAL = {
-    # key: default (None = derived)
-    "MOUNT_PATH": None, "MODEL_URL": None, "DATASET_URL": None,
-    "GPU_RESOURCE": "baidu.com/a800_80g_cgpu", "GPUS_PER_REPLICA": 8, "ENABLE_RDMA": True,
-    "QUEUE": None, "PRIORITY": "normal", "TRAIN_SCRIPT": None, "CHAT_TEMPLATE": None, "SEQ_LENGTH": 2048,
+PRIORITIES = ("high", "normal", "low")
+REQUIRED = ("MODEL_NAME", "REPLICAS", "VERSION", "TRAINING_PHASE", "TP", "PP", "DATASET_NAME",
+            "JSON_KEYS", "IMAGE")
+# Optional keys and their defaults (None: derived from the tables, the template or the model).
+# Resource defaults follow the AIHC create-job example: 8 × baidu.com/a800_80g_cgpu with RDMA.
+OPTIONAL: Dict[str, Any] = {
+    "MOUNT_PATH": None,
+    "MODEL_URL": None,
+    "DATASET_URL": None,
+    "GPU_RESOURCE": "baidu.com/a800_80g_cgpu",
+    "GPUS_PER_REPLICA": 8,
+    "ENABLE_RDMA": True,
+    "QUEUE": None,
+    "PRIORITY": None,
+    "TRAIN_SCRIPT": None,
+    "CHAT_TEMPLATE": None,
+    "SEQ_LENGTH": 2048,
 }
+STEP_ENV_NAMES: Dict[str, Tuple[str, ...]] = {
+    "convert": ("MODEL_NAME", "MODEL_URL", "LOAD", "SAVE", "TP", "PP"),
+    "preprocess": ("TRAINING_PHASE", "DATASET_URL", "INPUT_DATA", "TOKENIZER_PATH", "DATA_PATH",
+                   "JSON_KEYS", "CHAT_TEMPLATE", "SEQ_LENGTH"),
+    "train": ("CUDA_DEVICE_MAX_CONNECTIONS", "TRAINING_PHASE", "TRAIN_SCRIPT", "TP", "PP", "LOAD",
+              "SAVE", "DATA_PATH", "TOKENIZER_PATH", "TENSORBOARD_PATH"),
+}
+# Envs of a template job that are never carried into generated jobs: our own step parameters
+# (stale values from an earlier generation would leak into other steps) and the old generator's.
+_OWN_ENV_NAMES = {name for names in STEP_ENV_NAMES.values() for name in names} | {
+    "MODEL_BOS_PATH", "DATASET_BOS_PATH", "OUTPUT_PREFIX", "OUTPUT_PATH", "CHECKPOINT_PATH",
+    "DATA_CACHE_PATH", "HOST"}
+_SECRET_NAME = re.compile(
+    r"(^|_)(AK|SK|ACCESS_?KEY(_ID)?|SECRET(_?ACCESS)?(_?KEY)?|PASSWORD|PASSWD|TOKEN|CREDENTIALS?)"
+    r"($|_)", re.IGNORECASE)
 DEFAULT_MOUNT = "/root/pfs"
 AIAK_ROOT = "/workspace/AIAK-Training-LLM"
-SECRET_NAMES = {"AK", "SK", "AIHC_AK", "AIHC_SK", "ACCESS_KEY", "SECRET_KEY"}
+_VERSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_POSITIVE_RE = re.compile(r"^[0-9]+$")
 
 
 @dataclass
@@ -48,7 +89,7 @@ class AiakSpec:
     phase: str
     tp: int
     pp: int
-    json_keys: str
+    json_keys: str  # space-separated, as preprocess_pretrain_data.py --json-keys wants them
     image: str
     options: Dict[str, Any]
 
@@ -58,8 +99,11 @@ def _text(value: Any) -> str:
 
 
 def _positive(value: Any) -> Optional[int]:
+    """A positive integer given as a number or a string ("1", 1), else None."""
+    if isinstance(value, bool):
+        return None
     text = _text(value)
-    if isinstance(value, bool) or not text.isdigit() or int(text) < 1:
+    if not _POSITIVE_RE.match(text) or int(text) < 1:
         return None
     return int(text)
 
@@ -67,72 +111,93 @@ def _positive(value: Any) -> Optional[int]:
 def _boolean(value: Any) -> Optional[bool]:
     if isinstance(value, bool):
         return value
-    return {"true": True, "false": False, "1": True, "0": False, "yes": True, "no": False}.get(_text(value).lower())
+    words = {"true": True, "false": False, "1": True, "0": False, "yes": True, "no": False}
+    return words.get(_text(value).lower())
+
+
+def _one_line(problems: List[str]) -> UsageError:
+    """Several problems still make one line: the first in full, the others by key."""
+    if len(problems) == 1:
+        return UsageError(problems[0])
+    more = ", ".join(p.split(": ")[1] for p in problems[1:])
+    return UsageError(f"{problems[0]} (also check: {more})")
 
 
 def parse_spec(raw: Dict[str, Any], source: str = "aiak_job_info.json") -> AiakSpec:
-    """Validate the description; raise one UsageError listing each problem on its own line."""
+    """Validate a description; raise a one-line UsageError naming file, key and the fix."""
+    if not isinstance(raw, dict):
+        raise UsageError(f"{source}: expected a JSON object with MODEL_NAME, REPLICAS, ... "
+                         f"found {type(raw).__name__}")
     problems: List[str] = []
 
     def bad(key: str, message: str) -> None:
         problems.append(f"{source}: {key}: {message}")
 
-    known = set(REQUIRED) | set(OPTIONAL)
-    for key in sorted(k for k in raw if k not in known):
-        close = difflib.get_close_matches(str(key), sorted(known), n=1)
-        bad(str(key), "unknown key" + (f" (did you mean {close[0]}?)" if close else
-                                       f"; known keys: {', '.join(REQUIRED)}, {', '.join(OPTIONAL)}"))
+    known = list(REQUIRED) + list(OPTIONAL)
+    for key in sorted(str(k) for k in raw if k not in known):
+        close = difflib.get_close_matches(key.upper(), known, n=1)
+        bad(key, "unknown key" + (f" (did you mean {close[0]}?)" if close else
+                                  f"; known keys: {', '.join(known)}"))
     for key in REQUIRED:
         if key not in raw:
-            bad(key, "required" + (" (may be \"\" to use the AIAK default split)" if key in ("TP", "PP") else ""))
+            hint = {"TP": ' (use "" to take the AIAK default split)',
+                    "PP": ' (use "" to take the AIAK default split)',
+                    "JSON_KEYS": ' (use "" if none is needed, e.g. for sft)'}.get(key, "")
+            bad(key, f"required key is missing: add \"{key}\" to the file{hint}")
     for key, value in raw.items():
         if isinstance(value, (dict, list)):
-            bad(str(key), f"must be a string or number, found {type(value).__name__}")
+            bad(str(key), f"must be a string or a number, found a JSON {type(value).__name__}")
     if problems:
-        raise UsageError("\n".join(problems))
+        raise _one_line(problems)
 
     models, datasets = tables.models(), tables.datasets()
-    model = models.get(_text(raw["MODEL_NAME"]))
+    model_name = _text(raw["MODEL_NAME"])
+    model = models.get(model_name)
     if model is None:
-        name = _text(raw["MODEL_NAME"])
-        bad("MODEL_NAME", f"unknown model {name!r}{tables.suggest(name, list(models))}; "
-                          "see aiak-gen --list-models")
-    dataset = datasets.get(_text(raw["DATASET_NAME"]))
+        close = tables.suggest(model_name, list(models))
+        bad("MODEL_NAME", f"unknown model {model_name!r}{close}; run aiak-gen --list-models "
+                          "for the supported ones")
+    dataset_name = _text(raw["DATASET_NAME"])
+    dataset = datasets.get(dataset_name)
     if dataset is None and not _text(raw.get("DATASET_URL")):
-        name = _text(raw["DATASET_NAME"])
-        bad("DATASET_NAME", f"unknown dataset {name!r}{tables.suggest(name, list(datasets))}; "
-                            "see aiak-gen --list-datasets, or give DATASET_URL")
+        bad("DATASET_NAME", f"unknown dataset {dataset_name!r}"
+                            f"{tables.suggest(dataset_name, list(datasets))}; run aiak-gen "
+                            "--list-datasets, or give DATASET_URL (bos:/...) for your own data")
     phase = _text(raw["TRAINING_PHASE"]).lower()
     if phase not in PHASES:
-        bad("TRAINING_PHASE", f"must be pretrain or sft, found {_text(raw['TRAINING_PHASE'])!r}")
+        bad("TRAINING_PHASE", f"must be \"pretrain\" or \"sft\", found {raw['TRAINING_PHASE']!r}")
     replicas = _positive(raw["REPLICAS"])
     if replicas is None:
-        bad("REPLICAS", f"must be a positive integer, found {raw['REPLICAS']!r}")
+        bad("REPLICAS", f"must be a positive integer such as \"1\", found {raw['REPLICAS']!r}")
     version = _text(raw["VERSION"])
-    if not version:
-        bad("VERSION", "must not be empty (it names this training's jobs, e.g. \"v1\")")
+    if not _VERSION_RE.match(version):
+        bad("VERSION", "must be a non-empty tag of letters, digits, '.', '_' or '-' (it names "
+                       f"the jobs and the checkpoint folder), e.g. \"v1\"; "
+                       f"found {raw['VERSION']!r}")
     image = _text(raw["IMAGE"])
     if not image:
         bad("IMAGE", "must not be empty: give the AIAK training image, e.g. "
-                     "registry.baidubce.com/aihc-aiak/aiak-training-llm:…")
-    json_keys = _text(raw["JSON_KEYS"])
+                     "registry.baidubce.com/aihc-aiak/aiak-training-llm:<tag>")
+    json_keys = " ".join(k for k in re.split(r"[\s,]+", _text(raw["JSON_KEYS"])) if k)
     if phase == "pretrain" and not json_keys:
-        bad("JSON_KEYS", "must name the sample field(s) of the dataset for pretrain, e.g. \"text\"")
+        bad("JSON_KEYS", "must name the dataset's text field(s) for pretrain, e.g. \"text\"")
 
     tp_text, pp_text = _text(raw["TP"]), _text(raw["PP"])
     tp = pp = 0
     if bool(tp_text) != bool(pp_text):
         given, missing = ("TP", "PP") if tp_text else ("PP", "TP")
-        bad(missing, f"{given} is set, so {missing} must be set too (or leave both empty for the AIAK default)")
+        bad(missing, f"{given} is set, so {missing} must be set too (or leave both \"\" for the "
+                     "AIAK default split)")
     elif tp_text:
         tp, pp = _positive(raw["TP"]) or 0, _positive(raw["PP"]) or 0
         if not tp:
-            bad("TP", f"must be a positive integer, found {raw['TP']!r}")
+            bad("TP", f"must be a positive integer such as \"2\", found {raw['TP']!r}")
         if not pp:
-            bad("PP", f"must be a positive integer, found {raw['PP']!r}")
+            bad("PP", f"must be a positive integer such as \"2\", found {raw['PP']!r}")
     elif model is not None:
         if model.tp is None or model.pp is None:
-            bad("TP", f"{model.name} has no default TP/PP split in the AIAK table (#N/A): set TP and PP")
+            bad("TP", f"{model.name} has no default TP/PP split in the AIAK table (#N/A): "
+                      "set both TP and PP, e.g. \"TP\": \"1\", \"PP\": \"1\"")
         else:
             tp, pp = model.tp, model.pp
 
@@ -143,131 +208,228 @@ def parse_spec(raw: Dict[str, Any], source: str = "aiak_job_info.json") -> AiakS
             number = _positive(value)
             if number is None:
                 bad(key, f"must be a positive integer, found {value!r}")
-            value = number
+            options[key] = number
         elif key == "ENABLE_RDMA":
             flag = _boolean(value)
             if flag is None:
                 bad(key, f"must be true or false, found {value!r}")
-            value = flag
-        elif key == "PRIORITY" and _text(value) not in ("high", "normal", "low"):
+            options[key] = flag
+        elif key == "PRIORITY" and value is not None and _text(value) not in PRIORITIES:
             bad(key, f"must be high, normal or low, found {value!r}")
-        elif key == "MOUNT_PATH" and value is not None and not posixpath.isabs(_text(value)):
-            bad(key, f"must be an absolute path, found {value!r}")
-        elif value is not None:
-            value = _text(value) or None if key in ("MOUNT_PATH", "MODEL_URL", "DATASET_URL", "QUEUE",
-                                                    "TRAIN_SCRIPT", "CHAT_TEMPLATE") else value
-        options[key] = value
+        elif key == "MOUNT_PATH" and _text(value) and not posixpath.isabs(_text(value)):
+            bad(key, f"must be an absolute path in the container such as \"/root/pfs\", "
+                     f"found {value!r}")
+        elif key == "GPU_RESOURCE" and not _text(value):
+            bad(key, "must not be empty, e.g. \"baidu.com/a800_80g_cgpu\"")
+        else:
+            options[key] = _text(value) or None if value is not None else None
     if problems:
-        raise UsageError("\n".join(problems))
+        raise _one_line(problems)
     assert model is not None and replicas is not None
-    if dataset is None:
+    if options["MOUNT_PATH"]:
+        options["MOUNT_PATH"] = posixpath.normpath(options["MOUNT_PATH"])
+    if dataset is None:  # the user's own data, named by DATASET_NAME (or the URL's file name)
         url = options["DATASET_URL"]
-        dataset = tables.Dataset(_text(raw["DATASET_NAME"]) or posixpath.basename(url), url)
+        dataset = tables.Dataset(dataset_name or posixpath.basename(url.rstrip("/")), url)
     return AiakSpec(model=model, dataset=dataset, replicas=replicas, version=version, phase=phase,
                     tp=tp, pp=pp, json_keys=json_keys, image=image, options=options)
 
 
-def _envs(pairs: List[Tuple[str, Any]]) -> List[Dict[str, str]]:
-    return [{"name": name, "value": str(value)} for name, value in pairs]
+def _path_part(name: str) -> str:
+    """A model or dataset name as one folder name (``STDiT-XL/2`` -> ``STDiT-XL_2``)."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._") or "unnamed"
+
+
+def default_chat_template(model: tables.Model) -> str:
+    """AIAK's --chat-template for a model: every Qwen generation uses ``qwen``."""
+    series = model.series.lower()
+    return "qwen" if series.startswith("qwen") else series
+
+
+def default_train_script(model: tables.Model, phase: str) -> str:
+    """AIAK's example launcher: examples/<series>/{pretrain,finetuning}/<phase>_<name>.sh."""
+    name = model.name.replace("-", "_")
+    if phase == "pretrain":
+        return f"{AIAK_ROOT}/examples/{model.series}/pretrain/pretrain_{name}.sh"
+    return f"{AIAK_ROOT}/examples/{model.series}/finetuning/sft_{name}.sh"
 
 
 def step_envs(spec: AiakSpec, mount: str) -> Dict[str, List[Dict[str, str]]]:
-    """The parameters of each step, as job envs. Paths live under the storage mount."""
+    """The parameters of each step, as job envs. Every path lives under the storage mount.
+
+    Layout under ``mount``: ``models/<model>/hf`` (HF weights, also the tokenizer),
+    ``models/<model>/mcore/tp<TP>_pp<PP>`` (converted), ``datasets/<dataset>/<raw file>`` and
+    ``datasets/<dataset>/processed/<model>/<phase>``, ``checkpoints/<model>/<phase>/<version>``,
+    ``tensorboard/<model>/<phase>/<version>``. Shared inputs are reused across versions.
+    """
     model, opts = spec.model, spec.options
-    hf_dir = f"{mount}/models/{model.name}/hf"
-    converted = f"{mount}/models/{model.name}/mcore/tp{spec.tp}_pp{spec.pp}"
-    raw_name = posixpath.basename((opts["DATASET_URL"] or spec.dataset.url).rstrip("/")) or spec.dataset.name
-    dataset_dir = f"{mount}/datasets/{spec.dataset.name}"
-    processed = f"{dataset_dir}/processed/{model.name}/{spec.phase}"
-    data_path = f"{processed}/{spec.dataset.name}_text_document" if spec.phase == "pretrain" else processed
-    run_dir = f"{spec.phase}/{spec.version}"
-    model_id = re.sub(r"[^a-z0-9]+", "_", model.name.lower()).strip("_")
-    launcher = opts["TRAIN_SCRIPT"] or (
-        f"{AIAK_ROOT}/examples/{model.series}/pretrain/pretrain_{model_id}.sh" if spec.phase == "pretrain"
-        else f"{AIAK_ROOT}/examples/{model.series}/finetuning/sft_{model_id}.sh")
-    preprocess = [("TRAINING_PHASE", spec.phase), ("DATASET_URL", opts["DATASET_URL"] or spec.dataset.url),
-                  ("INPUT_DATA", f"{dataset_dir}/{raw_name}"), ("TOKENIZER_PATH", hf_dir), ("DATA_PATH", data_path)]
+    model_dir = f"{mount}/models/{_path_part(model.name)}"
+    hf_dir = f"{model_dir}/hf"
+    converted = f"{model_dir}/mcore/tp{spec.tp}_pp{spec.pp}"
+    dataset_url = opts["DATASET_URL"] or spec.dataset.url
+    dataset_dir = f"{mount}/datasets/{_path_part(spec.dataset.name)}"
+    raw_file = _path_part(posixpath.basename(dataset_url.rstrip("/")) or spec.dataset.name)
+    processed = f"{dataset_dir}/processed/{_path_part(model.name)}/{spec.phase}"
+    # pretrain: Megatron's indexed dataset <prefix>_text_document.{bin,idx};
+    # sft: a tokenized dataset directory, trained with --is-tokenized-data
+    indexed = f"{processed}/{_path_part(spec.dataset.name)}_text_document"
+    data_path = indexed if spec.phase == "pretrain" else processed
+    run = f"{_path_part(model.name)}/{spec.phase}/{spec.version}"
+    preprocess: List[Tuple[str, Any]] = [
+        ("TRAINING_PHASE", spec.phase), ("DATASET_URL", dataset_url),
+        ("INPUT_DATA", f"{dataset_dir}/{raw_file}"), ("TOKENIZER_PATH", hf_dir),
+        ("DATA_PATH", data_path)]
     if spec.phase == "pretrain":
         preprocess.append(("JSON_KEYS", spec.json_keys))
     else:
-        preprocess += [("CHAT_TEMPLATE", opts["CHAT_TEMPLATE"] or model.series), ("SEQ_LENGTH", opts["SEQ_LENGTH"])]
-    return {
-        "convert": _envs([("MODEL_NAME", model.name), ("MODEL_URL", opts["MODEL_URL"] or model.url),
-                          ("LOAD", hf_dir), ("SAVE", converted), ("TP", spec.tp), ("PP", spec.pp)]),
-        "preprocess": _envs(preprocess),
-        "train": _envs([("CUDA_DEVICE_MAX_CONNECTIONS", 1), ("TRAIN_SCRIPT", launcher), ("TP", spec.tp),
-                        ("PP", spec.pp), ("LOAD", converted), ("SAVE", f"{mount}/checkpoints/{model.name}/{run_dir}"),
-                        ("DATA_PATH", data_path), ("TOKENIZER_PATH", hf_dir),
-                        ("TENSORBOARD_PATH", f"{mount}/tensorboard/{model.name}/{run_dir}")]),
+        preprocess += [("CHAT_TEMPLATE", opts["CHAT_TEMPLATE"] or default_chat_template(model)),
+                       ("SEQ_LENGTH", opts["SEQ_LENGTH"])]
+    steps: Dict[str, List[Tuple[str, Any]]] = {
+        "convert": [("MODEL_NAME", model.name), ("MODEL_URL", opts["MODEL_URL"] or model.url),
+                    ("LOAD", hf_dir), ("SAVE", converted), ("TP", spec.tp), ("PP", spec.pp)],
+        "preprocess": preprocess,
+        "train": [("CUDA_DEVICE_MAX_CONNECTIONS", 1), ("TRAINING_PHASE", spec.phase),
+                  ("TRAIN_SCRIPT", opts["TRAIN_SCRIPT"] or default_train_script(model, spec.phase)),
+                  ("TP", spec.tp), ("PP", spec.pp), ("LOAD", converted),
+                  ("SAVE", f"{mount}/checkpoints/{run}"), ("DATA_PATH", data_path),
+                  ("TOKENIZER_PATH", hf_dir), ("TENSORBOARD_PATH", f"{mount}/tensorboard/{run}")],
     }
+    return {step: [{"name": n, "value": str(v)} for n, v in pairs] for step, pairs in steps.items()}
 
 
 def is_generated(chain: Dict[str, Any]) -> bool:
     """True when every job of an existing chain came from aiak-gen (safe to replace)."""
-    jobs = chain.get("jobs") or []
+    jobs = chain.get("jobs", [])
     return isinstance(jobs, list) and all(
-        isinstance(j, dict) and isinstance(j.get("jobChain"), dict) and j["jobChain"].get("generatedBy") == GENERATED_BY
-        for j in jobs)
+        isinstance(job, dict) and isinstance(job.get("jobChain"), dict)
+        and job["jobChain"].get("generatedBy") == GENERATED_BY for job in jobs)
+
+
+def _first_job(template: Dict[str, Any]) -> Dict[str, Any]:
+    jobs = template.get("jobs")
+    if isinstance(jobs, list) and jobs and isinstance(jobs[0], dict):
+        return jobs[0]
+    return {}
+
+
+def _dict_list(value: Any) -> List[Dict[str, Any]]:
+    if not isinstance(value, list):
+        return []
+    return [copy.deepcopy(x) for x in value if isinstance(x, dict)]
+
+
+def _carried_envs(first_job: Dict[str, Any], api_config: Any) -> List[Dict[str, str]]:
+    """The template job's own envs (NCCL_DEBUG, ...) minus ours and anything secret-looking."""
+    spec = first_job.get("jobSpec")
+    envs = spec.get("envs") if isinstance(spec, dict) else None
+    secrets = set()
+    if isinstance(api_config, dict):
+        secrets = {str(api_config[k]) for k in ("ak", "sk") if api_config.get(k)}
+    kept = []
+    for env in _dict_list(envs):
+        name, value = str(env.get("name", "")), env.get("value")
+        if not name or name.upper() in _OWN_ENV_NAMES or _SECRET_NAME.search(name):
+            continue
+        if any(s and s in str(value) for s in secrets):
+            continue
+        kept.append({"name": name, "value": "" if value is None else str(value)})
+    return kept
+
+
+def _under(path: str, mount: str) -> bool:
+    mount = mount.rstrip("/") or "/"
+    return path == mount or path.startswith(mount if mount == "/" else mount + "/")
 
 
 def generate_chain(
-    spec: AiakSpec,
+    spec: Union[AiakSpec, Dict[str, Any]],
     template: Optional[Dict[str, Any]] = None,
     *,
     pool: Optional[str] = None,
     pfs: Optional[str] = None,
     mount_path: Optional[str] = None,
+    spec_source: str = "aiak_job_info.json",
+    template_source: str = "chain file",
 ) -> Tuple[Dict[str, Any], Dict[str, str]]:
-    """Return the chain (template's top level kept, jobs replaced) and the step scripts."""
-    template = copy.deepcopy(template or {})
-    first_job = next((j for j in template.get("jobs") or [] if isinstance(j, dict)), {})
-    chain = {k: v for k, v in template.items() if k != "jobs"}
+    """Return the chain and its step scripts ``{file name: text}``; nothing is written.
+
+    ``template`` is an existing chain: everything but its ``jobs`` is kept as is (pool, api
+    settings, ...), and its first job lends datasources, labels, queue, priority and its
+    non-secret envs to the generated jobs. ``pool``, ``pfs`` and ``mount_path`` override or
+    supply the pool id, the PFS datasource name and its mount path.
+    """
+    if not isinstance(spec, AiakSpec):
+        spec = parse_spec(spec, spec_source)
+    template = copy.deepcopy(template) if template else {}
+    first_job = _first_job(template)
+    chain: Dict[str, Any] = {k: v for k, v in template.items() if k != "jobs"}
     if pool:
         chain["resourcePoolId"] = pool
-    if not chain.get("resourcePoolId"):
-        raise UsageError("no resource pool: pass --pool ID (or keep resourcePoolId in the existing chain file)")
+    if not isinstance(chain.get("resourcePoolId"), str) or not chain["resourcePoolId"].strip():
+        where = f"{template_source} has no resourcePoolId" if template else "no resource pool"
+        raise UsageError(f"{where}: pass --pool ID (your AIHC resource pool)")
 
-    datasources = first_job.get("datasources") if isinstance(first_job.get("datasources"), list) else []
+    datasources = (_dict_list(first_job.get("datasources"))
+                   or _dict_list(template.get("datasources")))
     if pfs or mount_path or not datasources:
         if not pfs and not datasources:
-            raise UsageError("no storage: pass --pfs NAME (the PFS datasource; --mount-path defaults to "
-                             f"{DEFAULT_MOUNT}), or keep datasources in the existing chain file")
+            where = f"{template_source} has no datasources" if template else "no storage"
+            raise UsageError(f"{where}: pass --pfs NAME (your PFS datasource; mounted at "
+                             f"--mount-path, default MOUNT_PATH or {DEFAULT_MOUNT})")
         base = datasources[0] if datasources else {"type": "pfs"}
-        datasources = [dict(base, type=base.get("type", "pfs"), name=pfs or base.get("name"),
-                            mountPath=mount_path or base.get("mountPath") or DEFAULT_MOUNT)] + datasources[1:]
-    mount = (spec.options["MOUNT_PATH"] or (datasources[0].get("mountPath") if datasources else None)
-             or DEFAULT_MOUNT).rstrip("/") or "/"
+        mount = (mount_path or (None if datasources else spec.options["MOUNT_PATH"])
+                 or base.get("mountPath") or DEFAULT_MOUNT)
+        if not posixpath.isabs(mount):
+            raise UsageError(f"--mount-path must be an absolute path, found {mount!r}")
+        first = dict(base, type=base.get("type") or "pfs", name=pfs or base.get("name"),
+                     mountPath=mount)
+        datasources = [first] + datasources[1:]
+    mounts = [str(d["mountPath"]) for d in datasources if isinstance(d.get("mountPath"), str)]
+    root = spec.options["MOUNT_PATH"] or (mounts[0] if mounts else DEFAULT_MOUNT)
+    root = posixpath.normpath(root)
+    if not any(_under(root, m) for m in mounts):
+        raise UsageError(
+            f"{spec_source}: MOUNT_PATH: {root} is not on the job storage (mounted at "
+            f"{', '.join(mounts) or 'nowhere'}), so the steps could not share files: set "
+            f"MOUNT_PATH under {mounts[0] if mounts else DEFAULT_MOUNT} or pass "
+            f"--mount-path {root}")
 
-    extra_envs = [e for e in (first_job.get("jobSpec") or {}).get("envs") or []
-                  if isinstance(e, dict) and str(e.get("name", "")).upper() not in SECRET_NAMES]
-    envs = step_envs(spec, mount)
+    queue = spec.options["QUEUE"] or first_job.get("queue") or template.get("queue") or "default"
+    priority = spec.options["PRIORITY"] or first_job.get("priority")
+    if priority not in PRIORITIES:
+        priority = "normal"
+    labels = _dict_list(first_job.get("labels")) or _dict_list(template.get("labels"))
+    carried = _carried_envs(first_job, template.get("api_config"))
+    envs = step_envs(spec, root)
     jobs = []
-    for step in ("convert", "preprocess", "train"):
-        names = {e["name"] for e in envs[step]}
+    for step in STEPS:
         job: Dict[str, Any] = {
             "name": make_job_name(f"{spec.phase}-{spec.model.name}-{step}-{spec.version}"),
-            "queue": spec.options["QUEUE"] or first_job.get("queue") or chain.get("queue") or "default",
-            "priority": spec.options["PRIORITY"],
+            "queue": str(queue),
+            "priority": priority,
             "jobFramework": "PyTorchJob",
             "jobSpec": {
                 "command": SCRIPT_NAMES[step],
                 "image": spec.image,
+                # converting and tokenizing are single-node work; only training scales out
                 "replicas": spec.replicas if step == "train" else 1,
-                "resources": [{"name": spec.options["GPU_RESOURCE"], "quantity": spec.options["GPUS_PER_REPLICA"]}],
+                "resources": [{"name": spec.options["GPU_RESOURCE"],
+                               "quantity": spec.options["GPUS_PER_REPLICA"]}],
                 "enableRDMA": spec.options["ENABLE_RDMA"],
-                "envs": [e for e in extra_envs if e.get("name") not in names] + envs[step],
+                "envs": copy.deepcopy(carried) + envs[step],
             },
             "datasources": copy.deepcopy(datasources),
-            "jobChain": {"generatedBy": GENERATED_BY},
         }
-        if isinstance(first_job.get("labels"), list) and first_job["labels"]:
-            job["labels"] = copy.deepcopy(first_job["labels"])
+        if labels:
+            job["labels"] = copy.deepcopy(labels)
+        job["jobChain"] = {"generatedBy": GENERATED_BY}
         jobs.append(job)
     chain["jobs"] = jobs
     return chain, step_scripts()
 
 
 def step_scripts() -> Dict[str, str]:
+    """The three step scripts shipped as package data, by the file name the jobs' commands use."""
     scripts = {}
     for filename in SCRIPT_NAMES.values():
         with open(os.path.join(SCRIPT_DIR, filename), encoding="utf-8") as handle:

@@ -1,4 +1,7 @@
-"""The AIAK model and dataset tables shipped with job-chain (``aiak_dict/*.csv``)."""
+"""The AIAK model and dataset tables shipped with job-chain (``aiak_dict/*.csv``).
+
+They are data, not code, so users and maintainers can update them without touching Python.
+"""
 
 from __future__ import annotations
 
@@ -39,10 +42,13 @@ def _split(value: str) -> Optional[int]:
 
 
 def models() -> Dict[str, Model]:
-    return {r[1]: Model(r[0], r[1], r[2], r[3], _split(r[4]), _split(r[5])) for r in _rows("models.csv") if r}
+    """models.csv by model name: series, HF name, BOS URL of the weights, default TP/PP."""
+    return {r[1]: Model(r[0], r[1], r[2], r[3], _split(r[4]), _split(r[5]))
+            for r in _rows("models.csv") if r}
 
 
 def datasets() -> Dict[str, Dataset]:
+    """datasets.csv by dataset name: BOS URL of the raw data."""
     return {r[0]: Dataset(r[0], r[1]) for r in _rows("datasets.csv") if r}
 
 

@@ -1,14 +1,42 @@
-"""``aiak-gen``: write an AIAK training chain (convert → preprocess → train) from a description."""
+"""``aiak-gen``: write an AIAK training chain (convert → preprocess → train) from a description.
+
+A thin layer over :mod:`job_chain.aiak.generator`: read the two files, check ``--force``, write
+the chain and the step scripts atomically (or print the chain with ``--dry-run``).
+"""
 
 from __future__ import annotations
 
 import json
 import os
-from typing import Optional
+from typing import Any, Dict, Optional
 
 import click
 
-from job_chain.cli import Command, run_cli
+from job_chain.cli import run_cli
+from job_chain.errors import JobChainError
+
+PROG = "aiak-gen"
+
+
+class AiakGenError(click.ClickException):
+    """A JobChainError shown as one ``aiak-gen: error: ...`` line, under CliRunner too."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"{PROG}: error: {self.message}", err=True)
+
+
+class AiakGenCommand(click.Command):
+    """Expected failures become :class:`AiakGenError`: one line, their exit code, no traceback."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except JobChainError as exc:
+            raise AiakGenError(str(exc), exc.exit_code) from None
 
 
 def _print_tables(which: str) -> None:
@@ -18,31 +46,50 @@ def _print_tables(which: str) -> None:
     if which == "models":
         print_table(["SERIES", "MODEL_NAME", "HF NAME", "DEFAULT TP", "DEFAULT PP", "MODEL_URL"],
                     [[m.series, m.name, m.hf_name, m.tp or "-", m.pp or "-", m.url]
-                     for m in tables.models().values()])
+                     for m in tables.models().values()],
+                    title="AIAK models (DEFAULT TP/PP '-': set TP and PP yourself)")
     else:
-        print_table(["DATASET_NAME", "DATASET_URL"], [[d.name, d.url] for d in tables.datasets().values()])
+        print_table(["DATASET_NAME", "DATASET_URL"],
+                    [[d.name, d.url] for d in tables.datasets().values()], title="AIAK datasets")
 
 
-@click.command(cls=Command, context_settings={"help_option_names": ["-h", "--help"]})
-@click.argument("chain_file", required=False, type=click.Path(dir_okay=False))
-@click.argument("aiak_job_info", required=False, type=click.Path(dir_okay=False))
-@click.option("--pool", default=None, metavar="ID", help="Resource pool (when CHAIN_FILE does not exist yet).")
-@click.option("--pfs", default=None, metavar="NAME", help="PFS datasource name (when CHAIN_FILE does not exist).")
-@click.option("--mount-path", default=None, metavar="PATH", help="Where the PFS is mounted (default /root/pfs).")
-@click.option("--dry-run", is_flag=True, help="Print the chain instead of writing files.")
-@click.option("--force", is_flag=True, help="Replace jobs of CHAIN_FILE that aiak-gen did not generate.")
+def _masked(chain: Dict[str, Any], text: str) -> str:
+    """The chain text with the template's api_config secret hidden (for printing only)."""
+    api = chain.get("api_config")
+    secret = api.get("sk") if isinstance(api, dict) else None
+    if not isinstance(secret, str) or not secret:
+        return text
+    return text.replace(json.dumps(secret, ensure_ascii=False), '"****"')
+
+
+@click.command(PROG, cls=AiakGenCommand, context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("chain_file", required=False)
+@click.argument("aiak_job_info", required=False)
+@click.option("--pool", default=None, metavar="ID",
+              help="Resource pool id (required unless CHAIN_FILE exists and has one).")
+@click.option("--pfs", default=None, metavar="NAME",
+              help="PFS datasource name (required unless CHAIN_FILE exists and has datasources).")
+@click.option("--mount-path", default=None, metavar="PATH",
+              help="Where the PFS is mounted in the jobs (default: MOUNT_PATH, else /root/pfs).")
+@click.option("--dry-run", is_flag=True, help="Print the chain instead of writing any file.")
+@click.option("--force", is_flag=True,
+              help="Replace the jobs of a CHAIN_FILE that aiak-gen did not generate.")
 @click.option("--list-models", is_flag=True, help="Print the AIAK model table and exit.")
 @click.option("--list-datasets", is_flag=True, help="Print the AIAK dataset table and exit.")
-def aiak_gen(chain_file: Optional[str], aiak_job_info: Optional[str], pool: Optional[str], pfs: Optional[str],
-             mount_path: Optional[str], dry_run: bool, force: bool, list_models: bool, list_datasets: bool) -> None:
-    """Generate an AIAK LLM training chain: CHAIN_FILE from the description in AIAK_JOB_INFO.
+def aiak_gen(chain_file: Optional[str], aiak_job_info: Optional[str], pool: Optional[str],
+             pfs: Optional[str], mount_path: Optional[str], dry_run: bool, force: bool,
+             list_models: bool, list_datasets: bool) -> None:
+    """Write CHAIN_FILE: an AIAK training chain described by AIAK_JOB_INFO.
 
     \b
-    aiak-gen chain_info.json aiak_job_info.json --pool cce-xxxx --pfs pfs-xxxx
+    aiak-gen chain_info.json aiak_job_info.json --pool POOL_ID --pfs PFS_NAME
     job-chain run chain_info.json --follow
 
-    If CHAIN_FILE exists, its top level (resourcePoolId, api_config, datasources, labels,
-    queue) is kept and its jobs are replaced; the step scripts are written beside it.
+    The chain's three jobs convert the Hugging Face checkpoint to Megatron-core, preprocess
+    the dataset and train; their commands name aiak_convert.sh, aiak_preprocess.sh and
+    aiak_train.sh, written beside CHAIN_FILE. If CHAIN_FILE exists, everything but its jobs is
+    kept (resourcePoolId, api_config, ...) and its first job's datasources, labels and queue
+    are reused; its jobs are replaced (--force if aiak-gen did not write them).
     """
     from job_chain.aiak.generator import SCRIPT_NAMES, generate_chain, is_generated, parse_spec
     from job_chain.errors import UsageError
@@ -50,35 +97,40 @@ def aiak_gen(chain_file: Optional[str], aiak_job_info: Optional[str], pool: Opti
     from job_chain.jsonfile import load_json_object
 
     if list_models or list_datasets:
-        for which in (["models"] if list_models else []) + (["datasets"] if list_datasets else []):
-            _print_tables(which)
+        if list_models:
+            _print_tables("models")
+        if list_datasets:
+            _print_tables("datasets")
         return
     if not chain_file or not aiak_job_info:
-        raise UsageError("usage: aiak-gen CHAIN_FILE AIAK_JOB_INFO (see aiak-gen --help)")
+        raise UsageError("missing arguments: aiak-gen CHAIN_FILE AIAK_JOB_INFO "
+                         "(or --list-models / --list-datasets; see aiak-gen --help)")
     spec = parse_spec(load_json_object(aiak_job_info, "AIAK description"), aiak_job_info)
-    template: Optional[dict] = None
+    template: Optional[Dict[str, Any]] = None
     if os.path.exists(chain_file):
         template = load_json_object(chain_file, "chain file")
         if not force and not is_generated(template):
-            raise UsageError(f"{chain_file} has jobs that aiak-gen did not generate: pass --force to replace "
-                             "them (its top level is kept)")
-    chain, scripts = generate_chain(spec, template, pool=pool, pfs=pfs, mount_path=mount_path)
-    secret = (chain.get("api_config") or {}).get("sk") if isinstance(chain.get("api_config"), dict) else None
+            raise UsageError(f"{chain_file}: jobs: not generated by aiak-gen; pass --force to "
+                             "replace them (everything else in the file is kept)")
+    chain, scripts = generate_chain(spec, template, pool=pool, pfs=pfs, mount_path=mount_path,
+                                    spec_source=aiak_job_info, template_source=chain_file)
     text = json.dumps(chain, indent=4, ensure_ascii=False) + "\n"
     if dry_run:
-        click.echo(text.replace(secret, "****") if isinstance(secret, str) and secret else text, nl=False)
+        click.echo(_masked(chain, text), nl=False)
         return
     directory = os.path.dirname(os.path.abspath(chain_file))
     for name, body in scripts.items():
         path = os.path.join(directory, name)
         write_public(path, body)
         os.chmod(path, 0o755)
-    (write_private if secret else write_public)(chain_file, text)
-    click.echo(f"wrote {chain_file} ({', '.join(j['name'] for j in chain['jobs'])}) and "
-               f"{', '.join(SCRIPT_NAMES.values())}; TP={spec.tp} PP={spec.pp}")
+    api = chain.get("api_config")
+    has_secret = isinstance(api, dict) and bool(api.get("sk"))
+    (write_private if has_secret else write_public)(chain_file, text)
+    click.echo(f"wrote {chain_file} ({', '.join(j['name'] for j in chain['jobs'])}; "
+               f"TP={spec.tp} PP={spec.pp}) and {', '.join(SCRIPT_NAMES.values())}")
     click.echo(f"next: job-chain run {chain_file} --follow")
 
 
 def main() -> None:
     """Console-script entry point for ``aiak-gen``."""
-    run_cli(aiak_gen, "aiak-gen")
+    run_cli(aiak_gen, PROG)

