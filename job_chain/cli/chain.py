@@ -146,17 +146,13 @@ def _states(client: Any, chain: Any, run: Dict[str, Any]) -> List[Any]:
 
 
 def _status_table(chain: Any, run: Dict[str, Any], states: List[Any]) -> Any:
-    from rich.table import Table
+    from job_chain.cli.render import human_duration, make_table, styled_status
 
-    from job_chain.cli.render import human_duration, styled_status
-
-    table = Table("STEP", "NAME", "STATUS", "ATTEMPT", "JOB ID", "STARTED", "DURATION",
-                  title=f"{chain.path} · run {run['id']}", box=None, header_style="bold", title_justify="left")
-    for s in states:
-        started = time.strftime("%H:%M:%S", time.localtime(s.created)) if s.created else "-"
-        table.add_row(str(s.index), s.name, styled_status(s.status), str(s.attempt or "-"), s.job_id or "-",
-                      started, human_duration(s.duration))
-    return table
+    rows = [[str(s.index), s.name, styled_status(s.status), str(s.attempt or "-"), s.job_id or "-",
+             time.strftime("%H:%M:%S", time.localtime(s.created)) if s.created else "-", human_duration(s.duration)]
+            for s in states]
+    return make_table(["STEP", "NAME", "STATUS", "ATTEMPT", "JOB ID", "STARTED", "DURATION"], rows,
+                      title=f"{chain.path} · run {run['id']}")
 
 
 def _watch_advance(client: Any, chain: Any, run: Dict[str, Any], records: Any, states: List[Any],
@@ -176,13 +172,13 @@ def _watch_advance(client: Any, chain: Any, run: Dict[str, Any], records: Any, s
 
 
 def _follow(client: Any, chain: Any, run: Dict[str, Any], records: Any, mode: str, interval: float = 0.5) -> int:
-    from rich.console import Console
     from rich.live import Live
 
     from job_chain.aihc.errors import AIHCError
     from job_chain.chain.progress import outcome
+    from job_chain.cli.render import console as render_console
 
-    console = Console()
+    console = render_console()
     handled: set = set()
     last_seen: Dict[int, str] = {}
     try:
@@ -244,9 +240,9 @@ def status(chain_file: str, run_id: Optional[str], as_json: bool, **kwargs: Any)
     if as_json:
         echo_json({"run": run["id"], "outcome": result, "steps": [s.as_json() for s in states]})
         return
-    from rich.console import Console
+    from job_chain.cli.render import console
 
-    Console().print(_status_table(chain, run, states))
+    console().print(_status_table(chain, run, states))
     click.echo(f"run {run['id']}: {result}")
 
 

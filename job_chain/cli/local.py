@@ -82,13 +82,9 @@ def status(state_dir: Optional[str], as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(info, indent=2))
         return
-    from rich.console import Console
-    from rich.table import Table
 
-    table = Table(show_header=False, box=None)
-    table.add_row("running", "yes" if info["running"] else "no")
-    for key in ("url", "pid", "state_dir", "credentials_file"):
-        table.add_row(key.replace("_", " "), str(info[key] or "-"))
-    jobs = ", ".join(f"{k} {v}" for k, v in sorted(info["jobs"].items())) or "none"
-    table.add_row("jobs", jobs)
-    Console().print(table)
+    rows = [["running", "yes" if info["running"] else "no"]]
+    rows += [[key.replace("_", " "), str(info[key] or "-")] for key in ("url", "pid", "state_dir", "credentials_file")]
+    rows.append(["jobs", ", ".join(f"{k} {v}" for k, v in sorted(info["jobs"].items())) or "none"])
+    for key, value in rows:
+        click.echo(f"{key:<17} {value}")

@@ -41,14 +41,43 @@ def styled_status(status: str) -> str:
     return f"[{style}]{status}[/{style}]" if style else status
 
 
-def print_table(columns: Sequence[str], rows: Iterable[Sequence[Any]], title: Optional[str] = None) -> None:
-    from rich.console import Console
-    from rich.table import Table
+def _is_identifier(header: str) -> bool:
+    words = header.upper().split()
+    return bool(words) and words[-1] in ("ID", "NAME", "POD", "MODEL_NAME", "DATASET_NAME")
 
-    table = Table(*columns, title=title, box=None, header_style="bold", pad_edge=False)
-    for row in rows:
-        table.add_row(*["" if cell is None else str(cell) for cell in row])
-    Console().print(table)
+
+def make_table(columns: Sequence[str], rows: Iterable[Sequence[Any]], title: Optional[str] = None) -> Any:
+    """A borderless rich table whose ids, names and short values are never cut or wrapped.
+
+    People copy job ids and names out of tables, so on a narrow terminal only long free text
+    (messages, URLs) wraps.
+    """
+    from rich.table import Table
+    from rich.text import Text
+
+    cells = [["" if cell is None else str(cell) for cell in row] for row in rows]
+    table = Table(title=title, box=None, header_style="bold", pad_edge=False, title_justify="left")
+    for i, header in enumerate(columns):
+        widest = max([len(header)] + [Text.from_markup(row[i]).cell_len for row in cells])
+        if _is_identifier(header) or widest <= 24:
+            table.add_column(header, no_wrap=True, min_width=widest)
+        else:
+            table.add_column(header, overflow="fold")
+    for row in cells:
+        table.add_row(*row)
+    return table
+
+
+def console() -> Any:
+    """A rich console; into a pipe or file, as wide as the content, so scripts see whole rows."""
+    from rich.console import Console
+
+    out = Console()
+    return out if out.is_terminal else Console(width=4096)
+
+
+def print_table(columns: Sequence[str], rows: Iterable[Sequence[Any]], title: Optional[str] = None) -> None:
+    console().print(make_table(columns, rows, title))
 
 
 def events_rows(events: List[dict]) -> List[List[str]]:
