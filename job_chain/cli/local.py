@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import click
 
@@ -25,6 +25,11 @@ def _server_options(func: Callable[..., Any]) -> Callable[..., Any]:
                      help="Seconds between SIGTERM and SIGKILL when stopping a job."),
         click.option("--sample-interval", type=click.FloatRange(min=0.05), default=5.0,
                      show_default=True, help="Seconds between metric samples."),
+        click.option("--inject-faults", "inject_faults", type=click.FloatRange(0, 1), default=0.0,
+                     metavar="RATE", help="Fail this fraction (0..1) of API requests like a cloud: "
+                     "5xx, 429, dropped connections, creates lost after commit."),
+        click.option("--fault-seed", type=int, default=None, metavar="S",
+                     help="Seed for --inject-faults, so the same requests meet the same faults."),
     ]
     for option in reversed(options):
         func = option(func)
@@ -40,24 +45,30 @@ def local() -> None:
 @_server_options
 def serve(host: str, port: Optional[int], state_dir: Optional[str], ak: Optional[str],
           sk: Optional[str], max_running: Optional[int], stop_grace: float,
-          sample_interval: float) -> None:
+          sample_interval: float, inject_faults: float, fault_seed: Optional[int]) -> None:
     """Run the server in the foreground (Ctrl-C stops it; running jobs keep going)."""
     from job_chain.local.server import serve as run
 
+    middleware: List[Tuple[Any, Dict[str, Any]]] = []
+    if inject_faults > 0:
+        from job_chain.local.faults import FaultInjector
+
+        middleware.append((FaultInjector, {"rate": inject_faults, "seed": fault_seed}))
     run(host=host, port=port or 0, state_dir=state_dir, ak=ak, sk=sk, max_running=max_running,
-        stop_grace=stop_grace, sample_interval=sample_interval)
+        stop_grace=stop_grace, sample_interval=sample_interval, middleware=middleware)
 
 
 @local.command()
 @_server_options
 def start(host: str, port: Optional[int], state_dir: Optional[str], ak: Optional[str],
           sk: Optional[str], max_running: Optional[int], stop_grace: float,
-          sample_interval: float) -> None:
+          sample_interval: float, inject_faults: float, fault_seed: Optional[int]) -> None:
     """Start the server in the background (no-op if one is running)."""
     from job_chain.local import daemon
 
     info = daemon.start(state_dir=state_dir, port=port, host=host, max_running=max_running,
-                        stop_grace=stop_grace, sample_interval=sample_interval, ak=ak, sk=sk)
+                        stop_grace=stop_grace, sample_interval=sample_interval, ak=ak, sk=sk,
+                        inject_faults=inject_faults, fault_seed=fault_seed)
     click.echo(f"local AIHC server at {info['url']} (pid {info['pid']})")
     click.echo(f"credentials: {info['credentials_file']}")
 

@@ -86,8 +86,13 @@ def start(
     ak: Optional[str] = None,
     sk: Optional[str] = None,
     timeout: float = START_TIMEOUT,
+    inject_faults: Optional[float] = None,
+    fault_seed: Optional[int] = None,
 ) -> Dict[str, Any]:
-    """Start a background server (or return the one already running); its server.json."""
+    """Start a background server (or return the one already running); its server.json.
+
+    ``inject_faults``/``fault_seed``: pass ``--inject-faults``/``--fault-seed`` to the server.
+    """
     state_dir = default_state_dir(state_dir)
     existing = running_server(state_dir)
     if existing:
@@ -97,7 +102,9 @@ def start(
     command = [sys.executable, "-m", "job_chain", "local", "serve", "--host", host,
                "--port", str(port or _free_port()), "--state-dir", state_dir]
     for flag, value in (("--max-running", max_running), ("--stop-grace", stop_grace),
-                        ("--sample-interval", sample_interval)):
+                        ("--sample-interval", sample_interval),
+                        ("--inject-faults", inject_faults or None),
+                        ("--fault-seed", fault_seed if inject_faults else None)):
         if value is not None:
             command += [flag, str(value)]
     env = dict(os.environ)

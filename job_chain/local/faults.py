@@ -1,0 +1,143 @@
+"""Fault injection for the local server: a fraction of API requests fails the way clouds fail.
+
+Why: job-chain must survive 5xx answers, throttling and dropped connections, and above all a
+create that fails *after* the job was committed (a retry without a client token then makes a
+duplicate). ``job-chain local serve --inject-faults RATE [--fault-seed S]`` places
+:class:`FaultInjector` between the request-id and the auth middleware, where a cloud's gateway
+sits: faults hit signed and unsigned requests alike. ``/healthz`` and the web-terminal
+websocket are never faulted. With a seed, the same sequence of requests meets the same faults.
+
+A dropped connection is a cut-off answer: the status line and headers arrive, the body stops
+half-way and the connection closes, so the client sees a connection error (an ASGI app cannot
+close a connection before answering).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable, Dict, List, Optional, Tuple
+
+from job_chain.local.errors import error_body
+from job_chain.local.routes import ASGIApp, Scope, _request_id, send_json
+
+log = logging.getLogger("job_chain.local.faults")
+
+Send = Callable[[Dict[str, Any]], Awaitable[Any]]
+Message = Dict[str, Any]
+
+# What uvicorn logs (at ERROR) when an app leaves an answer unfinished: a cut-off on purpose here.
+_UNFINISHED = "ASGI callable returned without completing response."
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One way a request fails. ``after``: the server did the work, then the answer was lost."""
+
+    name: str
+    after: bool
+    status: Optional[int] = None  # None: the connection drops
+    code: str = ""
+    message: str = ""
+
+
+FAULTS: Tuple[Fault, ...] = (
+    Fault("503 before", False, 503, "ServiceUnavailable",
+          "the service is temporarily unavailable, please retry (injected fault)"),
+    Fault("500 before", False, 500, "InternalError",
+          "we encountered an internal error, please retry (injected fault)"),
+    Fault("429 before", False, 429, "TooManyRequests",
+          "request rate exceeded, please slow down and retry (injected fault)"),
+    Fault("drop before", False),
+    Fault("503 after", True, 503, "ServiceUnavailable",
+          "the service is temporarily unavailable, please retry (injected fault)"),
+    Fault("drop after", True),
+)
+
+
+class _HideCutOffErrors(logging.Filter):
+    """Keep uvicorn from reporting the answers this module cuts off as server errors."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.getMessage() != _UNFINISHED
+
+
+class FaultInjector:
+    """ASGI middleware: fail ``rate`` (0..1) of API requests, drawn from ``random.Random(seed)``.
+
+    Each API request draws twice (fault or not, then which fault), so a seed replays the same
+    faults for the same order of requests. Every injected fault is logged at INFO: method, path,
+    request id and kind, never the query string or headers.
+    """
+
+    def __init__(self, app: ASGIApp, rate: float, seed: Optional[int] = None) -> None:
+        if not 0.0 <= rate <= 1.0:
+            raise ValueError(f"fault rate must be between 0 and 1, got {rate}")
+        self.app = app
+        self.rate = rate
+        self.seed = seed
+        self.random = random.Random(seed)  # only the event loop's thread draws: no lock needed
+        logging.getLogger("uvicorn.error").addFilter(_HideCutOffErrors())
+        log.info("injecting faults into %.0f%% of API requests (seed %s)", rate * 100,
+                 "none" if seed is None else seed)
+
+    def draw(self) -> Optional[Fault]:
+        """The fault for the next API request, or None."""
+        roll, pick = self.random.random(), self.random.randrange(len(FAULTS))
+        return FAULTS[pick] if roll < self.rate else None
+
+    async def __call__(self, scope: Scope, receive: Any, send: Send) -> None:
+        if scope["type"] != "http" or not scope["path"].startswith("/api/"):
+            await self.app(scope, receive, send)
+            return
+        fault = self.draw()
+        if fault is None:
+            await self.app(scope, receive, send)
+            return
+        request_id = _request_id(scope)
+        what = f"{scope['method']} {scope['path']} (request {request_id})"
+        if not fault.after:
+            log.info("injected fault %s: %s", fault.name, what)
+            if fault.status is None:
+                body = error_body("ServiceUnavailable", "connection dropped (injected fault)", request_id)
+                await _cut_off(send, 503, [(b"content-type", b"application/json")],
+                               _json_bytes(body))
+            else:
+                await _error(send, fault, request_id)
+            return
+
+        answer: List[Message] = []
+
+        async def keep(message: Message) -> None:
+            answer.append(message)
+
+        await self.app(scope, receive, keep)
+        start = next((m for m in answer if m["type"] == "http.response.start"), None)
+        status = start["status"] if start else 0
+        log.info("injected fault %s: %s, after the server answered %s", fault.name, what, status)
+        if fault.status is None and start is not None:  # cut the real answer off half-way
+            body = b"".join(m.get("body", b"") for m in answer if m["type"] == "http.response.body")
+            await _cut_off(send, status, list(start.get("headers") or []), body)
+        else:  # the answer replaced by an error (a 503 if there was no answer to cut)
+            await _error(send, fault if fault.status is not None else FAULTS[0], request_id)
+
+
+def _json_bytes(body: Dict[str, str]) -> bytes:
+    return json.dumps(body).encode("utf-8")
+
+
+async def _error(send: Send, fault: Fault, request_id: str) -> None:
+    await send_json(send, fault.status or 503, error_body(fault.code, fault.message, request_id),
+                    request_id)
+
+
+async def _cut_off(send: Send, status: int, headers: List[Tuple[bytes, bytes]], body: bytes) -> None:
+    """Announce the whole ``body``, send half of it, then end: uvicorn closes the connection."""
+    declared = max(len(body), 1)
+    kept = [(k, v) for k, v in headers if k.lower() not in (b"content-length", b"connection",
+                                                             b"transfer-encoding")]
+    kept += [(b"content-length", str(declared).encode()), (b"connection", b"close")]
+    await send({"type": "http.response.start", "status": status, "headers": kept})
+    await send({"type": "http.response.body", "body": body[: len(body) // 2], "more_body": True})
