@@ -153,7 +153,6 @@ class Executor:
 
     def _launch(self, job: Dict[str, Any]) -> None:
         job_id, spec = job["id"], job["spec"]
-        job_spec = spec.get("jobSpec") or {}
         now = time.time()
         for source in spec.get("datasources") or []:
             mount = source.get("mountPath") if isinstance(source, dict) else None
@@ -174,29 +173,38 @@ class Executor:
                                      master_port=port):
             return
         pods = self.store.pods(job_id)
-        replicas = len(pods)
-        job_envs = [(str(e.get("name")), str(e.get("value", ""))) for e in job_spec.get("envs") or []]
-        base = {k: v for k, v in os.environ.items() if k not in SECRET_ENV}
         for pod in pods:
             name = pod["name"]
-            platform = [
-                ("RANK", str(pod["rank"])), ("WORLD_SIZE", str(replicas)),
-                ("MASTER_ADDR", "127.0.0.1"), ("MASTER_PORT", str(port)),
-                ("AIHC_JOB_NAME", job["name"]), ("AIHC_JOB_ID", job_id), ("POD_NAME", name),
-                ("PYTHONUNBUFFERED", "1"), ("AIHC_HOST", self.server_url),
-                ("JOB_CHAIN_CREDENTIALS", self.credentials_file),
-            ]
-            env = dict(base)
-            env.update(job_envs)
-            env.update(platform)
-            env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
-            shown = job_envs + platform
             self.store.add_event(job_id, "SuccessfulCreatePod", f"Created pod: {name}", ts=now)
             self.store.add_event(job_id, "Scheduled", f"Successfully assigned default/{name} to "
                                  f"{socket.gethostname()}", pod=name, ts=now)
-            self._spawn(job_id, name, job_spec.get("image", ""), str(job_spec.get("command", "")),
-                        env, shown)
+            self._spawn_pod(job, pod, len(pods), port)
         self.store.add_event(job_id, "Started", f"PyTorchJob {job['name']} is running.")
+
+    def _pod_env(self, job: Dict[str, Any], pod: Dict[str, Any], replicas: int,
+                 port: int) -> Tuple[Dict[str, str], List[Tuple[str, str]]]:
+        """(the process environment, the part the API shows) of one replica."""
+        job_spec = job["spec"].get("jobSpec") or {}
+        job_envs = [(str(e.get("name")), str(e.get("value", ""))) for e in job_spec.get("envs") or []]
+        platform = [
+            ("RANK", str(pod["rank"])), ("WORLD_SIZE", str(replicas)),
+            ("MASTER_ADDR", "127.0.0.1"), ("MASTER_PORT", str(port)),
+            ("AIHC_JOB_NAME", job["name"]), ("AIHC_JOB_ID", job["id"]), ("POD_NAME", pod["name"]),
+            ("PYTHONUNBUFFERED", "1"), ("AIHC_HOST", self.server_url),
+            ("JOB_CHAIN_CREDENTIALS", self.credentials_file),
+        ]
+        env = {k: v for k, v in os.environ.items() if k not in SECRET_ENV}
+        env.update(job_envs)
+        env.update(platform)
+        env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
+        return env, job_envs + platform
+
+    def _spawn_pod(self, job: Dict[str, Any], pod: Dict[str, Any], replicas: int, port: int) -> None:
+        """Start one replica of ``job`` (at launch, or again after a crash cut its launch short)."""
+        job_spec = job["spec"].get("jobSpec") or {}
+        env, shown = self._pod_env(job, pod, replicas, port)
+        self._spawn(job["id"], pod["name"], job_spec.get("image", ""), str(job_spec.get("command", "")),
+                    env, shown)
 
     def _spawn(self, job_id: str, name: str, image: str, command: str,
                env: Dict[str, str], shown: List[Tuple[str, str]]) -> None:
@@ -358,19 +366,16 @@ class Executor:
     def adopt(self) -> None:
         """Watch pods of a previous server that still live; settle those that ended meanwhile."""
         for job in self.store.jobs_with_status([st.RUNNING, st.STOPPING]):
-            for pod in self.store.pods(job["id"]):
+            pods = self.store.pods(job["id"])
+            for pod in pods:
+                if pod["finished_at"] is None and pod["status"] == st.PENDING:
+                    self._recover_launch(job, pod, len(pods))
+                    continue
                 if pod["finished_at"] is not None or pod["status"] != st.RUNNING:
                     continue
                 _, log_path, rc_path = pod_paths(self.state_dir, job["id"], pod["name"])
                 if process_alive(pod["pid"], pod["create_time"]):
-                    live = LivePod(job["id"], pod["name"], pod["pid"], pod["create_time"], log_path,
-                                   kill_requested=job["status"] == st.STOPPING)
-                    with self._exit_lock:
-                        self._live[(job["id"], pod["name"])] = live
-                    self.store.add_event(job["id"], "Adopted", "the restarted local server is "
-                                         "watching this pod again", pod=pod["name"])
-                    threading.Thread(target=self._wait_adopted, args=(live,), daemon=True,
-                                     name=f"adopt-{pod['name']}").start()
+                    self._watch_adopted(job, pod["name"], pod["pid"], pod["create_time"], log_path)
                     continue
                 code = _read_rc(rc_path)
                 if code is None:
@@ -382,3 +387,49 @@ class Executor:
                 latest = self.store.get_job(job["id"])
                 if latest and latest["status"] == st.STOPPING:  # resume the TERM→KILL sequence
                     self._terminate_job(job["id"], self.stop_grace)
+
+    def _watch_adopted(self, job: Dict[str, Any], name: str, pid: int, create_time: float,
+                       log_path: str) -> None:
+        live = LivePod(job["id"], name, pid, create_time, log_path,
+                       kill_requested=job["status"] == st.STOPPING)
+        with self._exit_lock:
+            self._live[(job["id"], name)] = live
+        self.store.add_event(job["id"], "Adopted", "the restarted local server is watching this pod again",
+                             pod=name)
+        threading.Thread(target=self._wait_adopted, args=(live,), daemon=True, name=f"adopt-{name}").start()
+
+    def _recover_launch(self, job: Dict[str, Any], pod: Dict[str, Any], replicas: int) -> None:
+        """A pod the previous server died launching (job Running, pod never recorded as started).
+
+        Its process may have started (then it is found by its exit-code path in its command line
+        and adopted, or finished from its exit-code file) or not (then it starts now), so the job
+        neither hangs in Running nor runs its command twice.
+        """
+        job_id, name = job["id"], pod["name"]
+        _, log_path, rc_path = pod_paths(self.state_dir, job_id, name)
+        found = _find_pod_process(rc_path)
+        if found is not None:
+            pid, create_time = found
+            shown = self._pod_env(job, pod, replicas, job["master_port"] or 0)[1]
+            self.store.set_pod(job_id, name, status=st.RUNNING, pid=pid, create_time=create_time,
+                               started_at=create_time, env=[{"name": k, "value": v} for k, v in shown])
+            self._watch_adopted(job, name, pid, create_time, log_path)
+            return
+        code = _read_rc(rc_path)
+        if code is not None or job["status"] == st.STOPPING:
+            self._finish_pod(job_id, name, 143 if code is None else code)
+            return
+        self.store.add_event(job_id, "Restarted", "the local server stopped while starting this pod; "
+                             "starting it now", pod=name)
+        self._spawn_pod(job, pod, replicas, job["master_port"] or _free_port())
+
+
+def _find_pod_process(rc_path: str) -> Optional[Tuple[int, float]]:
+    """(pid, create time) of the live pod wrapper whose exit-code file is ``rc_path``, if any."""
+    import psutil
+
+    for proc in psutil.process_iter(["cmdline", "create_time"]):
+        cmdline = proc.info.get("cmdline") or []
+        if len(cmdline) >= 2 and cmdline[-1] == rc_path and "job-chain-pod" in cmdline:
+            return proc.pid, float(proc.info["create_time"])
+    return None
