@@ -11,6 +11,7 @@ import click
 from job_chain.cli.options import api_options, echo_json, make_client
 from job_chain.errors import JobChainError, UsageError
 
+SUBMIT_DEADLINE = 60.0  # seconds run and resume keep retrying a step's create through transient errors
 CHAIN_FILE = click.argument("chain_file", metavar="CHAIN_FILE", type=click.Path(dir_okay=False))
 
 
@@ -80,7 +81,6 @@ def run(chain_file: str, start_index: Optional[int], start: Optional[int], dry_r
         advance_mode: str, inline: bool, **kwargs: Any) -> None:
     """Submit step N of CHAIN_FILE (default 0); each later step starts when the previous one succeeds."""
     from job_chain.chain.record import RunRecords, new_run_id
-    from job_chain.chain.submit import submit_step
 
     opts = _api_opts(kwargs)
     if start is not None and start_index is not None and start != start_index:
@@ -101,7 +101,7 @@ def run(chain_file: str, start_index: Optional[int], start: Optional[int], dry_r
     run_id = new_run_id()
     run_meta = records.create_run(run_id, chain=chain_file, startStep=first, mode=mode, endpoint=client.endpoint,
                                   pool=chain.pool)
-    result = submit_step(client, chain, first, run_id, 1, records=records, mode=mode)
+    result = _submit(client, chain, chain_file, first, run_id, 1, records, mode)
     click.echo(f"run {run_id}: step {first} ({result['jobName']}) submitted as job {result['jobId']}")
     if mode == "watch":
         click.echo("this process submits each next step (--advance watch): keep it running")
@@ -109,6 +109,29 @@ def run(chain_file: str, start_index: Optional[int], start: Optional[int], dry_r
         click.echo(f"later steps start by themselves; watch with: job-chain status {chain_file}")
     if follow or mode == "watch":
         sys.exit(_follow(client, chain, run_meta, records, mode))
+
+
+def _submit(client: Any, chain: Any, chain_file: str, index: int, run_id: str, attempt: int, records: Any,
+            mode: str) -> Dict[str, str]:
+    """Submit one step, retrying transient API errors for up to SUBMIT_DEADLINE seconds.
+
+    The client token makes every retry safe, and giving up early is not: a create can fail after
+    the job was committed, and that job would then advance a run the user believes failed.
+    """
+    from job_chain.aihc.errors import AIHCError
+    from job_chain.chain.advance import submit_with_deadline
+    from job_chain.chain.submit import submit_step
+
+    try:
+        return submit_with_deadline(
+            lambda: submit_step(client, chain, index, run_id, attempt, records=records, mode=mode),
+            SUBMIT_DEADLINE)
+    except AIHCError as exc:
+        if not exc.retryable:
+            raise
+        raise JobChainError(f"{exc}. Step {index} may have been created all the same: 'job-chain status "
+                            f"{chain_file}' shows it, and 'job-chain resume {chain_file}' continues run {run_id} "
+                            "without ever creating it twice") from None
 
 
 def _dry_run(chain: Any, first: int, mode: str, opts: Dict[str, Any]) -> None:
@@ -312,7 +335,6 @@ def resume(chain_file: str, run_id: Optional[str], follow: bool, advance_mode: O
     from job_chain.aihc.status import SUCCEEDED, is_terminal
     from job_chain.chain.progress import NOT_SUBMITTED, SKIPPED
     from job_chain.chain.record import RunRecords
-    from job_chain.chain.submit import submit_step
 
     opts = _api_opts(kwargs)
     chain = _load(chain_file, local=opts["use_local"])
@@ -333,7 +355,7 @@ def resume(chain_file: str, run_id: Optional[str], follow: bool, advance_mode: O
         mode = "job"
     records.clear_stopped(run["id"])
     attempt = (todo.attempt + 1) if todo.status != NOT_SUBMITTED else 1
-    result = submit_step(client, chain, todo.index, run["id"], attempt, records=records, mode=mode)
+    result = _submit(client, chain, chain_file, todo.index, run["id"], attempt, records, mode)
     click.echo(f"run {run['id']}: step {todo.index} ({result['jobName']}) resubmitted as job {result['jobId']} "
                f"(attempt {attempt})")
     if follow or mode == "watch":
