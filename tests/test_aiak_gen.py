@@ -636,3 +636,105 @@ def test_shipped_examples_are_what_aiak_gen_generates(tmp_path: Path, case: str)
     assert gen(tmp_path, spec, *placeholders).exit_code == 0
     for name in ["chain_info.json", *SCRIPT_NAMES.values()]:
         assert (tmp_path / name).read_text() == (example / name).read_text(), name
+
+
+# -- found by the fuzz drill (tests/test_fuzz.py) ------------------------------------------------
+
+@pytest.mark.parametrize("change, message", [
+    ({"REPLICAS": "9" * 5000}, 'REPLICAS: must be a positive integer such as "1", found \'999'),
+    ({"REPLICAS": 2**31}, 'REPLICAS: must be a positive integer such as "1", found 2147483648'),
+    ({"TP": "1", "PP": 10**30}, 'PP: must be a positive integer such as "2", found 10000'),
+    ({"IMAGE": True}, "IMAGE: must be a string or a number, found true"),
+    ({"IMAGE": "my image"}, "IMAGE: must be an image reference without spaces, found 'my image'"),
+    ({"QUEUE": "a\nb"}, "QUEUE: must be one line of printable text, found 'a\\nb'"),
+    ({"VERSION": "v" * 201}, "VERSION: must be a non-empty tag"),
+    ({"a\nb": 1}, "aiak_job_info.json: 'a\\nb': unknown key"),
+    ({"x: y": 1, "REPLICAS": "0"}, "'x: y': unknown key; known keys: MODEL_NAME"),
+])
+def test_odd_values_are_refused_in_one_line(tmp_path: Path, change: Dict[str, Any], message: str) -> None:
+    with pytest.raises(UsageError) as info:
+        parse_spec(dict(SEED_INPUT, **change))
+    assert message in str(info.value) and str(info.value).isprintable()
+    assert_refused(gen(tmp_path, dict(SEED_INPUT, **change), *STORAGE), message.split(": ", 1)[-1][:30])
+    assert files(tmp_path) == ["aiak_job_info.json"]
+
+
+def test_several_problems_name_each_key_once(tmp_path: Path) -> None:
+    with pytest.raises(UsageError) as info:
+        parse_spec(dict(SEED_INPUT, **{"x: y": 1, "b: c": 2}))
+    assert str(info.value).endswith("(also check: 'x: y')")  # keys with ': ' broke this list
+    with pytest.raises(UsageError) as info:
+        parse_spec(dict(SEED_INPUT, REPLICAS="0", TP="a", PP="b"))
+    assert str(info.value).endswith("(also check: TP, PP)")
+
+
+def test_number_too_large_to_print_is_refused() -> None:
+    with pytest.raises(UsageError, match=r"^aiak_job_info.json: SEQ_LENGTH: number too large$"):
+        parse_spec(dict(SEED_INPUT, SEQ_LENGTH=10**5000))  # str() of it was a ValueError
+
+
+def test_huge_number_in_the_description_is_a_json_error(tmp_path: Path) -> None:
+    text = json.dumps(SEED_INPUT)[:-1] + ', "SEQ_LENGTH": ' + "9" * 5000 + "}"
+    assert_refused(gen(tmp_path, text, *STORAGE), "number too large (5000 digits)")
+    assert files(tmp_path) == ["aiak_job_info.json"]
+
+
+def test_template_parts_no_job_could_use_are_dropped(tmp_path: Path) -> None:
+    template = {"resourcePoolId": "p", "queue": ["q"], "jobs": [{
+        "labels": [{"key": 5}, {"key": "team", "value": "nlp"}],
+        "jobSpec": {"envs": [{"name": "1X", "value": "v"}, {"name": "OK", "value": 5},
+                             {"name": "LIST", "value": [1]}]},
+        "datasources": [{"type": "pfs", "name": "d", "mountPath": 5}],
+        "jobChain": {"generatedBy": "aiak-gen"}}]}
+    (tmp_path / "chain_info.json").write_text(json.dumps(template))
+    result = gen(tmp_path, SEED_INPUT, "--pfs", "f")  # a mountPath of 5 was a TypeError
+    assert result.exit_code == 0, result.output
+    chain = load(tmp_path)
+    for job in chain["jobs"]:
+        assert job["labels"] == [{"key": "team", "value": "nlp"}]
+        assert envs(job)["OK"] == "5" and not {"1X", "LIST"} & set(envs(job))
+        assert job["queue"] == "default"
+        assert job["datasources"][0]["mountPath"] == "/root/pfs"
+    from job_chain.chain.loader import load_chain
+    assert len(load_chain(str(tmp_path / "chain_info.json"), local=True).steps) == 3
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"api_config": []}, "(the existing chain): api_config: must be an object with host, ak, sk; nothing written"),
+    ({"scrips_path": 5}, "(the existing chain): scrips_path: must be a string, found number; nothing written"),
+    ({"resourcePoolId": "a b"}, "(the existing chain): resourcePoolId: must be a resource pool id"),
+    ({"jobs": [{"datasources": [{"mountPath": "rel"}], "jobChain": {"generatedBy": "aiak-gen"}}]},
+     "jobs[0].datasources[0].mountPath: must be an absolute path, found 'rel'; nothing written"),
+])
+def test_template_that_would_make_an_invalid_chain_is_refused(tmp_path: Path, change: Dict[str, Any],
+                                                              message: str) -> None:
+    original = json.dumps(dict(TEMPLATE, **change))
+    (tmp_path / "chain_info.json").write_text(original)
+    assert_refused(gen(tmp_path, SEED_INPUT), message)
+    assert (tmp_path / "chain_info.json").read_text() == original
+    assert files(tmp_path) == ["aiak_job_info.json", "chain_info.json"]
+
+
+def test_lone_surrogate_in_the_template_is_written_escaped(tmp_path: Path) -> None:
+    (tmp_path / "chain_info.json").write_text(json.dumps(dict(TEMPLATE, config_path="/mnt/data/\ud800")))
+    result = gen(tmp_path, SEED_INPUT)  # was a UnicodeEncodeError after the scripts were written
+    assert result.exit_code == 0, result.output
+    assert "\\ud800" in (tmp_path / "chain_info.json").read_text()
+    assert load(tmp_path)["config_path"] == "/mnt/data/\ud800"
+
+
+def test_a_failed_write_leaves_no_file_behind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import job_chain.files
+
+    real = job_chain.files.write_private
+
+    def failing(path: Any, data: Any) -> None:
+        if str(path).endswith("chain_info.json"):
+            raise PermissionError(13, "Permission denied", str(path))
+        real(path, data)
+
+    monkeypatch.setattr(job_chain.files, "write_private", failing)
+    (tmp_path / "aiak_train.sh").write_text("mine")
+    assert_refused(gen(tmp_path, SEED_INPUT, *STORAGE), "chain_info.json: Permission denied; nothing written")
+    assert files(tmp_path) == ["aiak_job_info.json", "aiak_train.sh"]
+    assert (tmp_path / "aiak_train.sh").read_text() == "mine"

@@ -12,6 +12,7 @@ from click.testing import CliRunner
 
 from job_chain.chain.loader import ChainFileError, load_chain
 from job_chain.cli import cli
+from job_chain.errors import UsageError
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
@@ -124,3 +125,82 @@ def test_hello_example_is_valid() -> None:
     assert chain.steps[1].retries == 1
     assert shutil.which("bash")
     assert all(os.access(EXAMPLES / "hello" / n, os.R_OK) for n in ("prepare.sh", "train.sh", "evaluate.sh"))
+
+
+# -- found by the fuzz drill (tests/test_fuzz.py) ------------------------------------------------
+
+@pytest.mark.parametrize("text, expected", [
+    ('{"jobs": ' + "9" * 5000 + "}", "chain_info.json:1:10: number too large (5000 digits)"),
+    ('{\n  "jobs": [NaN]}', "chain_info.json:2:12: invalid JSON: NaN is not a JSON number"),
+    ('{"a": "NaN", "jobs": -Infinity}', "chain_info.json:1:22: invalid JSON: -Infinity is not a JSON number"),
+    ('{"jobs": [1, 1e999]}', "chain_info.json:1:14: number too large (1e999)"),
+    ("[" * 5000, "chain_info.json:1:101: JSON nested deeper than 100 levels"),
+    ('{"a": ' + "[" * 150 + "]" * 150 + "}", "chain_info.json:1:106: JSON nested deeper than 100 levels"),
+])
+def test_json_python_would_accept_but_nothing_can_use_is_refused(tmp_path: Path, text: str, expected: str) -> None:
+    path = write_chain(tmp_path, text)
+    with pytest.raises(UsageError) as info:
+        load_chain(path)
+    assert str(info.value).startswith(f"{tmp_path}/{expected}")
+    result = CliRunner().invoke(cli, ["validate", path])
+    assert result.exit_code == 2 and isinstance(result.exception, (SystemExit, type(None)))
+    assert result.stderr.count("\n") == 1 and expected in result.stderr
+
+
+def test_invalid_utf8_has_line_and_column_and_a_bom_is_fine(tmp_path: Path) -> None:
+    path = tmp_path / "chain_info.json"
+    path.write_bytes(b'{\n  "resourcePoolId": "p\xff"}')
+    with pytest.raises(UsageError, match=r"chain_info.json:2:23: not UTF-8 text: invalid byte 0xff"):
+        load_chain(str(path))
+    path.write_bytes(b"\xef\xbb\xbf" + json.dumps({"resourcePoolId": "p", "jobs": [job()]}).encode())
+    assert load_chain(str(path)).pool == "p"
+
+
+@pytest.mark.parametrize("spec, expected", [
+    ({"scriptFile": "a\x00b.sh"}, "jobs[0].jobSpec.scriptFile: script file 'a\\x00b.sh' not found"),
+    ({"scriptFile": "a\ud800.sh"}, "jobs[0].jobSpec.scriptFile: script file 'a\\ud800.sh' not found"),
+    ({"scriptFile": "two\nlines.sh"}, "jobs[0].jobSpec.scriptFile: script file 'two\\nlines.sh' not found"),
+    ({"command": "x\x1b[31m.sh"}, "jobs[0].jobSpec.command: names script file 'x\\x1b[31m.sh', which is not found"),
+    ({"envs": [{"name": "N", "value": 3}]}, 'jobs[0].jobSpec.envs[0].value: must be a string, found number '
+                                            '(quote it: "3")'),
+    ({"envs": [{"name": "N", "value": [1]}]}, "jobs[0].jobSpec.envs[0].value: must be a string, found array"),
+])
+def test_odd_file_names_and_values_make_one_line_problems(tmp_path: Path, spec: dict, expected: str) -> None:
+    with pytest.raises(ChainFileError) as info:
+        load_chain(write_chain(tmp_path, {"resourcePoolId": "p", "jobs": [job(**spec)]}))
+    assert info.value.problems == [expected + info.value.problems[0][len(expected):]]
+    assert all(line.isprintable() for line in str(info.value).split("\n"))
+
+
+def test_odd_keys_are_quoted_in_paths_and_warnings(tmp_path: Path) -> None:
+    data = {"resourcePoolId": "p", "x\ny": 1, "jobs": [dict(job(), jobChain={"a\nb": 1, "c d": 2})]}
+    with pytest.raises(ChainFileError) as info:
+        load_chain(write_chain(tmp_path, data))
+    assert info.value.problems == [
+        "jobs[0].jobChain['a\\nb']: unknown setting (known: generatedBy, retries)",
+        "jobs[0].jobChain['c d']: unknown setting (known: generatedBy, retries)"]
+    del data["jobs"][0]["jobChain"]
+    assert load_chain(write_chain(tmp_path, data), local=True).warnings == ["['x\\ny']: unknown top-level key, ignored"]
+
+
+@pytest.mark.parametrize("value", [[], "", 0, False, "cfg"])
+def test_api_config_of_the_wrong_type_is_a_problem(tmp_path: Path, value: object) -> None:
+    with pytest.raises(ChainFileError) as info:
+        load_chain(write_chain(tmp_path, {"resourcePoolId": "p", "api_config": value, "jobs": [job()]}))
+    assert info.value.problems == ["api_config: must be an object with host, ak, sk"]
+
+
+@pytest.mark.parametrize("pool", ["cce-a\nb", "cce a", " cce-a", "cce-\x00"])
+def test_resource_pool_id_is_one_printable_word(tmp_path: Path, pool: str) -> None:
+    with pytest.raises(ChainFileError) as info:
+        load_chain(write_chain(tmp_path, {"resourcePoolId": pool, "jobs": [job()]}))
+    assert info.value.problems[0].startswith("resourcePoolId: must be a resource pool id such as cce-xxxxxxxx, found ")
+    assert "\n" not in info.value.problems[0]
+
+
+def test_duplicate_key_is_refused_at_its_line_and_column(tmp_path: Path) -> None:
+    chain = tmp_path / "chain_info.json"
+    chain.write_text('{"resourcePoolId": "p", "jobs": [],\n "a": [{"name": 1}, {"name": 2, "name": 3}]}')
+    done = CliRunner().invoke(cli, ["validate", str(chain)])
+    assert done.exit_code != 0
+    assert f"{chain}:2:33: duplicate key 'name'" in done.output

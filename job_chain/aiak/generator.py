@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import copy
 import difflib
+import math
 import os
 import posixpath
 import re
@@ -28,7 +29,9 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 
 from job_chain.aiak import tables
 from job_chain.aihc.names import make_job_name
+from job_chain.chain.loader import ChainFileError, check_chain_data
 from job_chain.errors import UsageError
+from job_chain.jsonfile import describe, json_type
 
 GENERATED_BY = "aiak-gen"
 STEPS = ("convert", "preprocess", "train")
@@ -76,6 +79,12 @@ DEFAULT_MOUNT = "/root/pfs"
 AIAK_ROOT = "/workspace/AIAK-Training-LLM"
 _VERSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _POSITIVE_RE = re.compile(r"^[0-9]+$")
+MAX_COUNT = 2**31 - 1  # replicas, GPUs, TP/PP, sequence length: Kubernetes int32 fields
+MAX_NAME = 200  # VERSION and DATASET_NAME name folders; a file name has at most 255 bytes
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_PLAIN_KEY = re.compile(r"^[A-Za-z0-9_.-]{1,40}$")  # shown as is in messages; other keys quoted
+# keys whose own checks explain a wrong number or boolean best ("must be a positive integer")
+_NUMBER_KEYS = {"REPLICAS", "TP", "PP", "GPUS_PER_REPLICA", "SEQ_LENGTH", "ENABLE_RDMA"}
 
 
 @dataclass
@@ -99,11 +108,13 @@ def _text(value: Any) -> str:
 
 
 def _positive(value: Any) -> Optional[int]:
-    """A positive integer given as a number or a string ("1", 1), else None."""
-    if isinstance(value, bool):
+    """A positive integer up to MAX_COUNT given as a number or a string ("1", 1), else None."""
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
         return None
-    text = _text(value)
-    if not _POSITIVE_RE.match(text) or int(text) < 1:
+    if isinstance(value, int):
+        return value if 1 <= value <= MAX_COUNT else None
+    text = value.strip()
+    if not _POSITIVE_RE.match(text) or len(text) > 10 or not 1 <= int(text) <= MAX_COUNT:
         return None
     return int(text)
 
@@ -115,29 +126,46 @@ def _boolean(value: Any) -> Optional[bool]:
     return words.get(_text(value).lower())
 
 
-def _one_line(problems: List[str]) -> UsageError:
+def _one_line(source: str, problems: List[Tuple[str, str]]) -> UsageError:
     """Several problems still make one line: the first in full, the others by key."""
+    key, message = problems[0]
+    first = f"{source}: {key}: {message}"
     if len(problems) == 1:
-        return UsageError(problems[0])
-    more = ", ".join(p.split(": ")[1] for p in problems[1:])
-    return UsageError(f"{problems[0]} (also check: {more})")
+        return UsageError(first)
+    more = ", ".join(dict.fromkeys(k for k, _ in problems[1:]))
+    return UsageError(f"{first} (also check: {more})")
+
+
+def _value_problem(key: str, value: Any) -> Optional[str]:
+    """Why a description value cannot be used at all (before its meaning is checked), or None."""
+    if isinstance(value, (dict, list)):
+        return f"must be a string or a number, found a JSON {json_type(value)}"
+    if isinstance(value, bool) and key not in _NUMBER_KEYS:
+        return f"must be a string or a number, found {str(value).lower()}"
+    if isinstance(value, float) and not math.isfinite(value) and key not in _NUMBER_KEYS:
+        return f"must be a string or a number, found {value}"
+    if isinstance(value, int) and not isinstance(value, bool) and describe(value).startswith("a number"):
+        return "number too large"  # more digits than Python will write out
+    if isinstance(value, str) and not value.isprintable():
+        return f"must be one line of printable text, found {describe(value)}"
+    return None
 
 
 def parse_spec(raw: Dict[str, Any], source: str = "aiak_job_info.json") -> AiakSpec:
     """Validate a description; raise a one-line UsageError naming file, key and the fix."""
     if not isinstance(raw, dict):
         raise UsageError(f"{source}: expected a JSON object with MODEL_NAME, REPLICAS, ... "
-                         f"found {type(raw).__name__}")
-    problems: List[str] = []
+                         f"found {json_type(raw)}")
+    problems: List[Tuple[str, str]] = []
 
     def bad(key: str, message: str) -> None:
-        problems.append(f"{source}: {key}: {message}")
+        problems.append((key, message))
 
     known = list(REQUIRED) + list(OPTIONAL)
     for key in sorted(str(k) for k in raw if k not in known):
         close = difflib.get_close_matches(key.upper(), known, n=1)
-        bad(key, "unknown key" + (f" (did you mean {close[0]}?)" if close else
-                                  f"; known keys: {', '.join(known)}"))
+        hint = f" (did you mean {close[0]}?)" if close else f"; known keys: {', '.join(known)}"
+        bad(key if _PLAIN_KEY.match(key) else describe(key, 40), "unknown key" + hint)
     for key in REQUIRED:
         if key not in raw:
             hint = {"TP": ' (use "" to take the AIAK default split)',
@@ -145,39 +173,44 @@ def parse_spec(raw: Dict[str, Any], source: str = "aiak_job_info.json") -> AiakS
                     "JSON_KEYS": ' (use "" if none is needed, e.g. for sft)'}.get(key, "")
             bad(key, f"required key is missing: add \"{key}\" to the file{hint}")
     for key, value in raw.items():
-        if isinstance(value, (dict, list)):
-            bad(str(key), f"must be a string or a number, found a JSON {type(value).__name__}")
+        problem = _value_problem(str(key), value) if key in known else None
+        if problem:
+            bad(str(key), problem)
     if problems:
-        raise _one_line(problems)
+        raise _one_line(source, problems)
 
     models, datasets = tables.models(), tables.datasets()
     model_name = _text(raw["MODEL_NAME"])
     model = models.get(model_name)
     if model is None:
         close = tables.suggest(model_name, list(models))
-        bad("MODEL_NAME", f"unknown model {model_name!r}{close}; run aiak-gen --list-models "
+        bad("MODEL_NAME", f"unknown model {describe(model_name)}{close}; run aiak-gen --list-models "
                           "for the supported ones")
     dataset_name = _text(raw["DATASET_NAME"])
     dataset = datasets.get(dataset_name)
     if dataset is None and not _text(raw.get("DATASET_URL")):
-        bad("DATASET_NAME", f"unknown dataset {dataset_name!r}"
+        bad("DATASET_NAME", f"unknown dataset {describe(dataset_name)}"
                             f"{tables.suggest(dataset_name, list(datasets))}; run aiak-gen "
                             "--list-datasets, or give DATASET_URL (bos:/...) for your own data")
+    elif dataset is None and len(dataset_name) > MAX_NAME:
+        bad("DATASET_NAME", f"at most {MAX_NAME} characters (it names a folder), found {len(dataset_name)}")
     phase = _text(raw["TRAINING_PHASE"]).lower()
     if phase not in PHASES:
-        bad("TRAINING_PHASE", f"must be \"pretrain\" or \"sft\", found {raw['TRAINING_PHASE']!r}")
+        bad("TRAINING_PHASE", f"must be \"pretrain\" or \"sft\", found {describe(raw['TRAINING_PHASE'])}")
     replicas = _positive(raw["REPLICAS"])
     if replicas is None:
-        bad("REPLICAS", f"must be a positive integer such as \"1\", found {raw['REPLICAS']!r}")
+        bad("REPLICAS", f"must be a positive integer such as \"1\", found {describe(raw['REPLICAS'])}")
     version = _text(raw["VERSION"])
-    if not _VERSION_RE.match(version):
+    if not _VERSION_RE.match(version) or len(version) > MAX_NAME:
         bad("VERSION", "must be a non-empty tag of letters, digits, '.', '_' or '-' (it names "
-                       f"the jobs and the checkpoint folder), e.g. \"v1\"; "
-                       f"found {raw['VERSION']!r}")
+                       f"the jobs and the checkpoint folder; at most {MAX_NAME}), e.g. \"v1\"; "
+                       f"found {describe(raw['VERSION'])}")
     image = _text(raw["IMAGE"])
     if not image:
         bad("IMAGE", "must not be empty: give the AIAK training image, e.g. "
                      "registry.baidubce.com/aihc-aiak/aiak-training-llm:<tag>")
+    elif len(image.split()) != 1:
+        bad("IMAGE", f"must be an image reference without spaces, found {describe(image)}")
     json_keys = " ".join(k for k in re.split(r"[\s,]+", _text(raw["JSON_KEYS"])) if k)
     if phase == "pretrain" and not json_keys:
         bad("JSON_KEYS", "must name the dataset's text field(s) for pretrain, e.g. \"text\"")
@@ -191,9 +224,9 @@ def parse_spec(raw: Dict[str, Any], source: str = "aiak_job_info.json") -> AiakS
     elif tp_text:
         tp, pp = _positive(raw["TP"]) or 0, _positive(raw["PP"]) or 0
         if not tp:
-            bad("TP", f"must be a positive integer such as \"2\", found {raw['TP']!r}")
+            bad("TP", f"must be a positive integer such as \"2\", found {describe(raw['TP'])}")
         if not pp:
-            bad("PP", f"must be a positive integer such as \"2\", found {raw['PP']!r}")
+            bad("PP", f"must be a positive integer such as \"2\", found {describe(raw['PP'])}")
     elif model is not None:
         if model.tp is None or model.pp is None:
             bad("TP", f"{model.name} has no default TP/PP split in the AIAK table (#N/A): "
@@ -207,24 +240,24 @@ def parse_spec(raw: Dict[str, Any], source: str = "aiak_job_info.json") -> AiakS
         if key in ("GPUS_PER_REPLICA", "SEQ_LENGTH"):
             number = _positive(value)
             if number is None:
-                bad(key, f"must be a positive integer, found {value!r}")
+                bad(key, f"must be a positive integer, found {describe(value)}")
             options[key] = number
         elif key == "ENABLE_RDMA":
             flag = _boolean(value)
             if flag is None:
-                bad(key, f"must be true or false, found {value!r}")
+                bad(key, f"must be true or false, found {describe(value)}")
             options[key] = flag
         elif key == "PRIORITY" and value is not None and _text(value) not in PRIORITIES:
-            bad(key, f"must be high, normal or low, found {value!r}")
+            bad(key, f"must be high, normal or low, found {describe(value)}")
         elif key == "MOUNT_PATH" and _text(value) and not posixpath.isabs(_text(value)):
             bad(key, f"must be an absolute path in the container such as \"/root/pfs\", "
-                     f"found {value!r}")
+                     f"found {describe(value)}")
         elif key == "GPU_RESOURCE" and not _text(value):
             bad(key, "must not be empty, e.g. \"baidu.com/a800_80g_cgpu\"")
         else:
             options[key] = _text(value) or None if value is not None else None
     if problems:
-        raise _one_line(problems)
+        raise _one_line(source, problems)
     assert model is not None and replicas is not None
     if options["MOUNT_PATH"]:
         options["MOUNT_PATH"] = posixpath.normpath(options["MOUNT_PATH"])
@@ -263,6 +296,7 @@ def step_envs(spec: AiakSpec, mount: str) -> Dict[str, List[Dict[str, str]]]:
     ``tensorboard/<model>/<phase>/<version>``. Shared inputs are reused across versions.
     """
     model, opts = spec.model, spec.options
+    mount = mount.rstrip("/")  # a mount at "/" gives "/models/...", not "//models/..."
     model_dir = f"{mount}/models/{_path_part(model.name)}"
     hf_dir = f"{model_dir}/hf"
     converted = f"{model_dir}/mcore/tp{spec.tp}_pp{spec.pp}"
@@ -318,21 +352,42 @@ def _dict_list(value: Any) -> List[Dict[str, Any]]:
     return [copy.deepcopy(x) for x in value if isinstance(x, dict)]
 
 
+def _string(*values: Any) -> Optional[str]:
+    """The first value that is a non-empty string (template values may be anything)."""
+    return next((v for v in values if isinstance(v, str) and v.strip()), None)
+
+
+def _env_value(value: Any) -> Optional[str]:
+    """A template env value as a string; None for values no env can hold (objects, arrays)."""
+    if value is None or isinstance(value, str):
+        return value or ""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, (int, float)):
+        try:
+            return str(value)
+        except ValueError:  # an int too large to write out
+            return None
+    return None
+
+
 def _carried_envs(first_job: Dict[str, Any], api_config: Any) -> List[Dict[str, str]]:
-    """The template job's own envs (NCCL_DEBUG, ...) minus ours and anything secret-looking."""
+    """The template job's own valid envs (NCCL_DEBUG, ...) minus ours and anything secret-looking."""
     spec = first_job.get("jobSpec")
     envs = spec.get("envs") if isinstance(spec, dict) else None
     secrets = set()
     if isinstance(api_config, dict):
-        secrets = {str(api_config[k]) for k in ("ak", "sk") if api_config.get(k)}
+        secrets = {api_config[k] for k in ("ak", "sk") if isinstance(api_config.get(k), str) and api_config[k]}
     kept = []
     for env in _dict_list(envs):
-        name, value = str(env.get("name", "")), env.get("value")
-        if not name or name.upper() in _OWN_ENV_NAMES or _SECRET_NAME.search(name):
+        name, value = env.get("name"), _env_value(env.get("value"))
+        if not isinstance(name, str) or not _ENV_NAME.match(name) or value is None:
             continue
-        if any(s and s in str(value) for s in secrets):
+        if name.upper() in _OWN_ENV_NAMES or _SECRET_NAME.search(name):
             continue
-        kept.append({"name": name, "value": "" if value is None else str(value)})
+        if any(s in value for s in secrets):
+            continue
+        kept.append({"name": name, "value": value})
     return kept
 
 
@@ -378,10 +433,11 @@ def generate_chain(
                              f"--mount-path, default MOUNT_PATH or {DEFAULT_MOUNT})")
         base = datasources[0] if datasources else {"type": "pfs"}
         mount = (mount_path or (None if datasources else spec.options["MOUNT_PATH"])
-                 or base.get("mountPath") or DEFAULT_MOUNT)
+                 or _string(base.get("mountPath")) or DEFAULT_MOUNT)
         if not posixpath.isabs(mount):
-            raise UsageError(f"--mount-path must be an absolute path, found {mount!r}")
-        first = dict(base, type=base.get("type") or "pfs", name=pfs or base.get("name"),
+            where = "--mount-path" if mount_path else f"{template_source}: jobs[0].datasources[0].mountPath"
+            raise UsageError(f"{where} must be an absolute path, found {describe(mount)}")
+        first = dict(base, type=_string(base.get("type")) or "pfs", name=pfs or base.get("name"),
                      mountPath=mount)
         datasources = [first] + datasources[1:]
     mounts = [str(d["mountPath"]) for d in datasources if isinstance(d.get("mountPath"), str)]
@@ -394,18 +450,19 @@ def generate_chain(
             f"MOUNT_PATH under {mounts[0] if mounts else DEFAULT_MOUNT} or pass "
             f"--mount-path {root}")
 
-    queue = spec.options["QUEUE"] or first_job.get("queue") or template.get("queue") or "default"
+    queue = _string(spec.options["QUEUE"], first_job.get("queue"), template.get("queue")) or "default"
     priority = spec.options["PRIORITY"] or first_job.get("priority")
     if priority not in PRIORITIES:
         priority = "normal"
-    labels = _dict_list(first_job.get("labels")) or _dict_list(template.get("labels"))
+    labels = [label for label in _dict_list(first_job.get("labels")) or _dict_list(template.get("labels"))
+              if isinstance(label.get("key"), str)]
     carried = _carried_envs(first_job, template.get("api_config"))
     envs = step_envs(spec, root)
     jobs = []
     for step in STEPS:
         job: Dict[str, Any] = {
             "name": make_job_name(f"{spec.phase}-{spec.model.name}-{step}-{spec.version}"),
-            "queue": str(queue),
+            "queue": queue,
             "priority": priority,
             "jobFramework": "PyTorchJob",
             "jobSpec": {
@@ -425,7 +482,15 @@ def generate_chain(
         job["jobChain"] = {"generatedBy": GENERATED_BY}
         jobs.append(job)
     chain["jobs"] = jobs
-    return chain, step_scripts()
+    scripts = step_scripts()
+    try:  # what the template keeps (api_config, datasources, ...) must be valid too
+        check_chain_data(copy.deepcopy(chain), template_source, local=True, scripts=scripts)
+    except ChainFileError as exc:
+        where = f"{template_source} (the existing chain)" if template else "the generated chain"
+        distinct = {re.sub(r"^jobs\[\d+\]", "jobs[*]", p) for p in exc.problems}  # the 3 jobs share most parts
+        more = f" (and {len(distinct) - 1} more)" if len(distinct) > 1 else ""
+        raise UsageError(f"{where}: {exc.problems[0]}{more}; nothing written") from None
+    return chain, scripts
 
 
 def step_scripts() -> Dict[str, str]:

@@ -6,6 +6,7 @@ Nothing is submitted from a chain that has any problem: :func:`load_chain` raise
 
 from __future__ import annotations
 
+import json
 import os
 import posixpath
 import re
@@ -14,13 +15,21 @@ from typing import Any, Dict, List, Optional
 from job_chain.aihc.names import job_name_problem
 from job_chain.chain.model import SETTINGS_KEY, Chain, Step
 from job_chain.errors import UsageError
-from job_chain.jsonfile import load_json_object
+from job_chain.jsonfile import describe, json_type, load_json_object, shown
 
 TOP_LEVEL_KEYS = {"scrips_path", "config_path", "api_config", "resourcePoolId", "jobs", SETTINGS_KEY}
 SETTINGS_KEYS = {"retries", "generatedBy"}
 PRIORITIES = ("high", "normal", "low")
 _SCRIPT_TOKEN = re.compile(r"^\S+\.sh$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_PLAIN_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def key_path(where: str, key: str) -> str:
+    """The JSON path of ``key`` under ``where``: ``jobs[0].jobChain.x``, or ``...['odd key']``."""
+    if _PLAIN_KEY.match(key):
+        return f"{where}.{key}" if where else key
+    return f"{where}[{describe(key)}]"
 
 
 class ChainFileError(UsageError):
@@ -45,14 +54,14 @@ class _Checker:
     def string(self, obj: Dict[str, Any], key: str, where: str, *, required: bool = False) -> Optional[str]:
         if key not in obj or obj[key] is None:
             if required:
-                self.problem(f"{where}.{key}" if where else key, "required")
+                self.problem(key_path(where, key), "required")
             return None
         value = obj[key]
         if not isinstance(value, str):
-            self.problem(f"{where}.{key}" if where else key, f"must be a string, found {type(value).__name__}")
+            self.problem(key_path(where, key), f"must be a string, found {json_type(value)}")
             return None
         if required and not value.strip():
-            self.problem(f"{where}.{key}" if where else key, "must not be empty")
+            self.problem(key_path(where, key), "must not be empty")
             return None
         return value
 
@@ -61,19 +70,33 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _read_script(chain_dir: str, name: str) -> Optional[str]:
+def _read_script(chain_dir: str, name: str, scripts: Optional[Dict[str, str]] = None) -> Optional[str]:
+    if scripts and name in scripts:
+        return scripts[name]
     candidate = name if os.path.isabs(name) else os.path.join(chain_dir, name)
     try:
         with open(candidate, encoding="utf-8", newline="") as handle:
             return handle.read()
-    except (OSError, UnicodeDecodeError):
+    except (OSError, ValueError):  # ValueError: not UTF-8, or a NUL byte or lone surrogate in the name
         return None
 
 
-def _check_step(c: _Checker, job: Any, index: int, chain_dir: str, secret: Optional[str]) -> Optional[Step]:
+def _quote_hint(value: Any) -> str:
+    """`` (quote it: "3")`` for a short number or boolean given where a string belongs."""
+    if not isinstance(value, (bool, int, float)):
+        return ""
+    try:
+        text = json.dumps(value)
+    except ValueError:  # an int too large to write out
+        return ""
+    return f" (quote it: \"{text}\")" if len(text) < 30 else ""
+
+
+def _check_step(c: _Checker, job: Any, index: int, chain_dir: str, secret: Optional[str],
+                scripts: Optional[Dict[str, str]] = None) -> Optional[Step]:
     where = f"jobs[{index}]"
     if not isinstance(job, dict):
-        c.problem(where, f"must be an object (an AIHC create-job body), found {type(job).__name__}")
+        c.problem(where, f"must be an object (an AIHC create-job body), found {json_type(job)}")
         return None
     before = len(c.problems)
     name_problem = job_name_problem(job.get("name"))
@@ -81,11 +104,11 @@ def _check_step(c: _Checker, job: Any, index: int, chain_dir: str, secret: Optio
         c.problem(f"{where}.name", name_problem)
     priority = job.get("priority")
     if priority is not None and priority not in PRIORITIES:
-        c.problem(f"{where}.priority", f"must be one of {', '.join(PRIORITIES)}, found {priority!r}")
+        c.problem(f"{where}.priority", f"must be one of {', '.join(PRIORITIES)}, found {describe(priority)}")
     c.string(job, "queue", where)
     framework = job.get("jobFramework")
     if framework is not None and framework != "PyTorchJob":
-        c.problem(f"{where}.jobFramework", f"only PyTorchJob is supported, found {framework!r}")
+        c.problem(f"{where}.jobFramework", f"only PyTorchJob is supported, found {describe(framework)}")
 
     spec = job.get("jobSpec")
     script: Optional[str] = None
@@ -97,7 +120,7 @@ def _check_step(c: _Checker, job: Any, index: int, chain_dir: str, secret: Optio
         c.string(spec, "image", sw, required=True)
         replicas = spec.get("replicas", 1)
         if not _is_int(replicas) or replicas < 1:
-            c.problem(f"{sw}.replicas", f"must be a positive integer, found {replicas!r}")
+            c.problem(f"{sw}.replicas", f"must be a positive integer, found {describe(replicas)}")
         envs = spec.get("envs", [])
         if not isinstance(envs, list):
             c.problem(f"{sw}.envs", "must be a list of {\"name\", \"value\"} objects")
@@ -109,10 +132,10 @@ def _check_step(c: _Checker, job: Any, index: int, chain_dir: str, secret: Optio
                     continue
                 env_name = c.string(env, "name", ew, required=True)
                 if env_name is not None and not _ENV_NAME.match(env_name):
-                    c.problem(f"{ew}.name", f"{env_name!r} is not a valid environment variable name")
+                    c.problem(f"{ew}.name", f"{describe(env_name)} is not a valid environment variable name")
                 if "value" in env and not isinstance(env["value"], str):
-                    c.problem(f"{ew}.value", f"must be a string, found {type(env['value']).__name__} "
-                                             f"(quote it: \"{env['value']}\")")
+                    value = env["value"]
+                    c.problem(f"{ew}.value", f"must be a string, found {json_type(value)}{_quote_hint(value)}")
                 if secret and isinstance(env.get("value"), str) and secret in env["value"]:
                     c.problem(f"{ew}.value", "holds the secret key from api_config; credentials never "
                                              "belong in job envs (jobs find them via the chain file)")
@@ -122,21 +145,21 @@ def _check_step(c: _Checker, job: Any, index: int, chain_dir: str, secret: Optio
             if not isinstance(script_file, str) or not script_file.strip():
                 c.problem(f"{sw}.scriptFile", "must be a file name")
             else:
-                script = _read_script(chain_dir, script_file)
+                script = _read_script(chain_dir, script_file, scripts)
                 origin = script_file
                 if script is None:
-                    c.problem(f"{sw}.scriptFile", f"script file {script_file} not found or unreadable "
+                    c.problem(f"{sw}.scriptFile", f"script file {shown(script_file)} not found or unreadable "
                                                   f"(looked in {chain_dir})")
         elif command is None or (isinstance(command, str) and not command.strip()):
             c.problem(f"{sw}.command", "required: a script file name next to the chain file "
                                        "(e.g. \"job1.sh\") or the command itself")
         elif not isinstance(command, str):
-            c.problem(f"{sw}.command", f"must be a string, found {type(command).__name__}")
+            c.problem(f"{sw}.command", f"must be a string, found {json_type(command)}")
         elif _SCRIPT_TOKEN.match(command.strip()):
-            script = _read_script(chain_dir, command.strip())
+            script = _read_script(chain_dir, command.strip(), scripts)
             origin = command.strip()
             if script is None:
-                c.problem(f"{sw}.command", f"names script file {command.strip()}, which is not found "
+                c.problem(f"{sw}.command", f"names script file {shown(command.strip())}, which is not found "
                                            f"or unreadable (looked in {chain_dir})")
         else:
             script = command
@@ -155,7 +178,7 @@ def _check_step(c: _Checker, job: Any, index: int, chain_dir: str, secret: Optio
                 continue
             mount = c.string(ds, "mountPath", dw, required=True)
             if mount and not posixpath.isabs(mount):
-                c.problem(f"{dw}.mountPath", f"must be an absolute path, found {mount!r}")
+                c.problem(f"{dw}.mountPath", f"must be an absolute path, found {describe(mount)}")
     labels = job.get("labels", [])
     if not isinstance(labels, list) or not all(isinstance(x, dict) and isinstance(x.get("key"), str)
                                                for x in labels):
@@ -167,10 +190,11 @@ def _check_step(c: _Checker, job: Any, index: int, chain_dir: str, secret: Optio
         c.problem(f"{where}.{SETTINGS_KEY}", "must be an object, e.g. {\"retries\": 2}")
     else:
         for key in sorted(set(settings) - SETTINGS_KEYS):
-            c.problem(f"{where}.{SETTINGS_KEY}.{key}", f"unknown setting (known: {', '.join(sorted(SETTINGS_KEYS))})")
+            c.problem(key_path(f"{where}.{SETTINGS_KEY}", key),
+                      f"unknown setting (known: {', '.join(sorted(SETTINGS_KEYS))})")
         retries = settings.get("retries", 0)
         if not _is_int(retries) or retries < 0:
-            c.problem(f"{where}.{SETTINGS_KEY}.retries", f"must be a whole number >= 0, found {retries!r}")
+            c.problem(f"{where}.{SETTINGS_KEY}.retries", f"must be a whole number >= 0, found {describe(retries)}")
             retries = 0
     if len(c.problems) > before or script is None:
         return None
@@ -180,17 +204,26 @@ def _check_step(c: _Checker, job: Any, index: int, chain_dir: str, secret: Optio
     return Step(index=index, body=body, script=script, script_origin=origin, retries=retries)
 
 
-def check_chain_data(data: Dict[str, Any], path: str, *, local: bool = False) -> Chain:
-    """Validate a parsed chain; raise :class:`ChainFileError` listing every problem."""
+def check_chain_data(data: Dict[str, Any], path: str, *, local: bool = False,
+                     scripts: Optional[Dict[str, str]] = None) -> Chain:
+    """Validate a parsed chain; raise :class:`ChainFileError` listing every problem.
+
+    ``scripts`` (file name -> text) stands in for script files not written yet (aiak-gen).
+    """
     c = _Checker(path)
     chain_dir = os.path.dirname(os.path.abspath(path))
     for key in sorted(set(data) - TOP_LEVEL_KEYS):
-        c.warnings.append(f"{key}: unknown top-level key, ignored")
+        c.warnings.append(f"{key_path('', key)}: unknown top-level key, ignored")
     pool = c.string(data, "resourcePoolId", "", required=True)
+    if pool and not (pool.isprintable() and len(pool.split()) == 1 and pool.strip() == pool):
+        c.problem("resourcePoolId", f"must be a resource pool id such as cce-xxxxxxxx, found {describe(pool)}")
+        pool = None
     scrips_path = c.string(data, "scrips_path", "")
     config_path = c.string(data, "config_path", "")
-    api_config = data.get("api_config") or {}
-    if not isinstance(api_config, dict):
+    api_config = data.get("api_config")
+    if api_config is None:
+        api_config = {}
+    elif not isinstance(api_config, dict):
         c.problem("api_config", "must be an object with host, ak, sk")
         api_config = {}
     else:
@@ -204,11 +237,12 @@ def check_chain_data(data: Dict[str, Any], path: str, *, local: bool = False) ->
     else:
         seen: Dict[str, int] = {}
         for index, job in enumerate(jobs):
-            step = _check_step(c, job, index, chain_dir, secret)
+            step = _check_step(c, job, index, chain_dir, secret, scripts)
             if step is not None:
                 steps.append(step)
                 if step.name in seen:
-                    c.problem(f"jobs[{index}].name", f"{step.name!r} is already the name of jobs[{seen[step.name]}]")
+                    c.problem(f"jobs[{index}].name",
+                              f"{describe(step.name)} is already the name of jobs[{seen[step.name]}]")
                 seen.setdefault(step.name, index)
     if c.problems:
         raise ChainFileError(path, c.problems)
@@ -228,10 +262,10 @@ def reachability_warnings(chain: Chain) -> List[str]:
         for step in chain.steps:
             mounts = step.mount_paths()
             if not any(value == m or value.startswith(m.rstrip("/") + "/") for m in mounts):
-                shown = ", ".join(mounts) or "none"
+                listed = ", ".join(shown(m) for m in mounts) or "none"
                 warnings.append(
-                    f"{label} {value} is under none of jobs[{step.index}]'s datasource mountPaths "
-                    f"({shown}): that step could not read it in the cluster"
+                    f"{label} {shown(value)} is under none of jobs[{step.index}]'s datasource mountPaths "
+                    f"({listed}): that step could not read it in the cluster"
                 )
                 break
     return warnings

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Dict, Optional
+from pathlib import Path
+from typing import Any, Dict, Optional, Tuple
 
 import click
 
@@ -53,13 +54,50 @@ def _print_tables(which: str) -> None:
                     [[d.name, d.url] for d in tables.datasets().values()], title="AIAK datasets")
 
 
+def _chain_text(chain: Dict[str, Any]) -> str:
+    """The chain as the file's text: UTF-8 as is, escapes only for text that is not valid Unicode."""
+    text = json.dumps(chain, indent=4, ensure_ascii=False) + "\n"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate ("\ud800" in the template) can only be escaped
+        text = json.dumps(chain, indent=4) + "\n"
+    return text
+
+
+def _write_all(files: Dict[str, Tuple[str, bool, int]]) -> None:
+    """Write ``{path: (text, private, mode)}`` in order; on failure restore what was there."""
+    from job_chain.errors import UsageError
+    from job_chain.files import write_private, write_public
+
+    before: Dict[str, Optional[bytes]] = {}
+    current = ""
+    try:
+        for current, (text, private, mode) in files.items():
+            before[current] = Path(current).read_bytes() if os.path.isfile(current) else None
+            (write_private if private else write_public)(current, text)
+            os.chmod(current, mode)
+    except OSError as exc:
+        for path, old in before.items():
+            try:
+                if old is None:
+                    os.unlink(path)
+                else:
+                    with open(path, "wb") as handle:
+                        handle.write(old)
+            except OSError:
+                pass
+        raise UsageError(f"cannot write {current}: {exc.strerror or exc}; nothing written") from None
+
+
 def _masked(chain: Dict[str, Any], text: str) -> str:
     """The chain text with the template's api_config secret hidden (for printing only)."""
     api = chain.get("api_config")
     secret = api.get("sk") if isinstance(api, dict) else None
     if not isinstance(secret, str) or not secret:
         return text
-    return text.replace(json.dumps(secret, ensure_ascii=False), '"****"')
+    for shown in (json.dumps(secret, ensure_ascii=False), json.dumps(secret)):
+        text = text.replace(shown, '"****"')
+    return text
 
 
 @click.command(PROG, cls=AiakGenCommand, context_settings={"help_option_names": ["-h", "--help"]})
@@ -93,7 +131,6 @@ def aiak_gen(chain_file: Optional[str], aiak_job_info: Optional[str], pool: Opti
     """
     from job_chain.aiak.generator import SCRIPT_NAMES, generate_chain, is_generated, parse_spec
     from job_chain.errors import UsageError
-    from job_chain.files import write_private, write_public
     from job_chain.jsonfile import load_json_object
 
     if list_models or list_datasets:
@@ -114,18 +151,16 @@ def aiak_gen(chain_file: Optional[str], aiak_job_info: Optional[str], pool: Opti
                              "replace them (everything else in the file is kept)")
     chain, scripts = generate_chain(spec, template, pool=pool, pfs=pfs, mount_path=mount_path,
                                     spec_source=aiak_job_info, template_source=chain_file)
-    text = json.dumps(chain, indent=4, ensure_ascii=False) + "\n"
+    text = _chain_text(chain)
     if dry_run:
         click.echo(_masked(chain, text), nl=False)
         return
     directory = os.path.dirname(os.path.abspath(chain_file))
-    for name, body in scripts.items():
-        path = os.path.join(directory, name)
-        write_public(path, body)
-        os.chmod(path, 0o755)
     api = chain.get("api_config")
     has_secret = isinstance(api, dict) and bool(api.get("sk"))
-    (write_private if has_secret else write_public)(chain_file, text)
+    files = {os.path.join(directory, name): (body, False, 0o755) for name, body in scripts.items()}
+    files[chain_file] = (text, has_secret, 0o600 if has_secret else 0o644)  # last: a chain never lacks its scripts
+    _write_all(files)
     click.echo(f"wrote {chain_file} ({', '.join(j['name'] for j in chain['jobs'])}; "
                f"TP={spec.tp} PP={spec.pp}) and {', '.join(SCRIPT_NAMES.values())}")
     click.echo(f"next: job-chain run {chain_file} --follow")
