@@ -83,3 +83,16 @@ def test_inline_snapshot_grows_but_holds_no_secret() -> None:
     large = build_request(_chain(200), 0, "r", 1, mode="inline", host="h")
     assert len(large["jobSpec"]["command"]) > len(small["jobSpec"]["command"])
     assert "SECRETSECRET" not in large["jobSpec"]["command"]
+
+
+def test_run_start_is_read_from_the_run_id() -> None:
+    """Inline runs have no record: advance walks the job list back only to the start in the id."""
+    import time
+
+    from job_chain.chain.record import new_run_id, run_started
+
+    before = time.time()
+    started = run_started(new_run_id())
+    assert started is not None and before - 1 <= started <= time.time()
+    assert run_started("20261122-113045-9f3a") == 1795347045.0
+    assert run_started("DRY-RUN") is None

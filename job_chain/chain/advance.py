@@ -13,7 +13,7 @@ from typing import Any, Callable, Optional
 
 from job_chain.aihc.errors import AIHCError
 from job_chain.chain.model import Chain
-from job_chain.chain.record import RunRecords
+from job_chain.chain.record import RunRecords, run_started
 from job_chain.chain.submit import submit_step
 
 DEFAULT_DEADLINE = 600.0  # seconds an advance keeps retrying the API before giving up
@@ -84,7 +84,7 @@ def advance(
         log(f"step {step} is not in this chain (it has {chain.length} steps); the chain file changed?")
         return exit_code or EXIT_ADVANCE_FAILED
     mode = mode or ("inline" if records is None else "job")
-    started = (records.get_run(run_id) or {}).get("started") if records else None
+    started = ((records.get_run(run_id) or {}).get("started") if records else None) or run_started(run_id)
 
     if exit_code != 0:
         if attempt <= current.retries:

@@ -26,6 +26,19 @@ def new_run_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(2)
 
 
+def run_started(run_id: str) -> Optional[float]:
+    """When a run began (unix seconds), read from its id; None for an id not made by new_run_id.
+
+    Inline runs have no record to ask, and a job list is only walked back to the run's start.
+    """
+    import calendar
+
+    try:
+        return float(calendar.timegm(time.strptime(run_id[:15], "%Y%m%d-%H%M%S")))
+    except ValueError:
+        return None
+
+
 def _read(path: str) -> Optional[Dict[str, Any]]:
     try:
         with open(path, encoding="utf-8") as handle:
