@@ -187,3 +187,15 @@ def test_inline_mode_needs_no_chain_file_in_the_job(tmp_path: Path, local_server
         assert not any(j["status"] == "Failed" for j in jobs), jobs
         assert time.time() < end, jobs
         time.sleep(0.3)
+
+
+def test_logs_follow_goes_through_every_later_step(tmp_path: Path, local_server: Any) -> None:
+    flaky = 'if [ ! -f "$SHARED/tried" ]; then touch "$SHARED/tried"; echo first-try; exit 7; fi\necho second-try'
+    chain = make_chain(tmp_path, [{"script": "sleep 3; echo from-step-0"}, {"script": flaky, "retries": 1},
+                                  {"script": "echo from-step-2; exit 5"}], local_server.pool)
+    cli("run", str(chain), server=local_server, check=True)
+    done = cli("logs", str(chain), "--follow", server=local_server, timeout=60)
+    assert done.returncode == 1, done.stderr  # the run failed at its last step
+    out = done.stdout
+    assert out.index("from-step-0") < out.index("first-try") < out.index("second-try") < out.index("from-step-2")
+    assert done.stderr.count("# step 1 ") == 2 and f"# run {latest_run(chain)}: failed" in done.stderr

@@ -275,14 +275,16 @@ def status(chain_file: str, run_id: Optional[str], as_json: bool, **kwargs: Any)
 @click.option("--step", type=int, default=None, help="Step index (default: the latest submitted step).")
 @click.option("--run", "run_id", default=None, help="Run id (default: the latest run recorded here).")
 @click.option("--pod", default=None, help="Pod name (default: the step's master pod).")
-@click.option("-f", "--follow", is_flag=True, help="Keep printing new lines until the step ends.")
+@click.option("-f", "--follow", is_flag=True,
+              help="Keep printing new lines: until the step ends with --step, else through every later step "
+                   "until the run ends.")
 @click.option("--tail", type=click.IntRange(min=0), default=None, help="Only the last N lines.")
 @api_options
 def logs(chain_file: str, step: Optional[int], run_id: Optional[str], pod: Optional[str], follow: bool,
          tail: Optional[int], **kwargs: Any) -> None:
-    """Print the log of a chain step."""
+    """Print the log of a chain step (with --follow and no --step: of the whole run, step after step)."""
+    from job_chain.chain.progress import outcome
     from job_chain.chain.record import RunRecords
-    from job_chain.cli.jobs import _first_pod, follow_logs
 
     opts = _api_opts(kwargs)
     chain = _load(chain_file, quiet=True)
@@ -296,6 +298,29 @@ def logs(chain_file: str, step: Optional[int], run_id: Optional[str], pod: Optio
     if not submitted:
         raise UsageError(f"run {run['id']} has no submitted step yet")
     state = submitted[-1]
+    _print_step_log(client, chain, state, pod, tail, follow)
+    if not follow or step is not None:
+        return
+    shown = {state.job_id}
+    while True:  # the run goes on: follow each next job (a later step, or a retry) as it appears
+        states = _states(client, chain, run)
+        later = [s for s in states if s.job_id and s.job_id not in shown and s.index >= state.index]
+        if later:
+            state = later[0]
+            shown.add(state.job_id)
+            _print_step_log(client, chain, state, None, None, True)
+            continue
+        result = outcome(states, chain)
+        if result != "running":
+            click.echo(f"# run {run['id']}: {result}", err=True)
+            sys.exit(0 if result == "succeeded" else 1)
+        time.sleep(1.0)
+
+
+def _print_step_log(client: Any, chain: Any, state: Any, pod: Optional[str], tail: Optional[int],
+                    follow: bool) -> None:
+    from job_chain.cli.jobs import _first_pod, follow_logs
+
     pod_name = _first_pod(client, chain.pool, state.job_id, pod)
     click.echo(f"# step {state.index} {state.name} · job {state.job_id} · pod {pod_name}", err=True)
     follow_logs(client, chain.pool, state.job_id, pod_name, tail, follow)
