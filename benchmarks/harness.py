@@ -13,13 +13,10 @@ import os
 import platform
 import shutil
 import signal
-import socket
-import sqlite3
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
@@ -48,6 +45,8 @@ WARM_IMPORTS = ("job_chain.cli, job_chain.cli.chain, job_chain.cli.local, job_ch
 if str(ROOT) not in sys.path:  # runnable as ``python benchmarks/x.py`` from a checkout
     sys.path.insert(0, str(ROOT))
 
+from job_chain.local.process import ServerProcess  # noqa: E402  (needs the path above)
+
 
 def _terminate(signum: int, _frame: Any) -> None:
     raise SystemExit(128 + signum)
@@ -72,15 +71,6 @@ def warm_bytecode() -> None:
     PYCACHE.mkdir(parents=True, exist_ok=True)
     subprocess.run([PY, "-c", f"import {WARM_IMPORTS}"], env=child_env(), check=True, timeout=300,
                    stdin=subprocess.DEVNULL)
-
-
-_NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback only, whatever the env says
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 # -- statistics ------------------------------------------------------------------------------
@@ -126,33 +116,30 @@ def timed_runs(command: Sequence[str], runs: int, warmup: int = 1, env: Optional
 
 
 # -- the server -------------------------------------------------------------------------------
-class BenchServer:
-    """A ``job-chain local serve`` subprocess with its own temp state dir, on a free loopback port.
+class BenchServer(ServerProcess):
+    """A local server with its own temp state dir, on a free loopback port.
 
     Use as a context manager: leaving it (also by an exception or SIGTERM) stops the server,
-    SIGKILLs the process groups of pods still running and removes the temp dir (unless ``keep``).
+    SIGKILLs the process groups of its pods and removes the temp dir (unless ``keep``).
     """
 
     def __init__(self, max_running: Optional[int] = None, stop_grace: float = 2.0,
                  sample_interval: Optional[float] = None, keep: bool = False) -> None:
         self.root = Path(tempfile.mkdtemp(prefix="job-chain-bench-"))
-        self.state_dir = self.root / "state"
         self.work = self.root / "work"
         self.work.mkdir()
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        options = ["--stop-grace", str(stop_grace)]
+        if max_running:
+            options += ["--max-running", str(max_running)]
+        if sample_interval is not None:
+            options += ["--sample-interval", str(sample_interval)]
+        super().__init__(self.root / "state", options, env=child_env(), cwd=self.root)  # pods inherit env
         self.pool = POOL
         self.keep = keep
-        self.args = [*JOB_CHAIN, "local", "serve", "--host", "127.0.0.1", "--port", str(self.port),
-                     "--state-dir", str(self.state_dir), "--stop-grace", str(stop_grace)]
-        if max_running:
-            self.args += ["--max-running", str(max_running)]
-        if sample_interval is not None:
-            self.args += ["--sample-interval", str(sample_interval)]
-        self.proc: Optional[subprocess.Popen] = None
 
     def __enter__(self) -> BenchServer:
         try:
+            warm_bytecode()
             self.start()
         except BaseException:
             self.cleanup()
@@ -162,84 +149,14 @@ class BenchServer:
     def __exit__(self, *exc: Any) -> None:
         self.cleanup()
 
-    @property
-    def pid(self) -> int:
-        assert self.proc is not None
-        return self.proc.pid
-
-    @property
-    def credentials_file(self) -> str:
-        return str(self.state_dir / "credentials.json")
-
-    def start(self, timeout: float = 20.0) -> None:
-        """Spawn the server in its own session and wait until /healthz answers with its pid."""
-        self.state_dir.mkdir(parents=True, exist_ok=True)
-        warm_bytecode()
-        env = child_env()  # the pods inherit it
-        with open(self.state_dir / "server.log", "ab") as log:
-            self.proc = subprocess.Popen(self.args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         start_new_session=True, env=env, cwd=str(self.root))
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"the server exited {self.proc.returncode}: "
-                                   f"{(self.state_dir / 'server.log').read_text()[-2000:]}")
-            try:
-                with _NO_PROXY.open(self.url + "/healthz", timeout=0.5) as resp:
-                    if json.loads(resp.read()).get("pid") == self.proc.pid:
-                        return
-            except (OSError, ValueError):
-                pass
-            time.sleep(0.03)
-        raise RuntimeError(f"the local server did not answer on {self.url} within {timeout:.0f}s")
-
-    def stop(self) -> None:
-        """SIGTERM the server (SIGKILL after 10 s)."""
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-    def kill_pods(self) -> int:
-        """SIGKILL the group of every pod the state says still runs (pid and start time checked)."""
-        import psutil
-
-        killed = 0
-        for pid, create_time in self.running_pods():
-            try:
-                if abs(psutil.Process(pid).create_time() - create_time) > 0.5:
-                    continue  # the pid was reused by some other process: not ours
-                os.killpg(pid, signal.SIGKILL)
-                killed += 1
-            except (psutil.Error, ProcessLookupError, PermissionError):
-                pass
-        return killed
-
     def cleanup(self) -> None:
         try:
-            self.stop()
+            super().cleanup()
         finally:
-            self.kill_pods()
             if not self.keep:
                 shutil.rmtree(self.root, ignore_errors=True)
             else:
                 print(f"(state kept in {self.root})", file=sys.stderr)
-
-    # -- talking to it ---------------------------------------------------------------------
-    def creds(self) -> Dict[str, str]:
-        return json.loads(Path(self.credentials_file).read_text())
-
-    def client(self, **kwargs: Any) -> Any:
-        """job-chain's own AIHCClient for this server (no retries unless asked)."""
-        from job_chain.aihc.client import AIHCClient
-        from job_chain.aihc.credentials import Credentials
-
-        kwargs.setdefault("max_retries", 0)
-        data = self.creds()
-        return AIHCClient(Credentials(data["host"], data["ak"], data["sk"]), **kwargs)
 
     def cli_env(self) -> Dict[str, str]:
         """The environment for job-chain commands: this server's credentials file, nothing else."""
@@ -251,20 +168,6 @@ class BenchServer:
         if done.returncode != 0:
             raise RuntimeError(f"job-chain {' '.join(args)} exited {done.returncode}: {done.stderr[-1000:]}")
         return done
-
-    def db(self) -> sqlite3.Connection:
-        """Read-only look at state.db, for the timings the API rounds to seconds."""
-        conn = sqlite3.connect(f"file:{self.state_dir / 'state.db'}?mode=ro", uri=True, timeout=30)
-        conn.row_factory = sqlite3.Row
-        return conn
-
-    def running_pods(self) -> List[tuple]:
-        try:
-            with self.db() as conn:
-                return [(r["pid"], r["create_time"] or 0.0) for r in conn.execute(
-                    "SELECT pid, create_time FROM pods WHERE pid IS NOT NULL AND finished_at IS NULL")]
-        except sqlite3.Error:
-            return []
 
     def counts(self) -> Dict[str, int]:
         with self.db() as conn:

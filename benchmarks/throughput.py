@@ -122,7 +122,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         warmup = 4.0 if args.kind == "process" else 1.0  # spawned interpreters need time to import
         start_at = time.time() + warmup
         end_at = start_at + duration
-        server_proc = psutil.Process(server.pid)
+        server_proc = psutil.Process(server.proc.pid)
         cpu_before: Optional[float] = None
 
         def sample_cpu() -> None:  # the server's CPU exactly over the load window

@@ -15,110 +15,27 @@ Options of the factory: ``max_running``, ``stop_grace`` (default 2), ``sample_in
 
 from __future__ import annotations
 
-import json
-import os
-import signal
-import socket
-import sqlite3
-import subprocess
-import sys
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Union
 
 import pytest
 
+from job_chain.local.process import ServerProcess
+
 POOL = "pool-local"
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-class LocalServer:
-    """One ``job-chain local serve`` subprocess and handy ways to talk to it."""
+class LocalServer(ServerProcess):
+    """One ``job-chain local serve`` subprocess (see job_chain.local.process) plus test helpers."""
 
     def __init__(self, state_dir: Path, max_running: Optional[int] = None, stop_grace: float = 2.0,
                  sample_interval: float = 0.5, extra_args: Iterable[str] = ()) -> None:
-        self.state_dir = Path(state_dir)
-        self.port = _free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.pool = POOL
-        self.args = [sys.executable, "-m", "job_chain", "local", "serve", "--port", str(self.port),
-                     "--state-dir", str(self.state_dir), "--sample-interval", str(sample_interval),
-                     "--stop-grace", str(stop_grace), *extra_args]
+        options = ["--sample-interval", str(sample_interval), "--stop-grace", str(stop_grace), *extra_args]
         if max_running:
-            self.args += ["--max-running", str(max_running)]
-        self.proc: Optional[subprocess.Popen] = None
-
-    # -- keys ------------------------------------------------------------------------------
-    @property
-    def credentials_file(self) -> str:
-        return str(self.state_dir / "credentials.json")
-
-    def _creds(self) -> Dict[str, str]:
-        return json.loads(Path(self.credentials_file).read_text())
-
-    @property
-    def ak(self) -> str:
-        return self._creds()["ak"]
-
-    @property
-    def sk(self) -> str:
-        return self._creds()["sk"]
-
-    # -- process control -------------------------------------------------------------------
-    def start(self, timeout: float = 15.0) -> None:
-        """Start the server (same port and state dir) and wait for /healthz."""
-        log = open(self.state_dir / "server.log", "ab")  # noqa: SIM115
-        self.state_dir.mkdir(parents=True, exist_ok=True)
-        self.proc = subprocess.Popen(self.args, stdout=log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, start_new_session=True)
-        log.close()
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"server exited: {(self.state_dir / 'server.log').read_text()}")
-            try:
-                with urllib.request.urlopen(self.url + "/healthz", timeout=0.5) as resp:
-                    if json.loads(resp.read())["pid"] == self.proc.pid:
-                        return
-            except OSError:
-                pass
-            time.sleep(0.03)
-        raise RuntimeError("local server did not answer /healthz in time")
-
-    def stop(self) -> None:
-        """Graceful stop (SIGTERM); pods keep running."""
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-    def kill(self) -> None:
-        """SIGKILL the server, as a crash would; pods keep running."""
-        if self.proc and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-
-    def restart(self) -> None:
-        self.stop()
-        self.start()
-
-    # -- clients ---------------------------------------------------------------------------
-    def client(self, **kwargs: Any) -> Any:
-        """Our client (``job_chain.aihc.AIHCClient``), without retries unless asked."""
-        from job_chain.aihc.client import AIHCClient
-        from job_chain.aihc.credentials import Credentials
-
-        kwargs.setdefault("max_retries", 0)
-        return AIHCClient(Credentials(self.url, self.ak, self.sk), **kwargs)
+            options += ["--max-running", str(max_running)]
+        super().__init__(state_dir, options)
+        self.pool = POOL
 
     def sdk(self, ak: Optional[str] = None, sk: Optional[str] = None) -> Any:
         """The official SDK's v1 ``AIHCClient`` pointed at this server."""
@@ -129,20 +46,6 @@ class LocalServer:
         config = BceClientConfiguration(credentials=BceCredentials(ak or self.ak, sk or self.sk),
                                         endpoint=self.url)
         return AIHCClient(config)
-
-    # -- helpers ---------------------------------------------------------------------------
-    def db(self) -> sqlite3.Connection:
-        """Read-only look at the server's state (for timings the API does not expose)."""
-        conn = sqlite3.connect(f"file:{self.state_dir / 'state.db'}?mode=ro", uri=True)
-        conn.row_factory = sqlite3.Row
-        return conn
-
-    def pod_pids(self) -> List[int]:
-        try:
-            with self.db() as conn:
-                return [r["pid"] for r in conn.execute("SELECT pid FROM pods WHERE pid IS NOT NULL")]
-        except sqlite3.Error:
-            return []
 
     def wait_status(self, job_id: str, statuses: Union[str, Iterable[str]], timeout: float = 15.0,
                     pool: Optional[str] = None) -> Dict[str, Any]:
@@ -157,14 +60,6 @@ class LocalServer:
                 return job
             time.sleep(0.03)
         raise AssertionError(f"job {job_id} is {job.get('status')}, wanted {sorted(wanted)}")
-
-    def cleanup(self) -> None:
-        self.stop()
-        for pid in self.pod_pids():
-            try:
-                os.killpg(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
 
 
 def job_body(name: str, command: str, replicas: int = 1, **extra: Any) -> Dict[str, Any]:
