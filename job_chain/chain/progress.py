@@ -56,25 +56,28 @@ def run_jobs(client: Any, pool: str, run_id: str, since: Optional[float] = None)
     return found
 
 
-def step_states(chain: Chain, jobs: List[Dict[str, Any]], start: int = 0) -> List[StepState]:
-    """One state per step: the latest attempt's job, or not submitted / skipped."""
-    states = [StepState(s.index, s.name, SKIPPED if s.index < start else NOT_SUBMITTED) for s in chain.steps]
-    by_index = {s.index: s for s in states}
+def attempts(chain: Chain, jobs: List[Dict[str, Any]]) -> List[StepState]:
+    """One state per job of a run (every attempt of every step), in step, then attempt, order."""
+    names = {s.index: s.name for s in chain.steps}
+    found = []
     for job in jobs:
         labels = {x.get("key"): x.get("value") for x in job.get("labels") or []}
         try:
             index, attempt = int(labels.get(LABEL_STEP, "")), int(labels.get(LABEL_ATTEMPT, "1"))
         except ValueError:
             continue
-        state = by_index.get(index)
-        if state is None or attempt < state.attempt:
-            continue
-        state.status = job.get("status") or "Unknown"
-        state.job_id = job.get("jobId", "")
-        state.attempt = attempt
-        state.created = _ts(job.get("createdAt"))
-        state.finished = _ts(job.get("finishedAt"))
-    return states
+        if index in names:
+            found.append(StepState(index, names[index], job.get("status") or "Unknown", job.get("jobId", ""),
+                                   attempt, _ts(job.get("createdAt")), _ts(job.get("finishedAt"))))
+    return sorted(found, key=lambda state: (state.index, state.attempt))
+
+
+def step_states(chain: Chain, jobs: List[Dict[str, Any]], start: int = 0) -> List[StepState]:
+    """One state per step: the latest attempt's job, or not submitted / skipped."""
+    states = {s.index: StepState(s.index, s.name, SKIPPED if s.index < start else NOT_SUBMITTED) for s in chain.steps}
+    for state in attempts(chain, jobs):  # in attempt order: the latest wins
+        states[state.index] = state
+    return list(states.values())
 
 
 def outcome(states: List[StepState], chain: Optional[Chain] = None) -> str:

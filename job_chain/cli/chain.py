@@ -283,7 +283,7 @@ def status(chain_file: str, run_id: Optional[str], as_json: bool, **kwargs: Any)
 def logs(chain_file: str, step: Optional[int], run_id: Optional[str], pod: Optional[str], follow: bool,
          tail: Optional[int], **kwargs: Any) -> None:
     """Print the log of a chain step (with --follow and no --step: of the whole run, step after step)."""
-    from job_chain.chain.progress import outcome
+    from job_chain.chain.progress import attempts, outcome, run_jobs, step_states
     from job_chain.chain.record import RunRecords
 
     opts = _api_opts(kwargs)
@@ -303,14 +303,14 @@ def logs(chain_file: str, step: Optional[int], run_id: Optional[str], pod: Optio
         return
     shown = {state.job_id}
     while True:  # the run goes on: follow each next job (a later step, or a retry) as it appears
-        states = _states(client, chain, run)
-        later = [s for s in states if s.job_id and s.job_id not in shown and s.index >= state.index]
+        jobs = run_jobs(client, chain.pool, run["id"], since=run.get("started"))
+        later = [a for a in attempts(chain, jobs) if a.job_id not in shown and a.index >= state.index]
         if later:
             state = later[0]
             shown.add(state.job_id)
             _print_step_log(client, chain, state, None, None, True)
             continue
-        result = outcome(states, chain)
+        result = outcome(step_states(chain, jobs, start=int(run.get("startStep", 0))), chain)
         if result != "running":
             click.echo(f"# run {run['id']}: {result}", err=True)
             sys.exit(0 if result == "succeeded" else 1)
@@ -319,10 +319,21 @@ def logs(chain_file: str, step: Optional[int], run_id: Optional[str], pod: Optio
 
 def _print_step_log(client: Any, chain: Any, state: Any, pod: Optional[str], tail: Optional[int],
                     follow: bool) -> None:
+    """One step's log; with ``follow``, a step still queued (no pod yet) is waited for."""
+    from job_chain.aihc.client import pod_names
+    from job_chain.aihc.status import is_terminal
     from job_chain.cli.jobs import _first_pod, follow_logs
 
+    where = f"# step {state.index} {state.name} · job {state.job_id}"
+    if pod is None and follow:
+        job = client.get_job(chain.pool, state.job_id)
+        if not pod_names(job) and not is_terminal(job.get("status")):
+            click.echo(f"{where} · {job.get('status')}: waiting for its pod", err=True)
+        while not pod_names(job) and not is_terminal(job.get("status")):
+            time.sleep(2.0)
+            job = client.get_job(chain.pool, state.job_id)
     pod_name = _first_pod(client, chain.pool, state.job_id, pod)
-    click.echo(f"# step {state.index} {state.name} · job {state.job_id} · pod {pod_name}", err=True)
+    click.echo(f"{where} · pod {pod_name}", err=True)
     follow_logs(client, chain.pool, state.job_id, pod_name, tail, follow)
 
 
