@@ -199,3 +199,22 @@ def test_logs_follow_goes_through_every_later_step(tmp_path: Path, local_server:
     out = done.stdout
     assert out.index("from-step-0") < out.index("first-try") < out.index("second-try") < out.index("from-step-2")
     assert done.stderr.count("# step 1 ") == 2 and f"# run {latest_run(chain)}: failed" in done.stderr
+
+
+def test_local_flag_keeps_every_step_off_cluster_paths(tmp_path: Path) -> None:
+    """--local on a chain written for a cluster: step 0 *and* the steps advanced from inside jobs run here."""
+    chain = make_chain(tmp_path, [{"script": "echo a"}, {"script": "echo b"}, {"script": "echo c"}], "cce-pool",
+                       scrips_path="/root/pfs/no-such-runtime", config_path="/root/pfs/no-such/chain_info.json",
+                       api_config={"host": "aihc.bj.baidubce.com"})
+    env = {k: v for k, v in os.environ.items() if k not in ("AIHC_HOST", "AIHC_AK", "AIHC_SK", "AK", "SK",
+                                                             "JOB_CHAIN_CREDENTIALS")}
+    env["JOB_CHAIN_LOCAL_DIR"] = str(tmp_path / "local-server")
+    try:
+        done = subprocess.run([*JOB_CHAIN, "run", str(chain), "--local", "--follow"], capture_output=True,
+                              text=True, env=env, timeout=120)
+        assert done.returncode == 0, done.stdout + done.stderr
+        status = subprocess.run([*JOB_CHAIN, "status", str(chain), "--local", "--json"], capture_output=True,
+                                text=True, env=env, timeout=60)
+        assert [s["status"] for s in json.loads(status.stdout)["steps"]] == ["Succeeded"] * 3
+    finally:
+        subprocess.run([*JOB_CHAIN, "local", "stop"], env=env, capture_output=True, timeout=60)

@@ -100,7 +100,7 @@ def run(chain_file: str, start_index: Optional[int], start: Optional[int], dry_r
     records = RunRecords(chain_file)
     run_id = new_run_id()
     run_meta = records.create_run(run_id, chain=chain_file, startStep=first, mode=mode, endpoint=client.endpoint,
-                                  pool=chain.pool)
+                                  pool=chain.pool, local=bool(opts["use_local"]))
     result = _submit(client, chain, chain_file, first, run_id, 1, records, mode)
     click.echo(f"run {run_id}: step {first} ({result['jobName']}) submitted as job {result['jobId']}")
     if mode == "watch":
@@ -373,9 +373,9 @@ def resume(chain_file: str, run_id: Optional[str], follow: bool, advance_mode: O
     from job_chain.chain.record import RunRecords
 
     opts = _api_opts(kwargs)
-    chain = _load(chain_file, local=opts["use_local"])
     records = RunRecords(chain_file)
     run = _pick_run(records, chain_file, run_id)
+    chain = _load(chain_file, local=opts["use_local"] or bool(run.get("local")))
     client = _client(chain, opts)
     states = _states(client, chain, run)
     active = [s for s in states if s.job_id and not is_terminal(s.status)]
@@ -420,8 +420,9 @@ def advance(config_path: Optional[str], run_id: str, step: int, attempt: int, ex
 
         chain, records, hint = decode_snapshot(snapshot.read()), None, "job-chain resume CHAIN_FILE"
     elif config_path:
-        chain = _load(config_path, quiet=True)
         records, hint = RunRecords(config_path), f"job-chain resume {config_path}"
+        run = records.get_run(run_id) or {}
+        chain = _load(config_path, local=bool(run.get("local")), quiet=True)  # a --local run stays local
     else:
         raise UsageError("advance needs the chain file path or --snapshot")
     client = _client(chain, opts)
