@@ -32,14 +32,13 @@ COMMANDS: Dict[str, Tuple[str, str]] = {
 class UserError(click.ClickException):
     """A JobChainError shown the click way: one line on stderr, the error's own exit code."""
 
-    def __init__(self, error: Exception, exit_code: int) -> None:
+    def __init__(self, error: Exception, exit_code: int, prog: str) -> None:
         super().__init__(str(error))
         self.exit_code = exit_code
+        self.prog = prog  # taken while the context lives: show() runs after it has closed
 
     def show(self, file: Any = None) -> None:
-        ctx = click.get_current_context(silent=True)
-        prog = ctx.find_root().info_name if ctx else "job-chain"
-        click.echo(f"{prog}: error: {self.message}", err=True)
+        click.echo(f"{self.prog}: error: {self.message}", err=True)
 
 
 class TranslatesErrors:
@@ -51,7 +50,7 @@ class TranslatesErrors:
         try:
             return super().invoke(ctx)  # type: ignore[misc]
         except JobChainError as exc:
-            raise UserError(exc, exc.exit_code) from None
+            raise UserError(exc, exc.exit_code, ctx.find_root().info_name or "job-chain") from None
 
 
 class Command(TranslatesErrors, click.Command):
@@ -75,7 +74,7 @@ class LazyGroup(TranslatesErrors, click.Group):
             formatter.write_dl([(name, text) for name, (_, text) in COMMANDS.items()])
 
 
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group("job-chain", cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="job-chain")
 def cli() -> None:
     """Chains of AIHC training jobs that advance themselves.

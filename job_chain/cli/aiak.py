@@ -13,31 +13,9 @@ from typing import Any, Dict, Optional, Tuple
 
 import click
 
-from job_chain.cli import run_cli
-from job_chain.errors import JobChainError
+from job_chain.cli import Command, run_cli
 
 PROG = "aiak-gen"
-
-
-class AiakGenError(click.ClickException):
-    """A JobChainError shown as one ``aiak-gen: error: ...`` line, under CliRunner too."""
-
-    def __init__(self, message: str, exit_code: int) -> None:
-        super().__init__(message)
-        self.exit_code = exit_code
-
-    def show(self, file: Any = None) -> None:
-        click.echo(f"{PROG}: error: {self.message}", err=True)
-
-
-class AiakGenCommand(click.Command):
-    """Expected failures become :class:`AiakGenError`: one line, their exit code, no traceback."""
-
-    def invoke(self, ctx: click.Context) -> Any:
-        try:
-            return super().invoke(ctx)
-        except JobChainError as exc:
-            raise AiakGenError(str(exc), exc.exit_code) from None
 
 
 def _print_tables(which: str) -> None:
@@ -100,7 +78,7 @@ def _masked(chain: Dict[str, Any], text: str) -> str:
     return text
 
 
-@click.command(PROG, cls=AiakGenCommand, context_settings={"help_option_names": ["-h", "--help"]})
+@click.command(PROG, cls=Command, context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("chain_file", required=False)
 @click.argument("aiak_job_info", required=False)
 @click.option("--pool", default=None, metavar="ID",
