@@ -29,7 +29,7 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 
 from job_chain.aiak import tables
 from job_chain.aihc.names import make_job_name
-from job_chain.chain.loader import ChainFileError, check_chain_data
+from job_chain.chain.loader import ChainFileError, check_chain_data, path_under
 from job_chain.errors import UsageError
 from job_chain.jsonfile import describe, json_type
 
@@ -391,11 +391,6 @@ def _carried_envs(first_job: Dict[str, Any], api_config: Any) -> List[Dict[str, 
     return kept
 
 
-def _under(path: str, mount: str) -> bool:
-    mount = mount.rstrip("/") or "/"
-    return path == mount or path.startswith(mount if mount == "/" else mount + "/")
-
-
 def generate_chain(
     spec: Union[AiakSpec, Dict[str, Any]],
     template: Optional[Dict[str, Any]] = None,
@@ -443,7 +438,7 @@ def generate_chain(
     mounts = [str(d["mountPath"]) for d in datasources if isinstance(d.get("mountPath"), str)]
     root = spec.options["MOUNT_PATH"] or (mounts[0] if mounts else DEFAULT_MOUNT)
     root = posixpath.normpath(root)
-    if not any(_under(root, m) for m in mounts):
+    if not any(path_under(root, m) for m in mounts):
         raise UsageError(
             f"{spec_source}: MOUNT_PATH: {root} is not on the job storage (mounted at "
             f"{', '.join(mounts) or 'nowhere'}), so the steps could not share files: set "

@@ -253,6 +253,12 @@ def check_chain_data(data: Dict[str, Any], path: str, *, local: bool = False,
     return chain
 
 
+def path_under(path: str, mount: str) -> bool:
+    """True when ``path`` is ``mount`` or lies below it (what a job with that mount can read)."""
+    base = mount.rstrip("/")
+    return path in (mount, base) or path.startswith(base + "/")
+
+
 def reachability_warnings(chain: Chain) -> List[str]:
     """Warn when a step could not read the chain file or runtime from its mounted storage."""
     warnings = []
@@ -261,7 +267,7 @@ def reachability_warnings(chain: Chain) -> List[str]:
             continue
         for step in chain.steps:
             mounts = step.mount_paths()
-            if not any(value == m or value.startswith(m.rstrip("/") + "/") for m in mounts):
+            if not any(path_under(value, m) for m in mounts):
                 listed = ", ".join(shown(m) for m in mounts) or "none"
                 warnings.append(
                     f"{label} {shown(value)} is under none of jobs[{step.index}]'s datasource mountPaths "
