@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -17,6 +16,7 @@ import urllib.request
 from typing import Any, Dict, Optional
 
 from job_chain.errors import JobChainError
+from job_chain.local.ports import free_port
 from job_chain.local.server import AK_ENV, SK_ENV, default_state_dir, paths
 
 START_TIMEOUT = 15.0
@@ -61,12 +61,6 @@ def running_server(state_dir: Optional[str] = None) -> Optional[Dict[str, Any]]:
     return None
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _log_tail(path: str, lines: int = 5) -> str:
     try:
         with open(path, encoding="utf-8", errors="replace") as handle:
@@ -100,7 +94,7 @@ def start(
     os.makedirs(state_dir, mode=0o700, exist_ok=True)
     files = paths(state_dir)
     command = [sys.executable, "-m", "job_chain", "local", "serve", "--host", host,
-               "--port", str(port or _free_port()), "--state-dir", state_dir]
+               "--port", str(port or free_port()), "--state-dir", state_dir]
     for flag, value in (("--max-running", max_running), ("--stop-grace", stop_grace),
                         ("--sample-interval", sample_interval),
                         ("--inject-faults", inject_faults or None),

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple
 
 from job_chain.local import store as st
+from job_chain.local.ports import free_port
 from job_chain.local.store import Store
 
 log = logging.getLogger("job_chain.local")
@@ -55,12 +56,6 @@ def pod_paths(state_dir: str, job_id: str, pod: str) -> Tuple[str, str, str]:
 def utc_event_time(ts: float) -> str:
     """Event timestamps as AIHC writes them: ``2024-07-15 16:52:50 +0000 UTC``."""
     return time.strftime("%Y-%m-%d %H:%M:%S +0000 UTC", time.gmtime(ts))
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _read_rc(path: str) -> Optional[int]:
@@ -168,7 +163,7 @@ class Executor:
                     self.store.add_event(job_id, "JobFailed", f"PyTorchJob {job['name']} is failed "
                                          "because a datasource could not be mounted.")
                 return
-        port = _free_port()
+        port = free_port()
         if not self.store.transition(job_id, [st.PENDING], status=st.RUNNING, started_at=now,
                                      master_port=port):
             return
@@ -421,7 +416,7 @@ class Executor:
             return
         self.store.add_event(job_id, "Restarted", "the local server stopped while starting this pod; "
                              "starting it now", pod=name)
-        self._spawn_pod(job, pod, replicas, job["master_port"] or _free_port())
+        self._spawn_pod(job, pod, replicas, job["master_port"] or free_port())
 
 
 def _find_pod_process(rc_path: str) -> Optional[Tuple[int, float]]:
