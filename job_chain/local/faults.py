@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Dict, List, Optional, Tuple
 
 from job_chain.local.errors import error_body
-from job_chain.local.routes import ASGIApp, Scope, _request_id, send_json
+from job_chain.local.routes import ASGIApp, Scope, request_id_of, send_json
 
 log = logging.getLogger("job_chain.local.faults")
 
@@ -96,7 +96,7 @@ class FaultInjector:
         if fault is None:
             await self.app(scope, receive, send)
             return
-        request_id = _request_id(scope)
+        request_id = request_id_of(scope)
         what = f"{scope['method']} {scope['path']} (request {request_id})"
         if not fault.after:
             log.info("injected fault %s: %s", fault.name, what)

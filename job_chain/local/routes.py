@@ -35,7 +35,7 @@ ASGIApp = Callable[[Scope, Callable[..., Awaitable[Any]], Callable[..., Awaitabl
                    Awaitable[None]]
 
 
-def _request_id(scope: Scope) -> str:
+def request_id_of(scope: Scope) -> str:
     return scope.setdefault("state", {}).setdefault("request_id", str(uuid.uuid4()))
 
 
@@ -60,7 +60,7 @@ class RequestIdMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        request_id = _request_id(scope)
+        request_id = request_id_of(scope)
 
         async def send_with_id(message: Dict[str, Any]) -> None:
             if message["type"] == "http.response.start":
@@ -92,7 +92,7 @@ class AuthMiddleware:
             scope.setdefault("state", {})["access_key"] = verify(
                 scope["method"], raw_path, query, scope.get("headers") or [], self.keys)
         except LocalAPIError as exc:
-            request_id = _request_id(scope)
+            request_id = request_id_of(scope)
             await send_json(send, exc.status, error_body(exc.code, exc.message, request_id),
                             request_id)
             return
@@ -105,7 +105,7 @@ def create_app(backend: Backend, keys: Mapping[str, str],
     app = FastAPI(title="job-chain local AIHC", docs_url=None, redoc_url=None, openapi_url=None)
 
     def rid(request: Request) -> str:
-        return _request_id(request.scope)
+        return request_id_of(request.scope)
 
     def error(request: Request, status: int, code: str, message: str) -> JSONResponse:
         return JSONResponse(error_body(code, message, rid(request)), status_code=status)
