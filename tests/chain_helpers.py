@@ -6,7 +6,9 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from typing import Any, Dict, List
 
@@ -70,3 +72,41 @@ def wait_outcome(chain: Path, server: Any, wanted: str, timeout: float = 60) -> 
             return status
         assert time.time() < end, f"outcome {status['outcome']} != {wanted}: {status}"
         time.sleep(0.3)
+
+
+def write_chain(directory: Path, pool: str, jobs: List[Dict[str, Any]], **top: Any) -> Path:
+    """jobs: {"name", "script", optional jobChain settings} sharing ``directory/shared``."""
+    shared = directory / "shared"
+    shared.mkdir(parents=True, exist_ok=True)
+    bodies = []
+    for spec in jobs:
+        (directory / f"{spec['name']}.sh").write_text(spec["script"])
+        body: Dict[str, Any] = {"name": spec["name"], "jobSpec": {
+            "command": f"{spec['name']}.sh", "image": "local", "envs": [{"name": "SHARED", "value": str(shared)}]}}
+        if spec.get("jobChain"):
+            body["jobChain"] = spec["jobChain"]
+        bodies.append(body)
+    path = directory / "chain_info.json"
+    path.write_text(json.dumps({"resourcePoolId": pool, "jobs": bodies, **top}, indent=2))
+    return path
+
+
+class Hooks:
+    """A webhook receiver on loopback that keeps every POSTed JSON body."""
+
+    def __init__(self) -> None:
+        self.bodies: List[Dict[str, Any]] = []
+        received = self.bodies
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+                received.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+                self.send_response(200)
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = HTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook/secret-token"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()

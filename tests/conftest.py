@@ -79,6 +79,22 @@ def job_body(name: str, command: str, replicas: int = 1, **extra: Any) -> Dict[s
     return dict({"name": name, "jobSpec": spec}, **extra)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def private_run_index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Runs started by tests are indexed in a temporary place, never in the user's data dir."""
+    import os
+
+    from job_chain.chain.run_index import INDEX_ENV
+
+    old = os.environ.get(INDEX_ENV)
+    os.environ[INDEX_ENV] = str(tmp_path_factory.mktemp("run-index"))
+    yield
+    if old is None:
+        os.environ.pop(INDEX_ENV, None)
+    else:
+        os.environ[INDEX_ENV] = old
+
+
 @pytest.fixture
 def local_server_factory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., LocalServer]]:
     servers: List[LocalServer] = []

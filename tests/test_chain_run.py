@@ -25,7 +25,8 @@ def test_hello_chain_passes_data_and_runs_each_step_once(tmp_path: Path, local_s
     assert done.returncode == 0, done.stdout + done.stderr
     run_id = latest_run(demo / "chain_info.json")
     jobs = run_jobs(local_server, run_id)
-    assert sorted(int(labels(j)[LABEL_STEP]) for j in jobs) == [0, 1, 2]
+    names = [job["name"] for job in json.loads((demo / "chain_info.json").read_text())["jobs"]]
+    assert sorted(labels(j)[LABEL_STEP] for j in jobs) == sorted(names) and len(names) == 3
     assert all(j["status"] == "Succeeded" for j in jobs)
     assert (data_dir / "data" / "result.txt").read_text().strip() == "5050"
     assert f"run {run_id}: succeeded" in done.stdout
@@ -51,7 +52,7 @@ def test_retries_resubmit_a_failed_step(tmp_path: Path, local_server: Any) -> No
     cli("run", str(chain), "--follow", server=local_server, check=True)
     jobs = run_jobs(local_server, latest_run(chain))
     attempts = sorted((labels(j)[LABEL_STEP], labels(j)[LABEL_ATTEMPT], j["status"]) for j in jobs)
-    assert attempts == [("0", "1", "Failed"), ("0", "2", "Succeeded"), ("1", "1", "Succeeded")]
+    assert attempts == [("step-0", "1", "Failed"), ("step-0", "2", "Succeeded"), ("step-1", "1", "Succeeded")]
 
 
 def test_start_index_and_positional_index(tmp_path: Path, local_server: Any) -> None:
@@ -74,7 +75,7 @@ def test_resume_starts_at_the_first_unsucceeded_step(tmp_path: Path, local_serve
     cli("resume", str(chain), "--follow", server=local_server, check=True)
     jobs = run_jobs(local_server, latest_run(chain))
     steps = sorted((labels(j)[LABEL_STEP], labels(j)[LABEL_ATTEMPT]) for j in jobs)
-    assert steps == [("0", "1"), ("1", "1"), ("1", "2"), ("2", "1")]
+    assert steps == [("step-0", "1"), ("step-1", "1"), ("step-1", "2"), ("step-2", "1")]
     again = cli("resume", str(chain), server=local_server, check=True)
     assert "nothing to resume" in again.stdout
 
@@ -99,15 +100,15 @@ def test_repeated_advance_creates_the_next_step_once(tmp_path: Path, local_serve
     run_id = latest_run(chain)
     # a pod restart, a fault-tolerance re-run or a retried call: advance again for step 0
     for _ in range(3):
-        again = cli("advance", str(chain), "--run", run_id, "--step", "0", "--exit-code", "0", server=local_server)
+        again = cli("advance", str(chain), "--run", run_id, "--step", "step-0", "--exit-code", "0", server=local_server)
         assert again.returncode == 0, again.stderr
         assert "already submitted" in again.stderr
     # even with the record gone, the client token keeps it to one job
-    for entry in (chain.parent / (chain.name + ".runs") / run_id).glob("step-0001-*"):
+    for entry in (chain.parent / (chain.name + ".runs") / run_id).glob("step-step-1-*"):
         entry.unlink()
-    cli("advance", str(chain), "--run", run_id, "--step", "0", "--exit-code", "0", server=local_server, check=True)
+    cli("advance", str(chain), "--run", run_id, "--step", "step-0", "--exit-code", "0", server=local_server, check=True)
     steps = [labels(j)[LABEL_STEP] for j in run_jobs(local_server, run_id)]
-    assert sorted(steps) == ["0", "1"]
+    assert sorted(steps) == ["step-0", "step-1"]
 
 
 def test_two_replica_step_advances_once(tmp_path: Path, local_server: Any) -> None:
@@ -118,7 +119,7 @@ def test_two_replica_step_advances_once(tmp_path: Path, local_server: Any) -> No
     ], local_server.pool)
     cli("run", str(chain), "--follow", server=local_server, check=True)
     jobs = run_jobs(local_server, latest_run(chain))
-    assert sorted(labels(j)[LABEL_STEP] for j in jobs) == ["0", "1"]
+    assert sorted(labels(j)[LABEL_STEP] for j in jobs) == ["step-0", "step-1"]
     assert all(j["status"] == "Succeeded" for j in jobs)
 
 
@@ -168,7 +169,7 @@ def test_watch_mode_advances_from_this_process(tmp_path: Path, local_server: Any
     chain = make_chain(tmp_path, [{"script": "echo a"}, {"script": "echo b"}], local_server.pool)
     cli("run", str(chain), "--advance", "watch", server=local_server, check=True)
     jobs = run_jobs(local_server, latest_run(chain))
-    assert sorted(labels(j)[LABEL_STEP] for j in jobs) == ["0", "1"]
+    assert sorted(labels(j)[LABEL_STEP] for j in jobs) == ["step-0", "step-1"]
     assert all("job-chain" not in j["command"] for j in jobs)  # plain scripts, no tail
 
 

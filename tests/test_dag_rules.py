@@ -8,7 +8,8 @@ import pytest
 
 from job_chain.chain import graph
 from job_chain.chain.loader import ChainFileError, check_chain_data
-from job_chain.chain.progress import Attempt, Outcome, RunFacts, resume_targets, summarize
+from job_chain.chain.outcome import resume_targets, summarize
+from job_chain.chain.progress import Attempt, Outcome, RunFacts
 
 
 def job(name: str, **settings: Any) -> Dict[str, Any]:
@@ -102,11 +103,14 @@ def test_waves_for_the_dry_run() -> None:
     assert graph.levels(load(DIAMOND)) == [[0], [1, 2], [3]]
 
 
+NAMES = ["a", "b", "c", "d", "on-failure"]
+
+
 def attempt(step: int, status: str, attempt: int = 1) -> Attempt:
     import datetime as dt
 
     when = dt.datetime(2026, 11, 23, tzinfo=dt.timezone.utc)
-    return Attempt(step, attempt, f"j{step}-{attempt}", status, when, when if status != "Running" else None,
+    return Attempt(NAMES[step], attempt, f"j{step}-{attempt}", status, when, when if status != "Running" else None,
                    0 if status == "Succeeded" else (3 if status == "Failed" else None))
 
 
@@ -121,8 +125,8 @@ def test_status_of_a_failed_branch_skips_its_descendants_and_waits_for_the_handl
     assert status.outcome is Outcome.RUNNING  # its failure handler is due
     handled = summarize(chain, [attempt(0, "Succeeded"), attempt(1, "Failed"), attempt(2, "Succeeded"),
                                 attempt(4, "Succeeded")], facts, run_id="r", now=now)
-    assert handled.outcome is Outcome.FAILED and "step 1 (b) failed" in handled.reason
-    assert resume_targets(handled, chain) == [(1, 2)]  # b again; d follows by itself; a and c are kept
+    assert handled.outcome is Outcome.FAILED and "step b failed" in handled.reason
+    assert resume_targets(handled, chain) == [("b", 2)]  # b again; d follows by itself; a and c are kept
 
 
 def test_a_linear_chain_still_says_not_submitted_after_a_failure() -> None:
@@ -142,7 +146,7 @@ def test_the_status_table_shows_what_each_step_needs() -> None:
     out = Console(width=200, record=True)
     out.print(status_table(status))
     text = out.export_text()
-    assert "NEEDS" in text and "1, 2" in text and "after the run (failure)" in text
+    assert "NEEDS" in text and "b, c" in text and "after the run (failure)" in text
     assert status.as_json()["graph"] is True
     line = summarize(load([job("a"), job("b")]), [], RunFacts(started=1.0), run_id="r")
     plain = Console(width=200, record=True)

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
-from typing import Any, Dict, Iterator, List
+from typing import Any, Dict, Iterator
 
 import pytest
+from chain_helpers import Hooks, write_chain
 from conftest import LocalServer
 
 from job_chain import ChainSession, Outcome
@@ -18,23 +17,6 @@ from job_chain import ChainSession, Outcome
 BARRIER = ('touch "$SHARED/{me}.arrived"\n'
            'while [ ! -f "$SHARED/b.arrived" ] || [ ! -f "$SHARED/c.arrived" ]; do sleep 0.002; done\n'
            'echo {me} done')
-
-
-def write_chain(directory: Path, pool: str, jobs: List[Dict[str, Any]], **top: Any) -> Path:
-    """jobs: {"name", "script", optional jobChain settings} sharing ``directory/shared``."""
-    shared = directory / "shared"
-    shared.mkdir(parents=True, exist_ok=True)
-    bodies = []
-    for spec in jobs:
-        (directory / f"{spec['name']}.sh").write_text(spec["script"])
-        body: Dict[str, Any] = {"name": spec["name"], "jobSpec": {
-            "command": f"{spec['name']}.sh", "image": "local", "envs": [{"name": "SHARED", "value": str(shared)}]}}
-        if spec.get("jobChain"):
-            body["jobChain"] = spec["jobChain"]
-        bodies.append(body)
-    path = directory / "chain_info.json"
-    path.write_text(json.dumps({"resourcePoolId": pool, "jobs": bodies, **top}, indent=2))
-    return path
 
 
 def diamond(directory: Path, pool: str, **top: Any) -> Path:
@@ -69,7 +51,7 @@ def test_a_diamond_whose_branches_finish_together_joins_exactly_once(tmp_path: P
 
     with ThreadPoolExecutor(max_workers=5) as pool:
         results = list(pool.map(one, range(20)))
-    assert results == [{"0/1": 1, "1/1": 1, "2/1": 1, "3/1": 1}] * 20
+    assert results == [{"a/1": 1, "b/1": 1, "c/1": 1, "d/1": 1}] * 20
 
 
 def test_a_fan_out_and_in_under_injected_faults_runs_every_step_once(tmp_path: Path,
@@ -81,28 +63,7 @@ def test_a_fan_out_and_in_under_injected_faults_runs_every_step_once(tmp_path: P
     s = ChainSession.from_file(str(write_chain(tmp_path, server.pool, jobs)), client=server.client(max_retries=6))
     run = s.start()
     assert s.wait(run.run_id, timeout=180, interval=0.5).outcome is Outcome.SUCCEEDED
-    assert jobs_by_step(server, run.run_id) == {f"{i}/1": 1 for i in range(10)}
-
-
-class Hooks:
-    """A webhook receiver on loopback that keeps every POSTed JSON body."""
-
-    def __init__(self) -> None:
-        self.bodies: List[Dict[str, Any]] = []
-        received = self.bodies
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 (http.server's name)
-                received.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
-                self.send_response(200)
-                self.end_headers()
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = HTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook/secret-token"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+    assert jobs_by_step(server, run.run_id) == {f"{n}/1": 1 for n in ["split", *(f"w{i}" for i in range(8)), "merge"]}
 
 
 @pytest.fixture
@@ -126,7 +87,7 @@ def test_a_failed_branch_skips_its_join_runs_the_failure_handler_and_notifies_on
     s = ChainSession.from_file(str(chain), client=shared_server.client(max_retries=3))
     run = s.start()
     final = s.wait(run.run_id, timeout=120, interval=0.3)
-    assert final.outcome is Outcome.FAILED and "step 1 (b) failed with exit code 3" in final.reason
+    assert final.outcome is Outcome.FAILED and "step b failed with exit code 3" in final.reason
     assert [(x.name, x.status) for x in final.steps] == [("a", "Succeeded"), ("b", "Failed"), ("c", "Succeeded"),
                                                          ("d", "skipped"), ("cleanup", "Succeeded"),
                                                          ("always", "Succeeded")]
@@ -138,8 +99,8 @@ def test_a_failed_branch_skips_its_join_runs_the_failure_handler_and_notifies_on
     failed = next(b for b in hooks.bodies if b.get("event") == "failed")
     assert failed["run"] == run.run_id and failed["command"].startswith("job-chain status")
     step_failed = next(b for b in hooks.bodies if b.get("event") == "stepFailed")
-    assert (step_failed["step"], step_failed["name"], step_failed["exitCode"]) == (1, "b", 3)
-    assert jobs_by_step(shared_server, run.run_id) == {"0/1": 1, "1/1": 1, "2/1": 1, "4/1": 1, "5/1": 1}
+    assert (step_failed["step"], step_failed["name"], step_failed["exitCode"]) == ("b", "b", 3)
+    assert jobs_by_step(shared_server, run.run_id) == {"a/1": 1, "b/1": 1, "c/1": 1, "cleanup/1": 1, "always/1": 1}
 
 
 def test_hang_timeout_kills_a_silent_step_and_its_retry_succeeds(tmp_path: Path, shared_server: LocalServer) -> None:
@@ -164,7 +125,7 @@ def test_joins_work_inline_and_in_watch_mode(tmp_path: Path, shared_server: Loca
     s = ChainSession.from_file(str(diamond(tmp_path, shared_server.pool)), client=shared_server.client(max_retries=3))
     run = s.start(mode=mode)
     assert s.wait(run.run_id, timeout=120, interval=0.3).outcome is Outcome.SUCCEEDED
-    assert jobs_by_step(shared_server, run.run_id) == {"0/1": 1, "1/1": 1, "2/1": 1, "3/1": 1}
+    assert jobs_by_step(shared_server, run.run_id) == {"a/1": 1, "b/1": 1, "c/1": 1, "d/1": 1}
 
 
 def test_stop_runs_the_always_handler_and_resume_reruns_only_what_did_not_succeed(
@@ -187,8 +148,8 @@ def test_stop_runs_the_always_handler_and_resume_reruns_only_what_did_not_succee
     assert stopped.outcome is Outcome.STOPPED
     assert (tmp_path / "shared" / "always").read_text() == "x\n"
     (tmp_path / "shared" / "go").write_text("now")
-    assert [(x.step, x.attempt) for x in s.resume(run.run_id)] == [(1, 2)]
+    assert [(x.step, x.attempt) for x in s.resume(run.run_id)] == [("slow", 2)]
     assert s.wait(run.run_id, timeout=60, interval=0.3).outcome is Outcome.SUCCEEDED
     assert (tmp_path / "shared" / "always").read_text() == "x\nx\n"  # once per round
-    assert jobs_by_step(shared_server, run.run_id) == {"0/1": 1, "1/1": 1, "1/2": 1, "2/1": 1, "3/1": 1,
-                                                       "4/1": 1, "4/2": 1}
+    assert jobs_by_step(shared_server, run.run_id) == {"a/1": 1, "slow/1": 1, "slow/2": 1, "fast/1": 1, "join/1": 1,
+                                                       "always/1": 1, "always/2": 1}

@@ -45,7 +45,7 @@ def steps_by_run(jobs: Iterable[Dict[str, Any]]) -> Dict[str, Dict[Tuple[int, in
         labels = job["labels"]
         if LABEL_RUN not in labels:
             continue
-        key = (int(labels[LABEL_STEP]), int(labels[LABEL_ATTEMPT]))
+        key = (int(labels[LABEL_STEP].rsplit("-", 1)[1]), int(labels[LABEL_ATTEMPT]))  # make_chain's "step-N"
         found.setdefault(labels[LABEL_RUN], {}).setdefault(key, []).append(job)
     return found
 
@@ -162,7 +162,7 @@ def test_run_outlasts_a_burst_of_faults_without_a_duplicate(tmp_path: Path, loca
     run = latest_run(chain)
     jobs = wait_chains(server, {run: 2}, timeout=180)
     assert_each_step_once(jobs, {run: 2})
-    first = next(j for j in jobs if j["labels"][LABEL_STEP] == "0")
+    first = next(j for j in jobs if j["labels"][LABEL_STEP] == "step-0")
     assert f"submitted as job {first['id']}" in done.stdout  # the job the first, "failed" call created
     assert_clean(server, [done.stdout + done.stderr])
 

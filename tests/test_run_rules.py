@@ -8,15 +8,8 @@ from typing import List, Optional
 import pytest
 
 from job_chain.chain.loader import check_chain_data
-from job_chain.chain.progress import (
-    STALL_AFTER,
-    Attempt,
-    Outcome,
-    RunFacts,
-    explain,
-    resume_targets,
-    summarize,
-)
+from job_chain.chain.outcome import resume_targets, summarize
+from job_chain.chain.progress import STALL_AFTER, Attempt, Outcome, RunFacts, explain
 
 NOW = 1_800_000_000.0
 
@@ -39,11 +32,12 @@ def job(step: int, status: str, attempt: int = 1, ended_ago: Optional[float] = 5
         reason: str = "") -> Attempt:
     finished = at(ended_ago) if ended_ago is not None and status in ("Succeeded", "Failed", "Stopped") else None
     code = 0 if status == "Succeeded" else exit_code
-    return Attempt(step, attempt, f"job-{step}-{attempt}", status, at(100.0 - step), finished, code, reason)
+    return Attempt(f"s{step}", attempt, f"job-{step}-{attempt}", status, at(100.0 - step), finished, code, reason)
 
 
-def run(attempts: List[Attempt], facts: Optional[RunFacts] = None, steps: int = 3, retries=None):
-    return summarize(chain(steps, retries), attempts, facts or RunFacts(started=NOW - 200), run_id="r1", now=NOW)
+def run(attempts: List[Attempt], facts: Optional[RunFacts] = None, steps: int = 3, retries=None, the_chain=None):
+    return summarize(the_chain or chain(steps, retries), attempts, facts or RunFacts(started=NOW - 200), run_id="r1",
+                     now=NOW)
 
 
 def test_every_step_succeeded_is_a_success() -> None:
@@ -64,7 +58,7 @@ def test_a_failed_step_fails_the_run_with_its_exit_code_and_reason() -> None:
     assert status.outcome is Outcome.FAILED
     assert status.failed_step is not None and status.failed_step.index == 1
     assert status.steps[1].exit_code == 4 and "replica" in status.steps[1].reason
-    assert "step 1 (s1) failed with exit code 4" in status.reason
+    assert "step s1 failed with exit code 4" in status.reason
 
 
 def test_a_failed_step_with_retries_left_is_running_until_its_retry_is_overdue() -> None:
@@ -81,16 +75,16 @@ def test_a_succeeded_step_whose_successor_never_came_settles_as_failed() -> None
     # within the advance's deadline the next step may still come: running
     assert run([job(0, "Succeeded", ended_ago=30)]).outcome is Outcome.RUNNING
     stalled = run([job(0, "Succeeded", ended_ago=STALL_AFTER + 1)])
-    assert stalled.outcome is Outcome.FAILED and "step 1 was never submitted" in stalled.reason
+    assert stalled.outcome is Outcome.FAILED and "step s1 was never submitted" in stalled.reason
 
 
 def test_an_advance_that_gave_up_settles_at_once_and_resume_targets_the_next_step() -> None:
-    facts = RunFacts(started=NOW - 200, script_exit={(0, 1): 0}, succeeded={(0, 1)},
-                     advance_failed={(0, 1): "step 1 could not be submitted: AIHC error 503"})
+    facts = RunFacts(started=NOW - 200, script_exit={("s0", 1): 0}, succeeded={("s0", 1)},
+                     advance_failed={("s0", 1): "step s1 could not be submitted: AIHC error 503"})
     status = run([job(0, "Failed", exit_code=75)], facts)  # the job failed only because advancing did
     assert status.steps[0].status == "Succeeded" and "while starting what follows" in status.steps[0].reason
     assert status.outcome is Outcome.FAILED and "could not be submitted" in status.reason
-    assert resume_targets(status, chain()) == [(1, 1)]  # the token the failed advance used: no duplicate
+    assert resume_targets(status, chain()) == [("s1", 1)]  # the token the failed advance used: no duplicate
 
 
 def test_a_later_step_proves_the_earlier_one_succeeded() -> None:
@@ -101,7 +95,7 @@ def test_a_later_step_proves_the_earlier_one_succeeded() -> None:
 
 
 def test_the_script_exit_code_recorded_by_the_advance_wins_over_the_jobs() -> None:
-    facts = RunFacts(started=NOW - 200, script_exit={(1, 1): 9})
+    facts = RunFacts(started=NOW - 200, script_exit={("s1", 1): 9})
     status = run([job(0, "Succeeded"), job(1, "Failed", exit_code=None)], facts)
     assert status.steps[1].exit_code == 9
 
@@ -113,8 +107,13 @@ def test_stopped_runs_and_stopped_steps() -> None:
 
 
 def test_steps_before_the_first_are_skipped() -> None:
-    status = run([job(1, "Succeeded"), job(2, "Succeeded")], RunFacts(first_step=1, started=NOW - 200))
+    from dataclasses import replace
+
+    started_later = chain()
+    started_later.steps[0] = replace(started_later.steps[0], excluded="the run started at step 1 (s1)")
+    status = run([job(1, "Succeeded"), job(2, "Succeeded")], the_chain=started_later)
     assert [s.status for s in status.steps] == ["skipped", "Succeeded", "Succeeded"]
+    assert status.steps[0].reason == "the run started at step 1 (s1)"
     assert status.outcome is Outcome.SUCCEEDED
 
 
@@ -124,10 +123,10 @@ def test_nothing_submitted_is_running_then_failed_when_overdue() -> None:
 
 
 @pytest.mark.parametrize(("attempts", "target"), [
-    ([], (0, 1)),
-    ([job(0, "Succeeded"), job(1, "Failed", exit_code=1)], (1, 2)),
-    ([job(0, "Succeeded"), job(1, "Stopped")], (1, 2)),
-    ([job(0, "Succeeded"), job(1, "Succeeded")], (2, 1)),
+    ([], ("s0", 1)),
+    ([job(0, "Succeeded"), job(1, "Failed", exit_code=1)], ("s1", 2)),
+    ([job(0, "Succeeded"), job(1, "Stopped")], ("s1", 2)),
+    ([job(0, "Succeeded"), job(1, "Succeeded")], ("s2", 1)),
     ([job(0, "Succeeded"), job(1, "Succeeded"), job(2, "Succeeded")], None),
 ])
 def test_resume_target(attempts: List[Attempt], target) -> None:
@@ -155,5 +154,5 @@ def test_status_json_has_iso_times_with_zone_and_attempt_history() -> None:
     assert step["attempts"][0] == {"attempt": 1, "jobId": "job-0-1", "status": "Failed", "exitCode": 7,
                                    "reason": None, "started": step["attempts"][0]["started"],
                                    "finished": step["attempts"][0]["finished"]}
-    assert Attempt.from_cache(Attempt(0, 2, "j", "Failed", at(3), at(1), 2, "why").to_cache()) == \
-        Attempt(0, 2, "j", "Failed", at(3), at(1), 2, "why")
+    assert Attempt.from_cache(Attempt("s0", 2, "j", "Failed", at(3), at(1), 2, "why").to_cache()) == \
+        Attempt("s0", 2, "j", "Failed", at(3), at(1), 2, "why")

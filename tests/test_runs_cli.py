@@ -41,7 +41,7 @@ def test_a_runs_path_that_is_a_file_is_one_clear_line(tmp_path: Path) -> None:
 
 
 def test_a_damaged_snapshot_is_one_clear_line() -> None:
-    result = CliRunner().invoke(job_chain_cli, ["advance", "--run", "r", "--step", "0", "--exit-code", "0",
+    result = CliRunner().invoke(job_chain_cli, ["advance", "--run", "r", "--step", "s0", "--exit-code", "0",
                                                 "--snapshot", "-", "--host", "127.0.0.1:9", "--ak", "a", "--sk", "b"],
                                 input=b"\xff\xfe\x00binary")
     assert result.exit_code == 2 and "snapshot is damaged" in result.output
@@ -65,7 +65,7 @@ def test_status_explains_a_failure_and_the_hint_works_when_pasted(tmp_path: Path
     assert step["reason"] and step["started"].endswith("+00:00")
     table = cli("status", str(chain), server=local_server, check=True).stdout
     hint = table.strip().splitlines()[-1].split("read its log: ", 1)[1]
-    assert hint == f"job-chain logs {chain} --run {latest_run(chain)} --step 1 --attempt 2"
+    assert hint == f"job-chain logs {chain} --run {latest_run(chain)} --step step-1 --attempt 2"
     pasted = cli(*shlex.split(hint)[1:], server=local_server, check=True)
     assert "broken-input" in pasted.stdout
     first = cli("logs", str(chain), "--step", "1", "--attempt", "1", "--all-pods", server=local_server, check=True)
@@ -99,7 +99,7 @@ def test_a_local_run_is_steered_without_repeating_local(tmp_path: Path) -> None:
         assert listed[0]["current"][0]["step"] == 1
         assert "step-zero" in run("logs", str(chain), "--step", "0").stdout
         stopped = run("stop", str(chain))
-        hint = stopped.stdout.strip().splitlines()[-1].split("continue with '", 1)[1].rstrip("')")
+        hint = stopped.stdout.strip().splitlines()[-1].split("continue it with: ", 1)[1]
         end = time.monotonic() + 30
         while json.loads(run("status", str(chain), "--json").stdout)["outcome"] != "stopped":
             assert time.monotonic() < end

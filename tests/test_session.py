@@ -65,14 +65,14 @@ def test_stop_then_resume_keeps_succeeded_steps(tmp_path: Path, shared_server: L
         s.start()
     assert run.run_id in str(refused.value) and "--force" in str(refused.value)
     stopped = s.stop(run.run_id)
-    assert [step.index for step in stopped] == [1]
+    assert [step.name for step in stopped] == ["step-1"]
     assert s.wait(run.run_id, timeout=30, interval=0.2).outcome is Outcome.STOPPED
     (tmp_path / "shared" / "go").write_text("yes")
     [done] = s.resume(run.run_id)
-    assert (done.step, done.attempt) == (1, 2)
+    assert (done.step, done.attempt) == ("step-1", 2)
     assert s.wait(run.run_id, timeout=30, interval=0.2).outcome is Outcome.SUCCEEDED
     assert s.resume(run.run_id) == []
-    assert steps_of(shared_server, run.run_id) == {"0/1": 1, "1/1": 1, "1/2": 1}
+    assert steps_of(shared_server, run.run_id) == {"step-0/1": 1, "step-1/1": 1, "step-1/2": 1}
 
 
 def test_unknown_runs_are_errors_that_list_the_known_ones(tmp_path: Path, shared_server: LocalServer) -> None:
@@ -83,7 +83,7 @@ def test_unknown_runs_are_errors_that_list_the_known_ones(tmp_path: Path, shared
         with pytest.raises(RunNotFound) as error:
             s.status(bad)
         assert run.run_id in str(error.value) and error.value.known == [run.run_id]
-    assert sorted(p.name for p in (tmp_path / "chain_info.json.runs").iterdir()) == [run.run_id]
+    assert sorted(p.name for p in (tmp_path / "chain_info.json.runs").iterdir() if p.name[0] != ".") == [run.run_id]
     s.wait(run.run_id, timeout=30, interval=0.2)
 
 
@@ -129,9 +129,9 @@ def test_an_advance_that_gives_up_never_leads_to_a_duplicate(tmp_path: Path, sha
     s = session(chain, shared_server)
     run = s.start(mode="watch")  # no tail: this test plays the in-job advance itself
     step0_succeeded(s, run.run_id)
-    code = advance(s.chain, LostAnswers(shared_server.client(), stored), run_id=run.run_id, step=0, attempt=1,
-                   exit_code=0, records=s.records, resume_hint=f"job-chain resume {chain} --run {run.run_id}",
-                   deadline=0.5)
+    code = advance(s.frozen(run), LostAnswers(shared_server.client(), stored), run_id=run.run_id, step="step-0",
+                   attempt=1, exit_code=0, records=s.records,
+                   resume_hint=f"job-chain resume {chain} --run {run.run_id}", deadline=0.5)
     assert code == 75
     hint = capsys.readouterr().err
     assert f"'job-chain resume {chain} --run {run.run_id}'" in hint and "--start" not in hint
@@ -141,10 +141,10 @@ def test_an_advance_that_gives_up_never_leads_to_a_duplicate(tmp_path: Path, sha
     else:  # it did not: the run has failed, saying why, at once
         assert status.outcome is Outcome.FAILED and "could not be submitted" in status.reason
         [done] = s.resume(run.run_id)
-        assert (done.step, done.attempt) == (1, 1)
+        assert (done.step, done.attempt) == ("step-1", 1)
         assert s.wait(run.run_id, timeout=30, interval=0.2).outcome is Outcome.SUCCEEDED
     assert s.resume(run.run_id) == []
-    assert steps_of(shared_server, run.run_id) == {"0/1": 1, "1/1": 1}
+    assert steps_of(shared_server, run.run_id) == {"step-0/1": 1, "step-1/1": 1}
 
 
 def test_a_tail_finds_a_moved_server_through_the_credentials_file(tmp_path: Path, shared_server: LocalServer,
@@ -155,7 +155,7 @@ def test_a_tail_finds_a_moved_server_through_the_credentials_file(tmp_path: Path
     step0_succeeded(s, run.run_id)
     dead = AIHCClient(Credentials(f"http://127.0.0.1:{free_port()}", shared_server.ak, shared_server.sk),
                       max_retries=0)
-    code = advance(s.chain, dead, run_id=run.run_id, step=0, attempt=1, exit_code=0, records=s.records,
+    code = advance(s.frozen(run), dead, run_id=run.run_id, step="step-0", attempt=1, exit_code=0, records=s.records,
                    resume_hint="job-chain resume X", deadline=20, reconnect=shared_server.client)
     assert code == 0, capsys.readouterr().err
     assert "the API moved to" in capsys.readouterr().err
@@ -176,7 +176,7 @@ def test_ctrl_c_during_a_submit_says_how_to_finish_safely(tmp_path: Path, shared
     assert f"job-chain resume {chain} --run {run_id}" in str(error.value)
     real = session(chain, shared_server)
     assert real.wait(run_id, timeout=30, interval=0.2).outcome is Outcome.SUCCEEDED
-    assert real.resume(run_id) == [] and steps_of(shared_server, run_id) == {"0/1": 1}
+    assert real.resume(run_id) == [] and steps_of(shared_server, run_id) == {"step-0/1": 1}
 
 
 def test_a_clock_ahead_of_the_api_hides_no_step(tmp_path: Path, shared_server: LocalServer) -> None:

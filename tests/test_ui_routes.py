@@ -167,7 +167,7 @@ def test_retry_a_failed_step(console: Console, home: Path, shared_server: Any) -
     live = requests.get(f"{console.url}/fragment/run/{cid}/{run_id}").text
     assert 'data-outcome="failed"' in live and "Retry step 0" in live
     answer = requests.post(f"{console.url}/action/{cid}/{run_id}/resume", headers=csrf(console))
-    assert "submitted step 0 attempt 2" in answer.text and answer.headers["HX-Trigger"] == "refresh-run"
+    assert "submitted step step-0 attempt 2" in answer.text and answer.headers["HX-Trigger"] == "refresh-run"
     status = wait_outcome(chain, shared_server, "succeeded")
     assert [a["status"] for a in status["steps"][0]["attempts"]] == ["Failed", "Succeeded"]
 

@@ -7,6 +7,7 @@ Messages go to stderr, which is the job's log.
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
@@ -14,7 +15,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from job_chain.aihc.api import JobsAPI
 from job_chain.aihc.errors import AIHCError
 from job_chain.aihc.status import FAILED, STOPPED, SUCCEEDED
-from job_chain.chain.model import Chain
+from job_chain.chain.model import Chain, Step
 from job_chain.chain.record import RunRecords, run_started
 from job_chain.chain.submit import submit_step
 
@@ -76,7 +77,7 @@ def advance(
     client: JobsAPI,
     *,
     run_id: str,
-    step: int,
+    step: str,
     attempt: int,
     exit_code: int,
     records: Optional[RunRecords],
@@ -85,55 +86,57 @@ def advance(
     mode: Optional[str] = None,
     reconnect: Optional[Callable[[], Any]] = None,
 ) -> int:
-    """Act on step ``step`` having exited with ``exit_code``; return the job's exit code.
+    """Act on step ``step`` (its name) having exited with ``exit_code``; return the job's exit code.
 
     Success: record it, then submit every step whose dependencies have now all succeeded.
     Failure: retry it if allowed, else record it. Either way, if that ended the run, start its
-    exit handlers and send its notifications. ``reconnect`` returns a fresh client after a
-    connection failure (or None to keep the old one).
+    exit handlers and send its notifications. ``chain`` is the run's frozen chain. ``reconnect``
+    returns a fresh client after a connection failure (or None to keep the old one).
     """
+    current = chain.resolve(step)
+    if current is None:
+        log(f"step {step} is not in run {run_id}'s chain; nothing to do")
+        return exit_code or EXIT_ADVANCE_FAILED
+    name = current.name
     if records is not None:
-        records.record_exit(run_id, step, attempt, exit_code)  # before anything can fail: status shows it
+        records.record_exit(run_id, name, attempt, exit_code)  # before anything can fail: status shows it
     if records is not None and records.is_stopped(run_id):
         log(f"run {run_id} was stopped by the user; not submitting anything")
         return exit_code
-    current = chain.step(step)
-    if current is None:
-        log(f"step {step} is not in this chain (it has {chain.length} steps); the chain file changed?")
-        return exit_code or EXIT_ADVANCE_FAILED
     started = ((records.get_run(run_id) or {}).get("started") if records else None) or run_started(run_id)
     hop = _Hop(chain, client, run_id, records, mode or ("inline" if records is None else "job"), started,
                deadline, reconnect, resume_hint)
 
     if exit_code != 0:
         if current.may_retry(attempt, exit_code):
-            log(f"step {step} ({current.name}) failed with exit code {exit_code}; "
-                f"retrying it as attempt {attempt + 1} of {current.retries + 1}")
-            return hop.submit([(step, attempt + 1)], (step, attempt), exit_code)
-        log(f"step {step} ({current.name}) failed with exit code {exit_code}; "
+            log(f"step {name} failed with exit code {exit_code}; retrying it as attempt {attempt + 1} "
+                f"of {current.first_attempt + current.retries}")
+            return hop.submit([(name, attempt + 1)], (name, attempt), exit_code)
+        log(f"step {name} failed with exit code {exit_code}; "
             + ("" if current.is_handler else "the steps that need it will not start. " if chain.graph
                else "the chain stops here. ")
             + f"Fix it, then continue with: {resume_hint}")
         if not current.is_handler:
             from job_chain.chain.notify import notify
 
-            notify(chain, records, run_id, "stepFailed", step=step, status="failed", exit_code=exit_code, log=log)
-            hop.finish(step, attempt, succeeded=False)
+            notify(chain, records, run_id, "stepFailed", step=name, status="failed", exit_code=exit_code, log=log)
+            hop.me_code[name] = exit_code
+            hop.finish(current, attempt, succeeded=False)
         return exit_code
 
     replicas = int(current.body.get("jobSpec", {}).get("replicas", 1))
     self_pod = os.environ.get("POD_NAME") or os.environ.get("HOSTNAME") or ""
     if replicas > 1 and self_pod:
-        problem = _peers_problem(client, chain, run_id, step, attempt, records, started, self_pod, deadline)
+        problem = _peers_problem(client, chain, run_id, name, attempt, records, started, self_pod, deadline)
         if problem:
-            log(f"step {step} ({current.name}): {problem}; not advancing (the job fails)")
+            log(f"step {name}: {problem}; not advancing (the job fails)")
             return EXIT_ADVANCE_FAILED
     if records is not None:
-        records.record_succeeded(run_id, step, attempt)  # durably, before looking at the others
+        records.record_succeeded(run_id, name, attempt)  # durably, before looking at the others
     if current.is_handler:
-        log(f"exit handler {step} ({current.name}) succeeded")
+        log(f"exit handler {name} succeeded")
         return 0
-    return hop.finish(step, attempt, succeeded=True)
+    return hop.finish(current, attempt, succeeded=True)
 
 
 class _Hop:
@@ -144,44 +147,44 @@ class _Hop:
                  resume_hint: str) -> None:
         self.chain, self.client, self.run_id, self.records, self.mode = chain, client, run_id, records, mode
         self.started, self.deadline, self.reconnect, self.resume_hint = started, deadline, reconnect, resume_hint
+        self.latest: Dict[str, Any] = {}  # step name -> its latest attempt, as states() last saw it
+        self.me_code: Dict[str, int] = {}  # the finishing step's own exit code (the record may be elsewhere)
 
     # -- the run as a graph ------------------------------------------------------------------
-    def states(self, me: int, me_succeeded: bool) -> Tuple[Dict[int, str], Dict[int, int]]:
-        """(step -> planner state, step -> latest attempt), from the API and the run record."""
+    def states(self, me: Step, me_succeeded: bool) -> Dict[int, str]:
+        """step index -> planner state, from the API and the run record."""
         from job_chain.chain import graph
         from job_chain.chain.observe import observe
+        from job_chain.chain.outcome import by_step
 
-        first_job = self.records.first_job_id(self.run_id, self._first_step()) if self.records else None
+        first_job = self.records.first_job_id(self.run_id) if self.records else None
         attempts, _, _ = submit_with_deadline(
             lambda: observe(self.client, self.chain.pool, self.run_id, cache={}, first_job_id=first_job,
                             since=self.started, explain_failures=False),
             self.deadline, on_unreachable=self.refresh)
-        latest: Dict[int, Any] = {}
-        for item in attempts:  # sorted by (step, attempt): the latest wins
-            latest[item.step] = item
         states: Dict[int, str] = {}
-        for index, item in latest.items():
-            step = self.chain.step(index)
-            if step is None:
+        self.latest = {}
+        for name, items in by_step(self.chain, attempts).items():
+            step = self.chain.named(name)
+            counted = [a for a in items if step is not None and a.attempt >= step.first_attempt]
+            if step is None or not counted:
                 continue
-            code = self.records.script_exit(self.run_id, index, item.attempt) if self.records else None
-            if item.status in SUCCEEDED or (self.records and self.records.succeeded(self.run_id, index, item.attempt)):
-                states[index] = graph.SUCCEEDED
+            item = counted[-1]
+            self.latest[name] = item
+            code = self.records.script_exit(self.run_id, name, item.attempt) if self.records else None
+            if item.status in SUCCEEDED or (self.records and self.records.succeeded(self.run_id, name, item.attempt)):
+                states[step.index] = graph.SUCCEEDED
             elif item.status in FAILED or (code is not None and code != 0):
                 code = code if code is not None else 1
-                states[index] = graph.RETRY_DUE if step.may_retry(item.attempt, code) else graph.FAILED
+                states[step.index] = graph.RETRY_DUE if step.may_retry(item.attempt, code) else graph.FAILED
             elif item.status in STOPPED:
-                states[index] = graph.STOPPED
+                states[step.index] = graph.STOPPED
             else:
-                states[index] = graph.ACTIVE
-        states[me] = graph.SUCCEEDED if me_succeeded else graph.FAILED
-        return states, {i: a.attempt for i, a in latest.items()}
+                states[step.index] = graph.ACTIVE
+        states[me.index] = graph.SUCCEEDED if me_succeeded else graph.FAILED
+        return states
 
-    def _first_step(self) -> int:
-        run = self.records.get_run(self.run_id) if self.records else None
-        return int((run or {}).get("startStep") or 0)
-
-    def finish(self, me: int, attempt: int, *, succeeded: bool) -> int:
+    def finish(self, me: Step, attempt: int, *, succeeded: bool) -> int:
         """Start what ``me`` ending made ready; if the run ended, its handlers and notifications.
 
         A step whose dependents wait for it alone (every step of a plain line) submits them
@@ -190,43 +193,44 @@ class _Hop:
         """
         from job_chain.chain import graph
 
-        name = self.chain.step(me).name  # type: ignore[union-attr]
-        dependents = self.chain.dependents(me)
-        joins = any(set(d.depends_on) - {me} for d in dependents)
+        dependents = self.chain.dependents(me.index)
+        joins = any(set(d.depends_on) - {me.index} for d in dependents)
         watchers = bool(self.chain.handlers or self.chain.notify)
         if not joins and not (watchers and (not succeeded or not dependents)):
             if succeeded and dependents:
-                return self.submit([(d.index, 1) for d in dependents], (me, attempt), 0)
+                return self.submit([(d.name, d.first_attempt) for d in dependents], (me.name, attempt), 0)
             if succeeded:
-                log(f"step {me} ({name}) succeeded; it was the last step: the chain is complete")
+                log(f"step {me.name} succeeded; it was the last step: the chain is complete")
             return 0 if succeeded else 1
         stopped = bool(self.records and self.records.is_stopped(self.run_id))
         try:
-            states, _ = self.states(me, succeeded)
+            states = self.states(me, succeeded)
             if self.records is None:  # no shared record: wait for lower-index steps finishing too
                 states = self._wait_for_lower(me, states, succeeded)
         except AIHCError as exc:
             message = f"cannot see the rest of the run to decide what starts next: {exc}"
             if self.records is not None:
-                self.records.record_advance_failure(self.run_id, me, attempt, message)
-            log(f"step {me} ({name}) {'succeeded' if succeeded else 'failed'}, but {message}. Continue with "
+                self.records.record_advance_failure(self.run_id, me.name, attempt, message)
+            log(f"step {me.name} {'succeeded' if succeeded else 'failed'}, but {message}. Continue with "
                 f"'{self.resume_hint}'")
             return EXIT_ADVANCE_FAILED if succeeded else 1
-        plan = graph.plan(self.chain, states, first_step=self._first_step(), stopped=stopped)
+        plan = graph.plan(self.chain, states, stopped=stopped)
         code = 0
         if plan.ready:
-            code = self.submit([(i, 1) for i in plan.ready], (me, attempt), 0 if succeeded else 1)
+            ready = [self.chain.step(i) for i in plan.ready]
+            code = self.submit([(s.name, s.first_attempt) for s in ready if s is not None], (me.name, attempt),
+                               0 if succeeded else 1)
         elif succeeded and not dependents and not plan.ended:
-            log(f"step {me} ({name}) succeeded; other branches are still going")
+            log(f"step {me.name} succeeded; other branches are still going")
         elif succeeded and dependents and not plan.ended:
-            waiting = sorted({d for s in dependents for d in s.depends_on} - {me})
-            log(f"step {me} ({name}) succeeded; its dependents also wait for step(s) "
-                f"{', '.join(str(i) for i in waiting)}")
+            waiting = sorted({d for s in dependents for d in s.depends_on} - {me.index})
+            log(f"step {me.name} succeeded; its dependents also wait for "
+                f"{', '.join(self.chain.step(i).name for i in waiting)}")  # type: ignore[union-attr]
         if plan.ended:
-            self._ended(plan, stopped)
+            self._ended(plan, states, stopped)
         return code if succeeded else 1
 
-    def _wait_for_lower(self, me: int, states: Dict[int, str], succeeded: bool) -> Dict[int, str]:
+    def _wait_for_lower(self, me: Step, states: Dict[int, str], succeeded: bool) -> Dict[int, str]:
         """Inline runs have no record to meet in: wait (bounded) for active steps with a lower index.
 
         Only a higher index waits for a lower one, so two finishing steps never wait for each
@@ -237,25 +241,35 @@ class _Hop:
         if not (self.chain.graph or self.chain.handlers or self.chain.notify):
             return states  # a line: nothing else can be going
         end = time.monotonic() + self.deadline
-        while any(state == graph.ACTIVE and index < me for index, state in states.items()):
+        while any(state == graph.ACTIVE and index < me.index for index, state in states.items()):
             if time.monotonic() > end:
                 break
             time.sleep(1.0)
-            states, _ = self.states(me, succeeded)
+            states = self.states(me, succeeded)
         return states
 
-    def _ended(self, plan: Any, stopped: bool) -> None:
+    def _ended(self, plan: Any, states: Dict[int, str], stopped: bool) -> None:
+        from job_chain.chain import graph
         from job_chain.chain.notify import notify
 
         outcome = "stopped" if stopped else ("failed" if plan.failed else "succeeded")
+        failed = [s.name for s in self.chain.steps if not s.is_handler and states.get(s.index) == graph.FAILED]
+        details = []
+        for name in failed:
+            item = self.latest.get(name)
+            code = self.records.script_exit(self.run_id, name, item.attempt) if self.records and item else None
+            details.append({"name": name, "exitCode": code if code is not None else self.me_code.get(name),
+                            "reason": (item.reason if item else "") or None})
         if plan.handlers:
             round_ = self.records.round(self.run_id) if self.records else 0
             names = ", ".join(self.chain.step(i).name for i in plan.handlers)  # type: ignore[union-attr]
             log(f"the run ended ({outcome}); starting its exit handlers: {names}")
-            self.submit([(i, round_ + 1) for i in plan.handlers], None, 0)
+            context = handler_context(self.chain, self.run_id, outcome, failed)
+            self.submit([(self.chain.step(i).name, round_ + 1) for i in plan.handlers],  # type: ignore[union-attr]
+                        None, 0, context)
         else:
             log(f"the run ended: {outcome}")
-        notify(self.chain, self.records, self.run_id, outcome, status=outcome, log=log)
+        notify(self.chain, self.records, self.run_id, outcome, status=outcome, failed=details, log=log)
 
     # -- submitting --------------------------------------------------------------------------
     def refresh(self) -> None:
@@ -264,14 +278,15 @@ class _Hop:
             log(f"the API moved to {fresh.endpoint}; using it")
             self.client = fresh
 
-    def submit(self, targets: List[Tuple[int, int]], origin: Optional[Tuple[int, int]], exit_code: int) -> int:
+    def submit(self, targets: List[Tuple[str, int]], origin: Optional[Tuple[str, int]], exit_code: int,
+               context: Optional[Dict[str, str]] = None) -> int:
         """Submit each (step, attempt); on giving up, record it for status and say how to resume."""
         for target, next_attempt in targets:
             try:
                 result = submit_with_deadline(
                     lambda t=target, a=next_attempt: submit_step(  # type: ignore[misc]
                         self.client, self.chain, t, self.run_id, a, records=self.records, mode=self.mode,
-                        since=self.started),
+                        since=self.started, context=context),
                     self.deadline, on_unreachable=self.refresh,
                 )
             except AIHCError as exc:
@@ -284,14 +299,20 @@ class _Hop:
                     "so never creates it twice")
                 return exit_code or EXIT_ADVANCE_FAILED
             verb = "submitted" if result["created"] == "yes" else "was already submitted as"
-            log(f"step {target} ({result['jobName']}) {verb} job {result['jobId']}")
+            log(f"step {target} {verb} job {result['jobId']}")
             if self.records is not None and self.records.is_stopped(self.run_id):  # stop raced with this submit
                 self.client.stop_job(self.chain.pool, result["jobId"])
                 log(f"run {self.run_id} was stopped meanwhile; stopped job {result['jobId']} again")
         return exit_code
 
 
-def _peers_problem(client: JobsAPI, chain: Chain, run_id: str, step: int, attempt: int,
+def handler_context(chain: Chain, run_id: str, outcome: str, failed: List[str]) -> Dict[str, str]:
+    """What an exit handler is told about the run it follows (documented in docs/graphs.md)."""
+    return {"JOB_CHAIN_OUTCOME": outcome, "JOB_CHAIN_FAILED_STEPS": ",".join(failed),
+            "JOB_CHAIN_STATUS_COMMAND": f"job-chain status {shlex.quote(chain.path)} --run {run_id}"}
+
+
+def _peers_problem(client: JobsAPI, chain: Chain, run_id: str, step: str, attempt: int,
                    records: Optional[RunRecords], started: Optional[float], self_pod: str,
                    deadline: float) -> Optional[str]:
     from job_chain.chain.submit import find_submitted

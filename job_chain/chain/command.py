@@ -47,7 +47,7 @@ def step_command(
     script: str,
     *,
     run_id: str,
-    step: int,
+    step: str,
     attempt: int,
     config_path: str,
     scrips_path: Optional[str] = None,
@@ -70,7 +70,7 @@ def step_command(
     # a heredoc always ends in a newline; drop it again when the script had none
     trim = "" if script.endswith("\n") else "truncate -s -1 \"$jc_script\"\n"
     advance = (
-        f"{runtime_invocation(scrips_path)} advance --run {shlex.quote(run_id)} --step {step} "
+        f"{runtime_invocation(scrips_path)} advance --run {shlex.quote(run_id)} --step {shlex.quote(step)} "
         f"--attempt {attempt} --exit-code \"$jc_rc\" "
     )
     if snapshot is None:

@@ -201,15 +201,16 @@ class Plan:
     handlers: List[int]  # exit handlers that should run now that the run ended
 
 
-def plan(chain: Chain, states: Dict[int, str], *, first_step: int = 0, stopped: bool = False) -> Plan:
+def plan(chain: Chain, states: Dict[int, str], *, stopped: bool = False) -> Plan:
     """Decide from each step's state (``SUCCEEDED``, ``ACTIVE``, …) what starts next.
 
-    Steps before ``first_step`` count as done (the run started after them). Nothing new is
-    ready in a stopped run; its ``always`` handlers still run once it ended.
+    Steps excluded from the run (before ``--start``, or added upstream of succeeded steps by a
+    resume) count as done. Nothing new is ready in a stopped run; its ``always`` handlers still
+    run once it ended.
     """
     names = {s.index: s.name for s in chain.steps}
     graph_steps = [s for s in chain.steps if not s.is_handler]
-    done = {s.index for s in graph_steps if s.index < first_step}
+    done = {s.index for s in graph_steps if s.excluded}
 
     def state(index: int) -> str:
         return SUCCEEDED if index in done else states.get(index, NOT_SUBMITTED)
@@ -263,12 +264,12 @@ def depths_of(edges: Dict[int, Sequence[int]]) -> Dict[int, int]:
     return depth
 
 
-def levels(chain: Chain, first_step: int = 0) -> List[List[int]]:
+def levels(chain: Chain) -> List[List[int]]:
     """The steps in waves: each wave can start once the ones before it succeeded (the dry-run plan)."""
     waves: Dict[int, List[int]] = {}
     order = depths(chain)
     for step in chain.steps:
-        if step.is_handler or step.index < first_step:
+        if step.is_handler or step.excluded:
             continue
         waves.setdefault(order.get(step.index, 0), []).append(step.index)
     return [waves[k] for k in sorted(waves)]

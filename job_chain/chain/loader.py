@@ -11,13 +11,13 @@ import re
 from typing import Any, Dict, List, Optional, Tuple
 
 from job_chain.aihc.spec import body_problems, join_path, key_path
-from job_chain.chain.graph import GRAPH_SETTINGS, GraphSettings, check_graph, check_notify, read_settings
+from job_chain.chain.graph import GraphSettings, check_graph, check_notify
 from job_chain.chain.model import SETTINGS_KEY, Chain, Step
+from job_chain.chain.settings import read_step_settings, step_fields
 from job_chain.errors import ChainFileInvalid, UsageError
 from job_chain.jsonfile import describe, json_type, load_json_object, shown
 
 TOP_LEVEL_KEYS = {"scrips_path", "config_path", "api_config", "resourcePoolId", "jobs", "notify", SETTINGS_KEY}
-SETTINGS_KEYS = {"retries", "generatedBy", "metrics"} | GRAPH_SETTINGS
 _SCRIPT_TOKEN = re.compile(r"\S+\.sh")  # use with fullmatch
 
 
@@ -160,46 +160,13 @@ def _check_step(c: _Checker, job: Any, index: int, chain_dir: str, secret: Optio
         c.problem(join_path(where, path), message)
 
     settings = job.get(SETTINGS_KEY, {})
-    retries = 0
-    metrics: Dict[str, str] = {}
-    if not isinstance(settings, dict):
-        c.problem(f"{where}.{SETTINGS_KEY}", "must be an object, e.g. {\"retries\": 2}")
-    else:
-        for key in sorted(set(settings) - SETTINGS_KEYS):
-            c.problem(key_path(f"{where}.{SETTINGS_KEY}", key),
-                      f"unknown setting (known: {', '.join(sorted(SETTINGS_KEYS))})")
-        if graph is not None:
-            graph[index] = read_settings(settings, f"{where}.{SETTINGS_KEY}", c.problems)
-        retries = settings.get("retries", 0)
-        if not _is_int(retries) or retries < 0:
-            c.problem(f"{where}.{SETTINGS_KEY}.retries", f"must be a whole number >= 0, found {describe(retries)}")
-            retries = 0
-        metrics = _check_metrics(c, settings.get("metrics", {}), f"{where}.{SETTINGS_KEY}.metrics")
+    parsed = read_step_settings(settings, f"{where}.{SETTINGS_KEY}", c.problems)
+    if graph is not None:
+        graph[index] = parsed.graph
     if len(c.problems) > before or script is None:
         return None
-    return Step(index=index, body=body, script=script, script_origin=origin, retries=retries, metrics=metrics)
-
-
-def _check_metrics(c: _Checker, metrics: Any, where: str) -> Dict[str, str]:
-    """``jobChain.metrics``: curve name -> a regex whose first group is the number (the web console plots it)."""
-    if not isinstance(metrics, dict):
-        c.problem(where, 'must be an object of name -> regex, e.g. {"loss": "lm loss: ([0-9.E+-]+)"}')
-        return {}
-    good: Dict[str, str] = {}
-    for name, pattern in metrics.items():
-        if not isinstance(pattern, str):
-            c.problem(key_path(where, name), f"must be a regex string, found {json_type(pattern)}")
-            continue
-        try:
-            groups = re.compile(pattern).groups
-        except re.error as exc:
-            c.problem(key_path(where, name), f"is not a valid regex: {exc}")
-            continue
-        if groups < 1:
-            c.problem(key_path(where, name), "needs a group around the number, e.g. \"lm loss: ([0-9.E+-]+)\"")
-            continue
-        good[name] = pattern
-    return good
+    return Step(index=index, body=body, script=script, script_origin=origin, settings_raw=dict(settings),
+                **step_fields(parsed))
 
 
 def check_chain_data(data: Dict[str, Any], path: str, *, local: bool = False,

@@ -27,22 +27,22 @@ class Step:
     hang_timeout: Optional[float] = None  # seconds without output before the step is killed (exit 124)
     retry_on: Optional[Tuple[int, ...]] = None  # exit codes that may be retried (plus 124); None: any
     metrics: Dict[str, str] = field(default_factory=dict)  # training-curve name -> regex (jobChain.metrics)
+    # the run's view of the step (a frozen revision); a chain loaded from a file has the defaults
+    settings_raw: Dict[str, Any] = field(default_factory=dict, repr=False)  # jobChain as written, frozen as is
+    first_attempt: int = 1  # attempts before this one ran an earlier revision of the step (resume --rerun)
+    excluded: Optional[str] = None  # why the step does not run in this run (before --start, added upstream)
+    changed_in: int = 1  # the revision whose content the step runs: part of its client token
 
     @property
     def is_handler(self) -> bool:
         return self.run_on is not None
 
     def may_retry(self, attempt: int, exit_code: int) -> bool:
-        """Whether a failure of ``attempt`` with ``exit_code`` gets another attempt."""
-        if attempt > self.retries:
+        """Whether a failure of ``attempt`` with ``exit_code`` gets another attempt (retries count from
+        the step's first attempt in this revision)."""
+        if attempt - self.first_attempt + 1 > self.retries:
             return False
         return self.retry_on is None or exit_code in self.retry_on or exit_code == 124
-
-    def settings(self) -> Dict[str, Any]:
-        """The chain settings, as an inline snapshot carries them."""
-        return {"retries": self.retries, "dependsOn": list(self.depends_on), "runOn": self.run_on,
-                "timeout": self.timeout, "hangTimeout": self.hang_timeout,
-                "retryOnExitCodes": list(self.retry_on) if self.retry_on is not None else None}
 
     @property
     def name(self) -> str:
@@ -65,23 +65,37 @@ class Chain:
     warnings: List[str] = field(default_factory=list)
     notify: List[Dict[str, Any]] = field(default_factory=list)  # webhooks: {"url", "on", "format"}
     graph: bool = False  # True when some job names dependsOn (else each step follows the previous one)
+    revision: int = 0  # a run's frozen revision (1 at start, +1 per resume that changed it); 0: read from a file
+    digest: str = ""  # sha256 of the frozen revision's content
     _cached: Optional[Tuple[Any, ...]] = field(default=None, init=False, repr=False, compare=False)
 
-    def _maps(self) -> Tuple[Dict[int, Step], Dict[int, List[Step]]]:
-        """(index -> step, index -> dependents), built once: status and advance ask per step,
-        and a linear search each time made a 500-step look quadratic."""
+    def _maps(self) -> Tuple[Dict[int, Step], Dict[int, List[Step]], Dict[str, Step]]:
+        """(index -> step, index -> dependents, name -> step), built once: status and advance ask per
+        step, and a linear search each time made a 500-step look quadratic."""
         if self._cached is None or self._cached[0] is not self.steps or self._cached[1] != len(self.steps):
             by_index = {s.index: s for s in self.steps}
             waiting: Dict[int, List[Step]] = {}
             for step in self.steps:
                 for dep in step.depends_on:
                     waiting.setdefault(dep, []).append(step)
-            self._cached = (self.steps, len(self.steps), by_index, waiting)
-        return self._cached[2], self._cached[3]
+            self._cached = (self.steps, len(self.steps), by_index, waiting, {s.name: s for s in self.steps})
+        return self._cached[2], self._cached[3], self._cached[4]
 
     def step(self, index: int) -> Optional[Step]:
-        """The step with this index (a snapshot chain holds only the remaining steps)."""
+        """The step at this position (its display number)."""
         return self._maps()[0].get(index)
+
+    def named(self, name: str) -> Optional[Step]:
+        """The step with this name: how records, labels and commands know a step."""
+        return self._maps()[2].get(name)
+
+    def resolve(self, key: str) -> Optional[Step]:
+        """The step a record or label names: by name, or by position for runs recorded before
+        steps were known by name (their labels hold the index)."""
+        found = self.named(key)
+        if found is None and key.isdigit():
+            found = self.step(int(key))
+        return found
 
     def dependents(self, index: int) -> List[Step]:
         """The steps that wait for step ``index``."""

@@ -1,11 +1,12 @@
 """Webhook notifications: a POST per run event, at most once, never failing the chain.
 
 Events: ``stepFailed`` (a step failed with no retry left), and ``failed`` / ``succeeded`` /
-``stopped`` when the run ended. Formats: plain ``json``, or the text-message bodies of Feishu,
-DingTalk, WeCom and Slack incoming webhooks. A claim file in the run record makes each
-(run, event, step) go out at most once however many jobs notice it; a webhook that keeps
-failing is logged and given up after a few tries. Uses only the standard library: this runs
-inside training images.
+``stopped`` when the run ended; ``failed`` names the steps that failed. Formats: plain ``json``,
+or the text-message bodies of Feishu, DingTalk, WeCom and Slack incoming webhooks. A claim file
+in the run record makes each (run, round, event, step) go out at most once however many jobs
+notice it — a resumed run that fails again notifies again; a webhook that keeps failing is
+logged and given up after a few tries. Uses only the standard library: this runs inside
+training images.
 """
 
 from __future__ import annotations
@@ -24,18 +25,22 @@ TRIES = 3
 TIMEOUT = 10.0
 
 
-def message(chain: Chain, run_id: str, event: str, step: Optional[int], status: str,
-            exit_code: Optional[int]) -> Dict[str, Any]:
+def message(chain: Chain, run_id: str, event: str, step: Optional[str], status: str,
+            exit_code: Optional[int], failed: Optional[List[Dict[str, Any]]] = None) -> Dict[str, Any]:
     """The facts of one event, and the command that shows more."""
-    name = chain.step(step).name if step is not None and chain.step(step) else None
     look = f"job-chain status {shlex.quote(chain.path)} --run {run_id}"
     if step is not None and event == "stepFailed":
-        look = f"job-chain logs {shlex.quote(chain.path)} --run {run_id} --step {step}"
-    where = f" step {step} ({name})" if step is not None else ""
+        look = f"job-chain logs {shlex.quote(chain.path)} --run {run_id} --step {shlex.quote(step)}"
+    where = f" step {step}" if step is not None else ""
     code = f", exit code {exit_code}" if exit_code is not None else ""
-    text = f"job-chain: run {run_id} of {chain.path}:{where} {status}{code}. See: {look}"
-    return {"event": event, "chain": chain.path, "run": run_id, "step": step, "name": name, "status": status,
-            "exitCode": exit_code, "command": look, "text": text}
+    text = f"job-chain: run {run_id} of {chain.path}:{where} {status}{code}"
+    if failed:
+        text += " — " + "; ".join(
+            f"{f['name']} failed" + (f" with exit code {f['exitCode']}" if f.get("exitCode") is not None else "")
+            + (f" ({f['reason']})" if f.get("reason") else "") for f in failed)
+    text += f". See: {look}"
+    return {"event": event, "chain": chain.path, "run": run_id, "step": step, "name": step, "status": status,
+            "exitCode": exit_code, "failedSteps": failed or [], "command": look, "text": text}
 
 
 def body(fmt: str, facts: Dict[str, Any]) -> Dict[str, Any]:
@@ -85,15 +90,17 @@ def _safe(url: str) -> str:
     return f"{parts.scheme}://{parts.netloc}/…"
 
 
-def notify(chain: Chain, records: Any, run_id: str, event: str, *, step: Optional[int] = None,
-           status: str = "", exit_code: Optional[int] = None, log: Optional[Callable[[str], None]] = None) -> int:
-    """Send ``event`` to every hook that asks for it, once; the number of hooks that took it."""
+def notify(chain: Chain, records: Any, run_id: str, event: str, *, step: Optional[str] = None,
+           status: str = "", exit_code: Optional[int] = None, failed: Optional[List[Dict[str, Any]]] = None,
+           log: Optional[Callable[[str], None]] = None) -> int:
+    """Send ``event`` to every hook that asks for it, once per round; the number of hooks that took it."""
     hooks: List[Dict[str, Any]] = [h for h in chain.notify if event in (h.get("on") or ["failed"])]
     if not hooks:
         return 0
-    claim = f"notified-{event}-{'run' if step is None else step}.json"
+    round_ = records.round(run_id) if records is not None else 0
+    claim = f"notified-r{round_}-{event}-{'run' if step is None else step}.json"
     if records is not None and not records.claim(run_id, claim):
         return 0
     say = log or (lambda text: print(f"job-chain: {text}", file=sys.stderr, flush=True))
-    facts = message(chain, run_id, event, step, status or event, exit_code)
+    facts = message(chain, run_id, event, step, status or event, exit_code, failed)
     return sum(post(h["url"], body(h.get("format", "json"), facts), say) for h in hooks)

@@ -2,8 +2,8 @@
 
 The facts come from the API, so steps submitted from inside the cluster are seen too; the run
 record adds what only the advancing job knows (the script's own exit code, an advance that gave
-up). :func:`summarize` is pure: it turns those facts into a :class:`RunStatus` and decides the
-run's outcome, so every rule here is tested in-process without a server.
+up). The rules that turn them into a :class:`RunStatus` are in :mod:`job_chain.chain.outcome`.
+Steps are known by name; their index is the position shown to people.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Set, Tuple
 
 from job_chain.aihc.status import FAILED, SUCCEEDED, TERMINAL
 from job_chain.aihc.timefmt import parse_time
-from job_chain.chain.model import LABEL_ATTEMPT, LABEL_RUN, LABEL_STEP, Chain
+from job_chain.chain.model import LABEL_ATTEMPT, LABEL_RUN, LABEL_STEP
 
 NOT_SUBMITTED = "not submitted"
 SKIPPED = "skipped"
@@ -28,7 +28,7 @@ STALL_AFTER = 600.0 + 120.0
 # back this much further than the run's start when no recorded job marks where the run began.
 CLOCK_SKEW_ALLOWANCE = 3600.0
 
-StepKey = Tuple[int, int]  # (step index, attempt)
+StepKey = Tuple[str, int]  # (step name, attempt)
 
 
 class Outcome(str, Enum):
@@ -54,9 +54,9 @@ def iso(when: Optional[_dt.datetime]) -> Optional[str]:
 
 @dataclass(frozen=True)
 class Attempt:
-    """One job of a run: one attempt of one step."""
+    """One job of a run: one attempt of one step (``step`` is the step's name as its job's label says)."""
 
-    step: int
+    step: str
     attempt: int
     job_id: str
     status: str
@@ -79,7 +79,7 @@ class Attempt:
     @classmethod
     def from_cache(cls, data: Mapping[str, Any]) -> Optional[Attempt]:
         try:
-            return cls(int(data["step"]), int(data["attempt"]), str(data["jobId"]), str(data["status"]),
+            return cls(str(data["step"]), int(data["attempt"]), str(data["jobId"]), str(data["status"]),
                        _parse_iso(data.get("started")), _parse_iso(data.get("finished")),
                        None if data.get("exitCode") is None else int(data["exitCode"]), str(data.get("reason") or ""))
         except (KeyError, TypeError, ValueError):
@@ -108,9 +108,11 @@ class StepStatus:
     reason: str = ""
     started: Optional[_dt.datetime] = None
     finished: Optional[_dt.datetime] = None
-    attempts: List[Attempt] = field(default_factory=list)
+    attempts: List[Attempt] = field(default_factory=list)  # this revision's attempts (see StepStatus.history)
     depends_on: List[int] = field(default_factory=list)
     run_on: Optional[str] = None  # "failure" | "always" for an exit handler
+    history: List[Attempt] = field(default_factory=list)  # attempts of an earlier revision (before a --rerun)
+    next_attempt: int = 1  # the attempt number the step's next submission gets
 
     @property
     def submitted(self) -> bool:
@@ -130,11 +132,24 @@ class StepStatus:
         end = self.finished.timestamp() if self.finished else (time.time() if now is None else now)
         return max(0.0, end - self.started.timestamp())
 
+    @property
+    def is_handler(self) -> bool:
+        return self.run_on is not None
+
+    def what_failed(self) -> str:
+        """``train (exit code 1: reason)``: how a failed step is named to people."""
+        code = f"exit code {self.exit_code}" if self.exit_code is not None else self.status.lower()
+        reason = f": {self.reason}" if self.reason else ""
+        return f"{self.name} ({code}{reason})"
+
     def as_json(self) -> Dict[str, Any]:
-        return {"step": self.index, "name": self.name, "status": self.status, "jobId": self.job_id or None,
+        data = {"step": self.index, "name": self.name, "status": self.status, "jobId": self.job_id or None,
                 "attempt": self.attempt or None, "exitCode": self.exit_code, "reason": self.reason or None,
                 "started": iso(self.started), "finished": iso(self.finished), "duration": self.duration(),
                 "dependsOn": self.depends_on, "runOn": self.run_on, "attempts": [a.as_json() for a in self.attempts]}
+        if self.history:
+            data["earlierAttempts"] = [a.as_json() for a in self.history]
+        return data
 
 
 @dataclass
@@ -151,28 +166,44 @@ class RunStatus:
     local: bool = False
     endpoint: str = ""
     graph: bool = False  # steps wait on named dependencies (or there are exit handlers), not just a line
+    revision: int = 0  # the frozen revision the run runs (0: a run recorded before runs were frozen)
+    revisions: List[Dict[str, Any]] = field(default_factory=list)  # each revision: number, when, why, changes
+    digest: str = ""
 
     @property
-    def current(self) -> List[StepStatus]:
-        """The steps that matter now: the active ones, else the furthest submitted one."""
-        active = [s for s in self.steps if s.active]
-        if active:
-            return active
-        submitted = [s for s in self.steps if s.submitted]
-        return submitted[-1:]
+    def failed_steps(self) -> List[StepStatus]:
+        """The steps whose failure made the run fail (never an exit handler), in order."""
+        if self.outcome is not Outcome.FAILED:
+            return []
+        return [s for s in self.steps if not s.is_handler and s.status in FAILED]
 
     @property
     def failed_step(self) -> Optional[StepStatus]:
         """The step whose failure ended the run (None unless the outcome is failed)."""
-        if self.outcome is not Outcome.FAILED:
-            return None
-        failed = [s for s in self.steps if s.status in FAILED]
-        return failed[-1] if failed else (self.current[-1] if self.current else None)
+        failed = self.failed_steps
+        return failed[-1] if failed else None
+
+    @property
+    def current(self) -> List[StepStatus]:
+        """The steps that matter now: the active steps (handlers only when nothing else is going);
+        for a failed run the failed steps; else the furthest submitted step."""
+        active = [s for s in self.steps if s.active]
+        work = [s for s in active if not s.is_handler]
+        if work or active:
+            return work or active
+        if self.failed_steps:
+            return self.failed_steps
+        submitted = [s for s in self.steps if s.submitted and not s.is_handler]
+        return submitted[-1:]
 
     def as_json(self) -> Dict[str, Any]:
         return {"run": self.run_id, "chain": self.chain_path, "outcome": self.outcome.value,
                 "reason": self.reason or None, "started": iso(self.started), "firstStep": self.first_step,
                 "local": self.local, "endpoint": self.endpoint or None, "graph": self.graph,
+                "revision": self.revision or None, "digest": self.digest or None,
+                "revisions": self.revisions,
+                "failedSteps": [{"step": s.index, "name": s.name, "exitCode": s.exit_code, "reason": s.reason or None}
+                                for s in self.failed_steps],
                 "steps": [s.as_json() for s in self.steps]}
 
 
@@ -186,9 +217,12 @@ def attempt_of(job: Mapping[str, Any], run_id: str) -> Optional[Attempt]:
     labels = job_labels(job)
     if labels.get(LABEL_RUN) != run_id:
         return None
+    step = labels.get(LABEL_STEP)
     try:
-        step, attempt = int(str(labels.get(LABEL_STEP))), int(str(labels.get(LABEL_ATTEMPT, "1")))
+        attempt = int(str(labels.get(LABEL_ATTEMPT, "1")))
     except ValueError:
+        return None
+    if not isinstance(step, str) or not step:
         return None
     status = str(job.get("status") or "Unknown")
     return Attempt(step, attempt, str(job.get("jobId") or ""), status, parse_time(job.get("createdAt")),
@@ -221,173 +255,14 @@ def explain(attempt: Attempt, events: Iterable[Mapping[str, Any]]) -> Attempt:
     return replace(attempt, exit_code=exit_code, reason=reason or attempt.reason)
 
 
-# -- the rules ------------------------------------------------------------------------------------
 @dataclass
 class RunFacts:
     """What the run record adds to the API's view (empty for runs recorded elsewhere)."""
 
-    first_step: int = 0
     started: Optional[float] = None
     stopped: bool = False
     script_exit: Dict[StepKey, int] = field(default_factory=dict)  # written by each advancing job
     succeeded: Set[StepKey] = field(default_factory=set)  # every replica succeeded (written before advancing)
     advance_failed: Dict[StepKey, str] = field(default_factory=dict)  # (step, attempt) -> why
     round: int = 0  # how many times the run was resumed: exit handlers run once per round
-
-
-def summarize(chain: Chain, attempts: Iterable[Attempt], facts: RunFacts, *, run_id: str,
-              now: Optional[float] = None, local: bool = False, endpoint: str = "") -> RunStatus:
-    """Every step's status and the run's outcome, from its attempts and the record's facts."""
-    from job_chain.chain import graph
-
-    now = time.time() if now is None else now
-    by_step: Dict[int, List[Attempt]] = {}
-    for item in attempts:
-        by_step.setdefault(item.step, []).append(item)
-    steps: List[StepStatus] = []
-    states: Dict[int, str] = {}
-    for step in chain.steps:
-        found = sorted(by_step.get(step.index, []), key=lambda a: a.attempt)
-        if step.index < facts.first_step and not found and not step.is_handler:
-            steps.append(StepStatus(step.index, step.name, SKIPPED,
-                                    reason=f"the run started at step {facts.first_step}"))
-            continue
-        if not found:
-            steps.append(StepStatus(step.index, step.name))
-            continue
-        found = [_with_script_exit(a, facts) for a in found]
-        latest = found[-1]
-        state = StepStatus(step.index, step.name, latest.status, latest.job_id, latest.attempt, latest.exit_code,
-                           latest.reason, latest.started, latest.finished, found)
-        key = (step.index, latest.attempt)
-        proven = key in facts.succeeded or any(by_step.get(d.index) for d in chain.dependents(step.index))
-        if latest.terminal and not state.succeeded and proven:
-            # every replica succeeded; the job failed (exit 75) only because advancing did
-            state.status, state.exit_code = "Succeeded", 0
-            state.reason = (f"the script succeeded; its job ended {latest.status} while starting what follows"
-                            + (f": {facts.advance_failed[key]}" if key in facts.advance_failed else ""))
-        steps.append(state)
-        states[step.index] = _planner_state(step, state)
-    plan = graph.plan(chain, states, first_step=facts.first_step, stopped=facts.stopped)
-    for state, step in zip(steps, chain.steps):
-        state.depends_on, state.run_on = list(step.depends_on), step.run_on
-        if state.index in plan.blocked:
-            state.status = SKIPPED if chain.graph else NOT_SUBMITTED
-            state.reason = plan.blocked[state.index]
-    outcome, reason = _outcome(chain, steps, plan, facts, now)
-    return RunStatus(run_id, chain.path, outcome, steps, facts.first_step, utc(facts.started), reason, local, endpoint,
-                     graph=chain.graph or bool(chain.handlers))
-
-
-def _planner_state(step: Any, state: StepStatus) -> str:
-    from job_chain.chain import graph
-
-    if state.succeeded:
-        return graph.SUCCEEDED
-    if state.active:
-        return graph.ACTIVE
-    if state.status in FAILED:
-        code = state.exit_code if state.exit_code is not None else 1
-        return graph.RETRY_DUE if step.may_retry(state.attempt, code) else graph.FAILED
-    return graph.STOPPED
-
-
-def _with_script_exit(item: Attempt, facts: RunFacts) -> Attempt:
-    code = facts.script_exit.get((item.step, item.attempt))
-    if code is None or not item.terminal or item.status in SUCCEEDED:
-        return item
-    return replace(item, exit_code=code)
-
-
-def _outcome(chain: Chain, steps: List[StepStatus], plan: Any, facts: RunFacts, now: float) -> Tuple[Outcome, str]:
-    """The run's outcome and why; exit handlers keep a run running but never change its outcome."""
-    by_index = {s.index: s for s in steps}
-    handlers = {h.index for h in chain.handlers}
-    if any(s.active for s in steps):
-        return Outcome.RUNNING, ""
-
-    def ended_ago(indexes: Iterable[int]) -> Optional[float]:
-        times = [by_index[i].finished.timestamp() for i in indexes if i in by_index and by_index[i].finished]
-        return now - max(times) if times else None
-
-    def overdue(indexes: Iterable[int]) -> bool:
-        ago = ended_ago(indexes)
-        return ago is not None and ago > STALL_AFTER
-
-    for index in plan.ready:  # a step that should have been started by the steps it needs
-        step = chain.step(index)
-        deps = list(step.depends_on) if step else []
-        gave_up = [(d, by_index[d].attempt) for d in deps if (d, by_index[d].attempt) in facts.advance_failed]
-        if gave_up:
-            d, a = gave_up[0]
-            return Outcome.FAILED, f"step {d} succeeded, but step {index} could not be submitted: " \
-                                   f"{facts.advance_failed[(d, a)]}"
-        if not deps:
-            if facts.started is not None and now - facts.started > STALL_AFTER:
-                return Outcome.FAILED, f"step {index} was never submitted"
-            return Outcome.RUNNING, ""
-        if overdue(deps):
-            return Outcome.FAILED, f"step {max(deps, key=lambda d: ended_ago([d]) or 0.0)} succeeded, but step " \
-                                   f"{index} was never submitted"
-        return Outcome.RUNNING, ""
-    for state in steps:  # a failed step whose retry its job should have submitted
-        step = chain.step(state.index)
-        if step is None or state.index in handlers or not state.submitted or state.status not in FAILED:
-            continue
-        code = state.exit_code if state.exit_code is not None else 1
-        if step.may_retry(state.attempt, code):
-            key = (state.index, state.attempt)
-            with_code = f" with exit code {state.exit_code}" if state.exit_code is not None else ""
-            if key in facts.advance_failed:
-                return Outcome.FAILED, f"step {state.index} failed{with_code} and its retry could not be " \
-                                       f"submitted: {facts.advance_failed[key]}"
-            if overdue([state.index]):
-                return Outcome.FAILED, f"step {state.index} failed{with_code} and its retry was never submitted"
-            return Outcome.RUNNING, ""
-    for index in plan.handlers:  # the run ended: its exit handlers run (once per round)
-        handler = by_index[index]
-        if not handler.submitted or handler.attempt <= facts.round:
-            graph_steps = [s.index for s in steps if s.index not in handlers]
-            if not overdue(graph_steps):
-                return Outcome.RUNNING, ""
-    return _final(chain, steps, plan, facts)
-
-
-def _final(chain: Chain, steps: List[StepStatus], plan: Any, facts: RunFacts) -> Tuple[Outcome, str]:
-    wanted = [s for s in steps if not (chain.step(s.index) and chain.step(s.index).is_handler)  # type: ignore
-              and not (s.index < facts.first_step and not s.submitted)]
-    if facts.stopped:
-        return Outcome.STOPPED, "stopped by the user"
-    failed = [s for s in wanted if s.status in FAILED]
-    if failed:
-        last = failed[-1]
-        step = chain.step(last.index)
-        retries = step.retries if step else 0
-        code = f" with exit code {last.exit_code}" if last.exit_code is not None else ""
-        tries = f" (attempt {last.attempt} of {retries + 1})" if retries else ""
-        return Outcome.FAILED, f"step {last.index} ({last.name}) failed{code}{tries}"
-    stopped = [s for s in wanted if s.submitted and not s.succeeded]
-    if stopped:
-        return Outcome.STOPPED, f"step {stopped[-1].index} ({stopped[-1].name}) was stopped"
-    if wanted and all(s.succeeded for s in wanted):
-        return Outcome.SUCCEEDED, ""
-    return Outcome.FAILED, "some steps never ran"
-
-
-def resume_targets(status: RunStatus, chain: Chain) -> List[Tuple[int, int]]:
-    """(step, attempt) for each step resume submits: every step that did not succeed and whose
-    dependencies all did (the first such step, in a line).
-
-    A step never submitted starts at attempt 1; one that failed or was stopped gets its next
-    attempt. Either way the client token is the one an interrupted submission or a failed
-    advance used, so a create that was in fact stored is not made twice.
-    """
-    done = {s.index for s in status.steps if s.succeeded or s.status == SKIPPED and not s.reason.startswith("needs")}
-    targets = []
-    for state in status.steps:
-        step = chain.step(state.index)
-        if step is None or step.is_handler or state.index in done:
-            continue
-        if all(d in done for d in step.depends_on):
-            targets.append((state.index, (state.attempt + 1) if state.submitted else 1))
-    return targets
+    start_failed: Optional[str] = None  # why the run's first steps could not be submitted

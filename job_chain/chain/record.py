@@ -1,33 +1,43 @@
 """The run record kept beside the chain file: one directory per run, one file per fact.
 
 ``chain_info.json`` gets ``chain_info.json.runs/<run-id>/`` holding ``run.json`` (where and how
-the run started), ``step-0003-attempt-1.json`` per submission, ``exit-0003-attempt-1.json`` per
-script exit (written by the advancing job), ``advance-failed-…`` when an advance gave up,
-``stopped.json`` and ``attempts.json`` (a cache of finished attempts), each written atomically
-with mode 0600. One file per fact means replicas, retries and the local ``run`` never rewrite
-each other's files. The API stays the source of truth for job statuses.
+the run started, and its current revision), ``revision-1.json`` (the chain frozen at start; a
+resume that changed the run adds ``revision-2.json`` beside it), ``step-<name>-attempt-1.json``
+per submission, ``exit-<name>-attempt-1.json`` per script exit (written by the advancing job),
+``advance-failed-…`` when an advance gave up, ``stopped.json``, ``start-failed.json`` and
+``attempts.json`` (a cache of finished attempts), each written atomically with mode 0600. Steps
+are known by name. One file per fact means replicas, retries and the local ``run`` never
+rewrite each other's files. The API stays the source of truth for job statuses.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import secrets
+import shlex
 import shutil
 import time
-from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Set, Tuple
 
 from job_chain.chain.progress import Attempt, RunFacts
 from job_chain.errors import RunNotFound, UsageError
 from job_chain.files import write_json_private
 
-_SUBMISSION = re.compile(r"step-(\d+)-attempt-(\d+)\.json")
-_EXIT = re.compile(r"exit-(\d+)-attempt-(\d+)\.json")
-_ADVANCE_FAILED = re.compile(r"advance-failed-(\d+)-attempt-(\d+)\.json")
+# a step is named by its AIHC job name (or, in runs recorded before names, its index)
+_STEP = r"([a-z0-9][-a-z0-9]{0,62})"
+_SUBMISSION = re.compile(rf"step-{_STEP}-attempt-(\d+)\.json")
+_EXIT = re.compile(rf"exit-{_STEP}-attempt-(\d+)\.json")
+_ADVANCE_FAILED = re.compile(rf"advance-failed-{_STEP}-attempt-(\d+)\.json")
+_REVISION = re.compile(r"revision-(\d+)\.json")
 _RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 STOPPED_MARKER = "stopped.json"
+START_FAILED = "start-failed.json"
 ATTEMPTS_CACHE = "attempts.json"
+RUN_CREDENTIALS = "credentials.json"  # the chain file's api_config at start, for the advancing jobs
+LOCK = ".lock"
 
 
 def new_run_id() -> str:
@@ -57,8 +67,12 @@ def _read(path: str) -> Optional[Dict[str, Any]]:
         return None
 
 
-def _name(kind: str, step: int, attempt: int) -> str:
-    return f"{kind}-{step:04d}-attempt-{attempt}.json"
+def _name(kind: str, step: str, attempt: int) -> str:
+    return f"{kind}-{step}-attempt-{attempt}.json"
+
+
+class RecordDamaged(UsageError):
+    """A run directory whose ``run.json`` cannot be read: never taken for "no run"."""
 
 
 class RunRecords:
@@ -67,6 +81,7 @@ class RunRecords:
     def __init__(self, chain_path: str) -> None:
         self.chain_path = chain_path
         self.root = os.path.abspath(chain_path) + ".runs"
+        self._frozen: Dict[Tuple[str, int], Any] = {}
 
     def _dir(self, run_id: str) -> str:
         if not isinstance(run_id, str) or not _RUN_ID.fullmatch(run_id):
@@ -84,7 +99,7 @@ class RunRecords:
         if not known:
             return f"; no run of {self.chain_path} is recorded here"
         shown = ", ".join(known[:5]) + (f" and {len(known) - 5} more" if len(known) > 5 else "")
-        return f"; known runs (newest first): {shown} (job-chain runs {self.chain_path} lists them)"
+        return f"; known runs (newest first): {shown} (job-chain runs {shlex.quote(self.chain_path)} lists them)"
 
     # -- runs --------------------------------------------------------------------------------
     def create_run(self, run_id: str, **meta: Any) -> Dict[str, Any]:
@@ -94,8 +109,15 @@ class RunRecords:
         write_json_private(os.path.join(self._dir(run_id), "run.json"), run)
         return run
 
+    def update_run(self, run_id: str, **changes: Any) -> Dict[str, Any]:
+        """Rewrite ``run.json`` with ``changes`` (resume: the round, the mode, a new revision)."""
+        run = dict(self.require_run(run_id))
+        run.update(changes)
+        write_json_private(os.path.join(self._dir(run_id), "run.json"), run)
+        return run
+
     def delete_run(self, run_id: str) -> None:
-        """Forget a run that never got a job (its first create was refused)."""
+        """Forget a run: its directory and everything in it."""
         shutil.rmtree(self._dir(run_id), ignore_errors=True)
 
     def get_run(self, run_id: str) -> Optional[Dict[str, Any]]:
@@ -105,8 +127,23 @@ class RunRecords:
         """The recorded run, or :class:`RunNotFound` listing the runs that exist."""
         run = self.get_run(run_id)
         if run is None:
+            if os.path.isdir(self._dir(run_id)):
+                raise RecordDamaged(self._damaged_message(run_id))
             raise RunNotFound(f"no run {run_id} of {self.chain_path} is recorded" + self._known_hint(), self.run_ids())
         return run
+
+    def _damaged_message(self, run_id: str) -> str:
+        return (f"the record of run {run_id} is damaged ({os.path.join(self._dir(run_id), 'run.json')} is missing or "
+                f"not JSON): delete it with 'job-chain runs {shlex.quote(self.chain_path)} --delete {run_id}'")
+
+    def damaged(self) -> List[str]:
+        """Run directories whose ``run.json`` cannot be read (newest first)."""
+        try:
+            names = os.listdir(self.root)
+        except OSError:
+            return []
+        return sorted((n for n in names if _RUN_ID.fullmatch(n) and os.path.isdir(os.path.join(self.root, n))
+                       and _read(os.path.join(self.root, n, "run.json")) is None), reverse=True)
 
     def runs(self) -> List[Dict[str, Any]]:
         """Every recorded run, newest first."""
@@ -129,6 +166,81 @@ class RunRecords:
         runs = self.runs()
         return runs[0] if runs else None
 
+    @contextlib.contextmanager
+    def start_lock(self) -> Iterator[None]:
+        """Held while a run is checked for and recorded: two starts never both pass "no run is going"."""
+        import fcntl
+
+        self._check_root()
+        os.makedirs(self.root, mode=0o700, exist_ok=True)
+        fd = os.open(os.path.join(self.root, LOCK), os.O_CREAT | os.O_RDWR, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # closing releases the lock
+
+    def record_start_failure(self, run_id: str, message: str) -> None:
+        """The run's first steps could not be submitted: its outcome is failed, not "unknown" for ever."""
+        self._write(run_id, START_FAILED, {"message": message, "at": time.time()})
+
+    def start_failure(self, run_id: str) -> Optional[str]:
+        entry = _read(os.path.join(self._dir(run_id), START_FAILED))
+        return str(entry.get("message") or "it could not be started") if entry is not None else None
+
+    # -- the frozen chain ------------------------------------------------------------------------
+    def freeze(self, run_id: str, frozen: Dict[str, Any], *, revision: int, reason: str,
+               changes: Optional[List[Dict[str, Any]]] = None) -> str:
+        """Keep revision ``revision`` of the run's chain; return its digest. Never overwrites one."""
+        from job_chain.chain.frozen import digest
+
+        value = digest(frozen)
+        path = os.path.join(self._dir(run_id), f"revision-{revision}.json")
+        if os.path.exists(path):
+            raise UsageError(f"run {run_id} already has a revision {revision}")
+        os.makedirs(self._dir(run_id), mode=0o700, exist_ok=True)
+        write_json_private(path, {"revision": revision, "created": time.time(), "reason": reason,
+                                  "changes": changes or [], "digest": value, "chain": frozen})
+        return value
+
+    def revisions(self, run_id: str) -> List[Dict[str, Any]]:
+        """Each revision's facts (number, when, why, what changed, digest), oldest first; no chain."""
+        out = []
+        for name in sorted(os.listdir(self._dir(run_id)) if os.path.isdir(self._dir(run_id)) else []):
+            if _REVISION.fullmatch(name):
+                data = _read(os.path.join(self._dir(run_id), name)) or {}
+                out.append({k: data.get(k) for k in ("revision", "created", "reason", "changes", "digest")})
+        return sorted(out, key=lambda r: int(r.get("revision") or 0))
+
+    def frozen(self, run_id: str, run: Optional[Dict[str, Any]] = None) -> Optional[Any]:
+        """The chain the run runs now (its current revision), or None for a run recorded before runs
+        were frozen. Raises :class:`RecordDamaged` when the copy cannot be read."""
+        from job_chain.chain.frozen import FrozenDamaged, thaw
+
+        run = run if run is not None else self.require_run(run_id)
+        number = run.get("revision")
+        if not isinstance(number, int) or number < 1:
+            return None
+        if (run_id, number) not in self._frozen:
+            path = os.path.join(self._dir(run_id), f"revision-{number}.json")
+            data = _read(path)
+            try:
+                if data is None:
+                    raise FrozenDamaged("missing or not JSON")
+                chain = thaw(data["chain"], self.chain_path, revision=number, digest_=str(data.get("digest") or ""))
+            except (FrozenDamaged, KeyError, TypeError) as exc:
+                raise RecordDamaged(f"the frozen chain of run {run_id} ({path}) is damaged: {exc}") from None
+            self._frozen[(run_id, number)] = chain
+        return self._frozen[(run_id, number)]
+
+    def save_credentials(self, run_id: str, api_config: Dict[str, Any]) -> None:
+        """The chain file's ``api_config`` as it was at start (0600), so advancing jobs need not read
+        the file again; only written when the file held keys."""
+        self._write(run_id, RUN_CREDENTIALS, {k: v for k, v in api_config.items() if isinstance(v, str)})
+
+    def credentials(self, run_id: str) -> Dict[str, Any]:
+        return _read(os.path.join(self._dir(run_id), RUN_CREDENTIALS)) or {}
+
     # -- submissions -------------------------------------------------------------------------
     def _write(self, run_id: str, name: str, data: Dict[str, Any]) -> bool:
         """Write one fact; False (not an error) when the record is not writable here (a job's view)."""
@@ -139,12 +251,12 @@ class RunRecords:
         except OSError:
             return False
 
-    def record_submission(self, run_id: str, step: int, attempt: int, job_id: str, job_name: str) -> bool:
+    def record_submission(self, run_id: str, step: str, attempt: int, job_id: str, job_name: str) -> bool:
         """Note a created job; False (not an error) when the record is not writable here."""
         return self._write(run_id, _name("step", step, attempt), {
             "step": step, "attempt": attempt, "jobId": job_id, "jobName": job_name, "submitted": time.time()})
 
-    def submission(self, run_id: str, step: int, attempt: int) -> Optional[Dict[str, Any]]:
+    def submission(self, run_id: str, step: str, attempt: int) -> Optional[Dict[str, Any]]:
         return _read(os.path.join(self._dir(run_id), _name("step", step, attempt)))
 
     def submissions(self, run_id: str) -> List[Dict[str, Any]]:
@@ -162,21 +274,21 @@ class RunRecords:
             match = pattern.fullmatch(name)
             entry = _read(os.path.join(directory, name)) if match else None
             if entry is not None and match is not None:
-                entry["step"], entry["attempt"] = int(match.group(1)), int(match.group(2))
+                entry["step"], entry["attempt"] = match.group(1), int(match.group(2))
                 out.append(entry)
         return out
 
-    def first_job_id(self, run_id: str, first_step: int) -> Optional[str]:
-        """The run's first job (its first step's first attempt): a job list walked newest first can stop there."""
-        entry = self.submission(run_id, first_step, 1)
-        return entry.get("jobId") if entry else None
+    def first_job_id(self, run_id: str) -> Optional[str]:
+        """The run's first job: a job list walked newest first can stop there."""
+        entries = self.submissions(run_id)
+        return entries[0]["jobId"] if entries else None
 
     # -- what only the advancing job knows -----------------------------------------------------
-    def record_exit(self, run_id: str, step: int, attempt: int, exit_code: int) -> bool:
+    def record_exit(self, run_id: str, step: str, attempt: int, exit_code: int) -> bool:
         """The user script's own exit code (the job's may differ: 75 when advancing failed)."""
         return self._write(run_id, _name("exit", step, attempt), {"exitCode": exit_code, "at": time.time()})
 
-    def record_succeeded(self, run_id: str, step: int, attempt: int) -> bool:
+    def record_succeeded(self, run_id: str, step: str, attempt: int) -> bool:
         """Step ``step`` succeeded (every replica): written before its job looks at the others.
 
         Two predecessors of a join that finish together each write this first and read the
@@ -184,7 +296,7 @@ class RunRecords:
         """
         return self._write(run_id, _name("succeeded", step, attempt), {"at": time.time()})
 
-    def succeeded(self, run_id: str, step: int, attempt: int) -> bool:
+    def succeeded(self, run_id: str, step: str, attempt: int) -> bool:
         return os.path.exists(os.path.join(self._dir(run_id), _name("succeeded", step, attempt)))
 
     def claim(self, run_id: str, name: str) -> bool:
@@ -200,24 +312,24 @@ class RunRecords:
         return True
 
     def round(self, run_id: str, run: Optional[Dict[str, Any]] = None) -> int:
-        """How many times the run was resumed: exit handlers run once per round."""
+        """How many times the run was resumed: exit handlers and notifications happen once per round."""
         value = (run if run is not None else self.get_run(run_id) or {}).get("round", 0)
         return value if isinstance(value, int) and value >= 0 else 0
 
-    def record_advance_failure(self, run_id: str, step: int, attempt: int, message: str) -> bool:
+    def record_advance_failure(self, run_id: str, step: str, attempt: int, message: str) -> bool:
         return self._write(run_id, _name("advance-failed", step, attempt), {"message": message, "at": time.time()})
 
-    def script_exit(self, run_id: str, step: int, attempt: int) -> Optional[int]:
+    def script_exit(self, run_id: str, step: str, attempt: int) -> Optional[int]:
         entry = _read(os.path.join(self._dir(run_id), _name("exit", step, attempt))) or {}
         code = entry.get("exitCode")
         return code if isinstance(code, int) else None
 
-    def advance_failure(self, run_id: str, step: int, attempt: int) -> Optional[str]:
+    def advance_failure(self, run_id: str, step: str, attempt: int) -> Optional[str]:
         entry = _read(os.path.join(self._dir(run_id), _name("advance-failed", step, attempt)))
         return str(entry.get("message") or "advance gave up") if entry is not None else None
 
     def facts(self, run_id: str, run: Optional[Dict[str, Any]] = None,
-              keys: Optional[Iterable[Tuple[int, int]]] = None) -> RunFacts:
+              keys: Optional[Iterable[Tuple[str, int]]] = None) -> RunFacts:
         """What the record knows, about the (step, attempt) ``keys`` only (None: every one).
 
         A 500-step run has 1,000 such files; a look at it needs the few that did not succeed.
@@ -236,10 +348,10 @@ class RunRecords:
             failures = {key: text for key, text in gave_up.items() if text is not None}
         succeeded = {key for key in (exits if keys is None else wanted) if self.succeeded(run_id, *key)}
         started = run.get("started")
-        return RunFacts(first_step=int(run.get("startStep") or 0),
-                        started=float(started) if isinstance(started, (int, float)) else run_started(run_id),
+        return RunFacts(started=float(started) if isinstance(started, (int, float)) else run_started(run_id),
                         stopped=self.is_stopped(run_id), script_exit=exits, succeeded=succeeded,
-                        advance_failed=failures, round=self.round(run_id, run))
+                        advance_failed=failures, round=self.round(run_id, run),
+                        start_failed=self.start_failure(run_id))
 
     def clear_advance_failures(self, run_id: str) -> None:
         for entry in self._entries(run_id, _ADVANCE_FAILED):
@@ -271,10 +383,11 @@ class RunRecords:
         write_json_private(os.path.join(self._dir(run_id), STOPPED_MARKER), {"stopped": time.time()})
 
     def clear_stopped(self, run_id: str) -> None:
-        try:
-            os.unlink(os.path.join(self._dir(run_id), STOPPED_MARKER))
-        except FileNotFoundError:
-            pass
+        for name in (STOPPED_MARKER, START_FAILED):
+            try:
+                os.unlink(os.path.join(self._dir(run_id), name))
+            except FileNotFoundError:
+                pass
 
     def is_stopped(self, run_id: str) -> bool:
         return os.path.exists(os.path.join(self._dir(run_id), STOPPED_MARKER))

@@ -17,75 +17,81 @@ from job_chain.chain.record import RunRecords
 MODES = ("job", "watch", "inline")
 
 
-def client_token(run_id: str, step: int, attempt: int) -> str:
-    """The same (run, step, attempt) always gets the same token, so AIHC creates it once."""
-    return f"jc-{run_id}-{step}-{attempt}"
+def client_token(run_id: str, step: Step, attempt: int) -> str:
+    """The same (run, step, attempt) always gets the same token, so AIHC creates it once. A step a
+    resume changed carries its revision too: the old content's token is never sent with the new."""
+    revision = f"-r{step.changed_in}" if step.changed_in > 1 else ""
+    return f"jc-{run_id}-{step.name}-{attempt}{revision}"
 
 
-def _labels(body: Dict[str, Any], run_id: str, step: int, attempt: int) -> List[Dict[str, str]]:
-    ours = {LABEL_RUN: run_id, LABEL_STEP: str(step), LABEL_ATTEMPT: str(attempt)}
+def _labels(body: Dict[str, Any], run_id: str, step: str, attempt: int) -> List[Dict[str, str]]:
+    ours = {LABEL_RUN: run_id, LABEL_STEP: step, LABEL_ATTEMPT: str(attempt)}
     kept = [label for label in body.get("labels") or [] if label.get("key") not in ours]
     return kept + [{"key": k, "value": v} for k, v in ours.items()]
 
 
-def encode_snapshot(chain: Chain, first: int, host: Optional[str]) -> str:
-    """A compressed, secret-free copy of steps ``first..`` for ``--inline`` runs."""
-    data = {
-        "v": 1, "pool": chain.pool, "host": host, "scrips_path": chain.scrips_path,
-        "apiVersion": chain.api_config.get("version"),  # the next steps speak the same API
-        "chain": os.path.abspath(chain.path),  # where the user steers the run from, for hints
-        "notify": chain.notify, "graph": chain.graph,
-        "steps": [{"index": s.index, "body": s.body, **s.settings()} for s in chain.steps
-                  if s.index >= first or s.is_handler or chain.graph],
-    }
+def encode_snapshot(chain: Chain, first: Step, host: Optional[str]) -> str:
+    """A compressed, secret-free copy of the run's chain for ``--inline`` runs: the frozen form,
+    without the steps of a line that are already behind ``first``."""
+    from job_chain.chain.frozen import freeze
+
+    keep = [s for s in chain.steps if s.index >= first.index or s.is_handler or chain.graph]
+    data = {"v": 2, "host": host, "chain": os.path.abspath(chain.path), "frozen": freeze(chain, steps=keep)}
     raw = zlib.compress(json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode("utf-8"), 9)
     text = base64.b64encode(raw).decode("ascii")
     return "\n".join(text[i:i + 76] for i in range(0, len(text), 76))
 
 
 def decode_snapshot(text: str) -> Chain:
-    """Rebuild the remaining chain from an inline snapshot."""
+    """Rebuild the run's chain from an inline snapshot."""
+    from job_chain.chain.frozen import FrozenDamaged, thaw
     from job_chain.errors import UsageError
 
     try:
         data = json.loads(zlib.decompress(base64.b64decode("".join(text.split()))).decode("utf-8"))
-        steps = [Step(index=int(s["index"]), body=s["body"], script=s["body"]["jobSpec"]["command"],
-                      script_origin="snapshot", retries=int(s.get("retries", 0)),
-                      depends_on=tuple(int(d) for d in s.get("dependsOn") or ()), run_on=s.get("runOn"),
-                      timeout=s.get("timeout"), hang_timeout=s.get("hangTimeout"),
-                      retry_on=tuple(s["retryOnExitCodes"]) if s.get("retryOnExitCodes") is not None else None)
-                 for s in data["steps"]]
-    except (ValueError, KeyError, TypeError, zlib.error) as exc:
+        path = data.get("chain") if isinstance(data.get("chain"), str) else "CHAIN_FILE"
+        chain = thaw(data["frozen"], path)
+    except (ValueError, KeyError, TypeError, zlib.error, FrozenDamaged) as exc:
         raise UsageError(f"the inline chain snapshot is damaged: {exc}") from None
-    api = {"host": data["host"]} if data.get("host") else {}
-    if data.get("apiVersion"):
-        api["version"] = data["apiVersion"]
-    path = data.get("chain") if isinstance(data.get("chain"), str) else "CHAIN_FILE"
-    return Chain(path=path, pool=data["pool"], steps=steps, api_config=api,
-                 scrips_path=data.get("scrips_path"), notify=list(data.get("notify") or []),
-                 graph=bool(data.get("graph")))
+    if data.get("host"):
+        chain.api_config["host"] = data["host"]
+    return chain
+
+
+def step_env(run_id: str, step: Step, context: Optional[Dict[str, str]] = None) -> List[Dict[str, str]]:
+    """What job-chain tells every step in its environment (and an exit handler, the run's end)."""
+    ours = {"JOB_CHAIN_RUN_ID": run_id, "JOB_CHAIN_STEP": step.name, **(context or {})}
+    return [{"name": k, "value": v} for k, v in ours.items()]
 
 
 def build_request(
-    chain: Chain, index: int, run_id: str, attempt: int, *, mode: str = "job", host: Optional[str] = None,
+    chain: Chain, name: str, run_id: str, attempt: int, *, mode: str = "job", host: Optional[str] = None,
+    context: Optional[Dict[str, str]] = None,
 ) -> Dict[str, Any]:
-    """The create-job body for step ``index``: its script wrapped (unless ``watch``), labelled."""
-    step = chain.step(index)
+    """The create-job body for step ``name``: its script wrapped (unless ``watch``), labelled.
+
+    ``context``: extra environment for the step (an exit handler learns how the run ended).
+    """
+    step = chain.named(name)
     if step is None:
-        raise IndexError(index)
+        raise KeyError(name)
     body = copy.deepcopy(step.body)
+    spec = body["jobSpec"]
+    ours = step_env(run_id, step, context)
+    taken = {e["name"] for e in ours}
+    spec["envs"] = [e for e in spec.get("envs") or [] if e.get("name") not in taken] + ours
     if mode != "watch":
-        body["jobSpec"]["command"] = step_command(
-            step.script, run_id=run_id, step=index, attempt=attempt,
+        spec["command"] = step_command(
+            step.script, run_id=run_id, step=step.name, attempt=attempt,
             config_path=chain.cluster_config_path, scrips_path=chain.scrips_path,
-            snapshot=encode_snapshot(chain, index, host) if mode == "inline" else None,
+            snapshot=encode_snapshot(chain, step, host) if mode == "inline" else None,
             timeout=step.timeout, hang_timeout=step.hang_timeout,
         )
-    body["labels"] = _labels(body, run_id, index, attempt)
+    body["labels"] = _labels(body, run_id, step.name, attempt)
     return body
 
 
-def find_submitted(client: JobsAPI, pool: str, run_id: str, step: int, attempt: int,
+def find_submitted(client: JobsAPI, pool: str, run_id: str, step: str, attempt: int,
                    since: Optional[float] = None) -> Optional[Dict[str, Any]]:
     """Look for the job of (run, step, attempt) by its labels, newest first.
 
@@ -95,7 +101,7 @@ def find_submitted(client: JobsAPI, pool: str, run_id: str, step: int, attempt: 
     from job_chain.aihc.timefmt import parse_time
     from job_chain.chain.progress import CLOCK_SKEW_ALLOWANCE
 
-    wanted = {LABEL_RUN: run_id, LABEL_STEP: str(step), LABEL_ATTEMPT: str(attempt)}
+    wanted = {LABEL_RUN: run_id, LABEL_STEP: step, LABEL_ATTEMPT: str(attempt)}
     for job in client.iter_jobs(pool, order_by="createdAt", order="desc"):
         labels = {x.get("key"): x.get("value") for x in job.get("labels") or []}
         if all(labels.get(k) == v for k, v in wanted.items()):
@@ -109,29 +115,33 @@ def find_submitted(client: JobsAPI, pool: str, run_id: str, step: int, attempt: 
 def submit_step(
     client: JobsAPI,
     chain: Chain,
-    index: int,
+    name: str,
     run_id: str,
     attempt: int,
     *,
     records: Optional[RunRecords] = None,
     mode: str = "job",
     since: Optional[float] = None,
+    context: Optional[Dict[str, str]] = None,
 ) -> Dict[str, str]:
-    """Create step ``index`` once; return ``{"jobId", "jobName", "created": "yes"|"no"}``.
+    """Create step ``name`` once; return ``{"jobId", "jobName", "created": "yes"|"no"}``.
 
     A step already recorded (or found by its labels) is not created again; the create itself
     carries a deterministic client token, so a retried or repeated call cannot duplicate it.
     """
-    recorded = records.submission(run_id, index, attempt) if records else None
+    recorded = records.submission(run_id, name, attempt) if records else None
     if recorded:
         return {"jobId": recorded["jobId"], "jobName": recorded.get("jobName", ""), "created": "no"}
     if records is None:
-        found = find_submitted(client, chain.pool, run_id, index, attempt, since)
+        found = find_submitted(client, chain.pool, run_id, name, attempt, since)
         if found:
             return {"jobId": found.get("jobId", ""), "jobName": found.get("name", ""), "created": "no"}
-    body = build_request(chain, index, run_id, attempt, mode=mode, host=chain.api_config.get("host"))
-    result = client.create_job(chain.pool, body, client_token=client_token(run_id, index, attempt))
+    step = chain.named(name)
+    if step is None:
+        raise KeyError(name)
+    body = build_request(chain, name, run_id, attempt, mode=mode, host=chain.api_config.get("host"), context=context)
+    result = client.create_job(chain.pool, body, client_token=client_token(run_id, step, attempt))
     job_id, job_name = result.get("jobId", ""), result.get("jobName") or body["name"]
     if records:
-        records.record_submission(run_id, index, attempt, job_id, job_name)
+        records.record_submission(run_id, name, attempt, job_id, job_name)
     return {"jobId": job_id, "jobName": job_name, "created": "yes"}

@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import click
 
 from job_chain.cli.options import api_options, echo_json
+from job_chain.cli.run_view import quoted
 from job_chain.errors import JobChainError, UsageError
 
 CHAIN_FILE = click.argument("chain_file", metavar="CHAIN_FILE", type=click.Path(dir_okay=False))
+# steering commands find a run by --run alone when the chain file is not given
+OPTIONAL_CHAIN_FILE = click.argument("chain_file", metavar="[CHAIN_FILE]", required=False,
+                                     type=click.Path(dir_okay=False))
 RUN_OPTION = click.option("--run", "run_id", default=None, help="Run id (default: the latest run recorded here).")
 
 
@@ -19,22 +23,56 @@ def _warn(message: str) -> None:
     click.secho(f"warning: {message}", fg="yellow", err=True)
 
 
+def _session_kwargs(kwargs: Dict[str, Any]) -> Dict[str, Any]:
+    opts = {k: kwargs.pop(k) for k in ("host", "ak", "sk", "credentials_file", "use_local", "api_version")}
+    return dict(local=opts["use_local"], host=opts["host"], ak=opts["ak"], sk=opts["sk"],
+                credentials=opts["credentials_file"], api_version=opts["api_version"])
+
+
 def open_session(chain_file: str, kwargs: Dict[str, Any], warnings: bool = False) -> Any:
-    """A ChainSession from the api options (which are removed from ``kwargs``)."""
+    """A ChainSession on a valid chain file, from the api options (which are removed from ``kwargs``)."""
     from job_chain.session import ChainSession
 
-    opts = {k: kwargs.pop(k) for k in ("host", "ak", "sk", "credentials_file", "use_local", "api_version")}
-    return ChainSession.from_file(chain_file, local=opts["use_local"], host=opts["host"], ak=opts["ak"],
-                                  sk=opts["sk"], credentials=opts["credentials_file"],
-                                  api_version=opts["api_version"],
-                                  warn=_warn if warnings else lambda _: None)
+    return ChainSession.from_file(chain_file, warn=_warn if warnings else lambda _: None, **_session_kwargs(kwargs))
+
+
+def open_runs(chain_file: Optional[str], run_id: Optional[str], kwargs: Dict[str, Any]) -> Any:
+    """A ChainSession for steering recorded runs: the chain file may be broken, changed or gone (the
+    runs have their frozen copies; say so in one line), and may be left out when ``--run`` names a
+    run recorded in one place only."""
+    from job_chain.session import ChainSession
+
+    if chain_file is None:
+        chain_file = _locate(run_id)
+    session = ChainSession.from_file(chain_file, strict=False, **_session_kwargs(kwargs))
+    if session.chain_problem is not None:
+        import os
+
+        what = "is gone" if not os.path.exists(chain_file) else "cannot be used now"
+        _warn(f"{chain_file} {what} ({str(session.chain_problem).splitlines()[0]}); "
+              "working from the run's frozen copy")
+    return session
+
+
+def _locate(run_id: Optional[str]) -> str:
+    from job_chain.chain.run_index import locate
+
+    if run_id is None:
+        raise UsageError("name the chain file, or the run with --run ID")
+    found = locate(run_id)
+    if not found:
+        raise UsageError(f"no run {run_id} is known here: name its chain file (job-chain runs CHAIN_FILE lists "
+                         "a chain's runs)")
+    if len(found) > 1:
+        raise UsageError(f"run {run_id} is recorded beside several chain files ({', '.join(found)}): name one")
+    return found[0]
 
 
 def _follow(session: Any, run_id: str, watch_mode: bool) -> int:
     from job_chain.cli.run_view import follow
 
     return follow(session.watch(run_id, interval=0.5, on_error=lambda e: _warn(f"{e}; still watching")),
-                  session.chain.path, watch_mode)
+                  session.path, watch_mode)
 
 
 @click.command()
@@ -52,8 +90,9 @@ def validate(chain_file: str, use_local: bool) -> None:
 
 @click.command()
 @CHAIN_FILE
-@click.argument("start_index", metavar="[N]", required=False, type=int)
-@click.option("--start", "start", type=int, default=None, help="Index of the first step to submit (from 0).")
+@click.argument("start_index", metavar="[N]", required=False)
+@click.option("--start", "start", default=None, metavar="N|NAME",
+              help="The first step to submit: its number (from 0) or its name.")
 @click.option("--dry-run", is_flag=True, help="Print the exact request, secrets redacted; submit nothing.")
 @click.option("--follow", "-f", is_flag=True, help="Stay and show live status until the chain ends.")
 @click.option("--advance", "advance_mode", type=click.Choice(["job", "watch"]), default="job",
@@ -62,14 +101,15 @@ def validate(chain_file: str, use_local: bool) -> None:
               help="Embed a compressed snapshot of the remaining steps in each command (no shared storage).")
 @click.option("--force", is_flag=True, help="Start even if another run of this chain is still going.")
 @api_options
-def run(chain_file: str, start_index: Optional[int], start: Optional[int], dry_run: bool, follow: bool,
+def run(chain_file: str, start_index: Optional[str], start: Optional[str], dry_run: bool, follow: bool,
         advance_mode: str, inline: bool, force: bool, **kwargs: Any) -> None:
-    """Submit step N of CHAIN_FILE (default 0); each later step starts when the previous one succeeds."""
+    """Freeze CHAIN_FILE into a new run and submit step N (default 0); each later step starts when the
+    steps it needs succeeded."""
     if start is not None and start_index is not None and start != start_index:
         raise UsageError(f"two different start steps given: {start_index} and --start {start}")
     if inline and advance_mode == "watch":
         raise UsageError("--inline and --advance watch exclude each other: watch mode needs no snapshot")
-    first = start if start is not None else (start_index or 0)
+    first = start if start is not None else (start_index or "0")
     mode = "watch" if advance_mode == "watch" else ("inline" if inline else "job")
     secret = kwargs.get("sk")
     session = open_session(chain_file, kwargs, warnings=True)
@@ -77,59 +117,63 @@ def run(chain_file: str, start_index: Optional[int], start: Optional[int], dry_r
         _dry_run(session, first, mode, secret)
         return
     started = session.start(first, mode=mode, force=force)
-    for index in session.roots(first):
-        submitted = session.records.submission(started.run_id, index, 1) or {}
-        click.echo(f"run {started.run_id}: step {index} ({submitted.get('jobName', '')}) submitted as job "
-                   f"{submitted.get('jobId', '?')}")
+    for name in session.roots(first):
+        submitted = session.records.submission(started.run_id, name, 1) or {}
+        click.echo(f"run {started.run_id}: step {name} submitted as job {submitted.get('jobId', '?')}")
     if mode == "watch":
         click.echo("this process submits each next step (--advance watch): keep it running")
     else:
-        click.echo(f"later steps start by themselves; watch with: job-chain status {chain_file} --watch")
+        click.echo(f"later steps start by themselves; watch with: job-chain status {quoted(chain_file)} --watch")
     if follow or mode == "watch":
         sys.exit(_follow(session, started.run_id, mode == "watch"))
 
 
-def _dry_run(session: Any, first: int, mode: str, secret: Optional[str]) -> None:
+def _dry_run(session: Any, first: str, mode: str, secret: Optional[str]) -> None:
     from job_chain.chain.command import tail_size
 
-    plan = session.plan(first, mode)
     host = session.planned_host
-    if session.api_version == "v2":
-        from job_chain.aihc.v2 import create_to_v2
+    plans = session.plan(first, mode)
+    for plan in plans:
+        if session.api_version == "v2":
+            from job_chain.aihc.v2 import create_to_v2
 
-        text = (f"POST {host}/?action=CreateJob&resourcePoolId={plan['resourcePoolId']}"
-                f"&clientToken={plan['clientToken']}\nX-API-Version: v2\n"
-                + json.dumps(create_to_v2(plan["body"]), indent=2, ensure_ascii=False))
-    else:
-        text = (f"POST {host}/api/v1/aijobs?resourcePoolId={plan['resourcePoolId']}&clientToken={plan['clientToken']}\n"
-                + json.dumps(plan["body"], indent=2, ensure_ascii=False))
-    for value in (session.chain.secret, secret):
-        if value:
-            text = text.replace(value, "****")
-    click.echo(text)
-    if session.chain.graph or session.chain.handlers:
+            text = (f"POST {host}/?action=CreateJob&resourcePoolId={plan['resourcePoolId']}"
+                    f"&clientToken={plan['clientToken']}\nX-API-Version: v2\n"
+                    + json.dumps(create_to_v2(plan["body"]), indent=2, ensure_ascii=False))
+        else:
+            text = (f"POST {host}/api/v1/aijobs?resourcePoolId={plan['resourcePoolId']}"
+                    f"&clientToken={plan['clientToken']}\n" + json.dumps(plan["body"], indent=2, ensure_ascii=False))
+        for value in (session.chain.secret, secret):
+            if value:
+                text = text.replace(value, "****")
+        if len(plans) > 1:
+            click.echo(f"# step {plan['step']}")
+        click.echo(text)
+    chain = session.run_chain(first)
+    if chain.graph or chain.handlers:
         from job_chain.chain.graph import levels
 
-        names = {s.index: s.name for s in session.chain.steps}
-        for wave, indexes in enumerate(levels(session.chain, first)):
+        names = {s.index: s.name for s in chain.steps}
+        for wave, indexes in enumerate(levels(chain)):
             click.echo(f"# wave {wave}: " + ", ".join(f"{i} {names[i]}" for i in indexes), err=True)
-        for handler in session.chain.handlers:
+        for handler in chain.handlers:
             click.echo(f"# after the run ({handler.run_on}): {handler.index} {handler.name}", err=True)
-    added = tail_size(plan["body"]["jobSpec"]["command"], session.chain.step(first).script)
+    first_step = chain.named(plans[0]["step"])
+    added = tail_size(plans[0]["body"]["jobSpec"]["command"], first_step.script)
     click.echo(f"# the run id is chosen at submission; job-chain adds {added} bytes around your script", err=True)
 
 
 @click.command()
-@CHAIN_FILE
+@OPTIONAL_CHAIN_FILE
 @RUN_OPTION
 @click.option("--json", "as_json", is_flag=True, help="Print the run as JSON.")
 @click.option("--watch", "-w", "watch", is_flag=True, help="Keep showing the run live until it ends.")
 @api_options
-def status(chain_file: str, run_id: Optional[str], as_json: bool, watch: bool, **kwargs: Any) -> None:
+def status(chain_file: Optional[str], run_id: Optional[str], as_json: bool, watch: bool, **kwargs: Any) -> None:
     """Show every step of a run: status, attempt, exit code, reason, and the run's outcome."""
     from job_chain.cli.run_view import print_status, status_json
 
-    session = open_session(chain_file, kwargs)
+    session = open_runs(chain_file, run_id, kwargs)
     if watch:
         run = session.run(run_id)
         sys.exit(_follow(session, run.run_id, run.mode == "watch"))
@@ -143,67 +187,98 @@ def status(chain_file: str, run_id: Optional[str], as_json: bool, watch: bool, *
 @click.command()
 @CHAIN_FILE
 @click.option("--json", "as_json", is_flag=True, help="Print the runs as JSON.")
+@click.option("--delete", "delete", default=None, metavar="RUN",
+              help="Forget run RUN (its record; its jobs stay in AIHC). Refused while it is going.")
 @api_options
-def runs(chain_file: str, as_json: bool, **kwargs: Any) -> None:
-    """List every run of CHAIN_FILE, newest first: id, start, outcome, current step, where."""
-    from job_chain.chain.progress import iso
+def runs(chain_file: str, as_json: bool, delete: Optional[str], **kwargs: Any) -> None:
+    """List every run of CHAIN_FILE, newest first: id, start, outcome, what failed or is going, where."""
     from job_chain.cli.render import print_table
-    from job_chain.cli.run_view import current_json, runs_rows
+    from job_chain.cli.run_view import run_entry, runs_rows
 
-    session = open_session(chain_file, kwargs)
-    entries = []
-    for item in session.runs():
-        entry: Dict[str, Any] = {"run": item.run_id, "started": iso(item.started), "local": item.local,
-                                 "endpoint": item.endpoint or None, "mode": item.mode, "firstStep": item.first_step}
-        try:
-            found = session.status(item.run_id)
-            entry.update(outcome=found.outcome.value, reason=found.reason or None, current=current_json(found.current))
-        except JobChainError as exc:
-            entry.update(outcome="unknown", reason=str(exc), current=[])
-        entries.append(entry)
+    session = open_runs(chain_file, None, kwargs)
+    if delete is not None:
+        session.delete_run(delete)
+        click.echo(f"run {delete} of {chain_file} deleted (its jobs stay in AIHC)")
+        return
+    entries = [run_entry(session, item) for item in session.runs()]
+    entries += [{"run": name, "started": None, "outcome": "unknown", "reason": str(exc), "current": [],
+                 "local": False, "endpoint": None} for name, exc in _damaged(session)]
     if as_json:
         echo_json(entries)
     elif not entries:
-        click.echo(f"no run of {chain_file} is recorded here: start one with 'job-chain run {chain_file}'")
+        click.echo(f"no run of {chain_file} is recorded here: start one with 'job-chain run {quoted(chain_file)}'")
     else:
-        print_table(["RUN", "STARTED", "OUTCOME", "CURRENT", "WHERE"], runs_rows(entries))
+        print_table(["RUN", "STARTED", "OUTCOME", "FAILED / CURRENT", "WHERE", "NOTE"], runs_rows(entries))
+
+
+def _damaged(session: Any) -> List[Tuple[str, Exception]]:
+    out = []
+    for name in session.records.damaged():
+        try:
+            session.records.require_run(name)
+        except JobChainError as exc:
+            out.append((name, exc))
+    return out
 
 
 @click.command()
-@CHAIN_FILE
+@OPTIONAL_CHAIN_FILE
 @RUN_OPTION
 @api_options
-def stop(chain_file: str, run_id: Optional[str], **kwargs: Any) -> None:
+def stop(chain_file: Optional[str], run_id: Optional[str], **kwargs: Any) -> None:
     """Stop a run: every step still going is stopped and no later step starts."""
-    session = open_session(chain_file, kwargs)
+    session = open_runs(chain_file, run_id, kwargs)
     run = session.run(run_id)
     for step in session.stop(run.run_id):
-        click.echo(f"stopping step {step.index} ({step.name}) job {step.job_id}")
-    click.echo(f"run {run.run_id} stopped: no later step will start (continue with "
-               f"'job-chain resume {chain_file} --run {run.run_id}')")
+        click.echo(f"stopping step {step.name} job {step.job_id}")
+    click.echo(f"run {run.run_id} stopped: no later step will start; continue it with: "
+               f"job-chain resume {quoted(session.path)} --run {run.run_id}")
 
 
 @click.command()
 @CHAIN_FILE
 @RUN_OPTION
+@click.option("--rerun", "rerun", multiple=True, metavar="NAME",
+              help="Run this succeeded step again, with what the file says now, and everything that depends "
+                   "on it (repeatable).")
+@click.option("--dry-run", is_flag=True, help="Show the changes and what would be submitted; submit nothing.")
 @click.option("--follow", "-f", is_flag=True, help="Stay and show live status until the chain ends.")
 @click.option("--advance", "advance_mode", type=click.Choice(["job", "watch"]), default=None,
               help="Advance mode for the rest of the run (default: as the run started).")
 @api_options
-def resume(chain_file: str, run_id: Optional[str], follow: bool, advance_mode: Optional[str],
-           **kwargs: Any) -> None:
-    """Start a run again at its first step that did not succeed (never creating a step twice)."""
-    session = open_session(chain_file, kwargs)
+def resume(chain_file: str, run_id: Optional[str], rerun: Tuple[str, ...], dry_run: bool, follow: bool,
+           advance_mode: Optional[str], **kwargs: Any) -> None:
+    """Apply CHAIN_FILE's changes to a run (by step name, to steps that did not succeed) and start it
+    again at the steps that did not succeed, never creating a step twice."""
+    session = open_runs(chain_file, run_id, kwargs)
     run = session.run(run_id)
     mode = advance_mode if advance_mode != "job" or run.mode != "inline" else None
-    submitted = session.resume(run.run_id, mode=mode)
+    plan = session.preview_resume(run.run_id, rerun=rerun)
+    _print_plan(plan, run.revision)
+    if dry_run:
+        return
+    submitted = session.resume(run.run_id, mode=mode, rerun=rerun)
     if not submitted:
         click.echo(f"run {run.run_id}: every step succeeded; nothing to resume")
         return
     for done in submitted:
         verb = "resubmitted as" if done.created else "was already submitted as"
-        click.echo(f"run {run.run_id}: step {done.step} ({done.job_name}) {verb} job {done.job_id} "
-                   f"(attempt {done.attempt})")
+        click.echo(f"run {run.run_id}: step {done.step} {verb} job {done.job_id} (attempt {done.attempt})")
     watch_mode = (mode or run.mode) == "watch"
     if follow or watch_mode:
         sys.exit(_follow(session, run.run_id, watch_mode))
+
+
+def _print_plan(plan: Any, revision: int) -> None:
+    if plan.note:
+        click.echo(plan.note)
+    if plan.changes:
+        click.echo(f"changes in the chain file since run {plan.run_id} was frozen (revision {revision}):")
+        for change in plan.changes:
+            click.echo(f"  {change.line()}")
+        if plan.revision != revision:
+            click.echo(f"the run becomes revision {plan.revision}")
+    elif revision:
+        click.echo(f"the file matches the run as frozen (revision {revision})")
+    if plan.targets:
+        click.echo("would submit: " + ", ".join(f"{name} (attempt {attempt})" for name, attempt in plan.targets))

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
-from typing import Any, Optional
+from typing import Any, Dict, Optional, Tuple
 
 import click
 
@@ -14,21 +15,24 @@ from job_chain.errors import UsageError
 @click.command()
 @click.argument("config_path", required=False)
 @click.option("--run", "run_id", required=True, help="Run id.")
-@click.option("--step", type=int, required=True, help="Index of the step that just ended.")
-@click.option("--attempt", type=int, default=1, show_default=True)
+@click.option("--step", required=True, help="Name of the step that just ended.")
+@click.option("--attempt", type=int, default=1, show_default=True, help="Which attempt of the step ended.")
 @click.option("--exit-code", type=int, required=True, help="The user script's exit code.")
 @click.option("--snapshot", type=click.File("rb"), default=None, help="Inline snapshot ('-' for stdin).")
 @api_options
-def advance(config_path: Optional[str], run_id: str, step: int, attempt: int, exit_code: int,
+def advance(config_path: Optional[str], run_id: str, step: str, attempt: int, exit_code: int,
             snapshot: Any, **kwargs: Any) -> None:
-    """(inside a job) Act on this step's exit: submit the next step, retry it, or stop the chain."""
+    """(inside a job) Act on this step's exit: submit the next step, retry it, or stop the chain.
+
+    The chain is the run's frozen copy (from the run record, or the inline snapshot): the chain
+    file is read only for the credentials it may hold, and only when no other source has them.
+    """
     from job_chain.aihc.connect import connect
     from job_chain.chain.advance import advance as do_advance
     from job_chain.chain.advance import env_deadline, reconnect_from_credentials_file
-    from job_chain.chain.loader import load_chain
-    from job_chain.chain.record import RunRecords
 
     opts = {k: kwargs.pop(k) for k in ("host", "ak", "sk", "credentials_file", "use_local", "api_version")}
+    api_config: Dict[str, Any] = {}
     if snapshot is not None:
         from job_chain.chain.submit import decode_snapshot
 
@@ -37,20 +41,52 @@ def advance(config_path: Optional[str], run_id: str, step: int, attempt: int, ex
         except UnicodeDecodeError:
             raise UsageError("the inline chain snapshot is damaged: it is not base64 text") from None
         chain, records = decode_snapshot(text), None
-        hint = f"job-chain resume {chain.path} --run {run_id}"
+        api_config = dict(chain.api_config)
     elif config_path:
-        records, hint = RunRecords(config_path), f"job-chain resume {config_path} --run {run_id}"
-        run = records.get_run(run_id) or {}
-        chain = load_chain(config_path, local=True)
-        if run.get("local"):  # a --local run stays local
-            chain.config_path = chain.scrips_path = None
+        chain, records, api_config = _frozen_run(config_path, run_id)
     else:
         raise UsageError("advance needs the chain file path or --snapshot")
+    hint = f"job-chain resume {shlex.quote(chain.path)} --run {run_id}"
     opts["local"] = opts.pop("use_local")
-    client = connect(api_config=chain.api_config, api_config_origin=f"{chain.path} api_config", **opts)
+    client = connect(api_config=api_config, api_config_origin=f"{chain.path} api_config", **opts)
     sys.exit(do_advance(chain, client, run_id=run_id, step=step, attempt=attempt, exit_code=exit_code,
                         records=records, resume_hint=hint, deadline=env_deadline(),
                         reconnect=reconnect_from_credentials_file))
+
+
+def _frozen_run(config_path: str, run_id: str) -> Tuple[Any, Any, Dict[str, Any]]:
+    """(the run's chain, its records, api_config for credentials) for an advancing job."""
+    from job_chain.chain.record import RunRecords
+
+    records = RunRecords(config_path)
+    run = records.require_run(run_id)
+    chain = records.frozen(run_id, run)
+    api_config = {**records.credentials(run_id), **({"version": chain.api_config["version"]}
+                                                    if chain is not None and chain.api_config.get("version") else {})}
+    if chain is None:  # a run recorded before runs were frozen: the file as it is now (the old behaviour)
+        from job_chain.chain.loader import load_chain
+
+        chain = load_chain(config_path, local=True)
+        api_config = chain.api_config
+        if run.get("local"):  # a --local run stays local
+            chain.config_path = chain.scrips_path = None
+    elif not api_config.get("ak"):  # keys may still be in the file (written after the run started)
+        api_config = {**_file_api_config(config_path), **api_config}
+    return chain, records, api_config
+
+
+def _file_api_config(path: str) -> Dict[str, Any]:
+    """The chain file's ``api_config`` if the file is there and is JSON; {} otherwise (never an error:
+    the run does not depend on the file)."""
+    import json
+
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except (OSError, ValueError):
+        return {}
+    found = data.get("api_config") if isinstance(data, dict) else None
+    return {k: v for k, v in found.items() if isinstance(v, str)} if isinstance(found, dict) else {}
 
 
 @click.command()

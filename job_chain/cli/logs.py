@@ -8,13 +8,14 @@ from typing import Any, Optional
 
 import click
 
-from job_chain.cli.chain import CHAIN_FILE, RUN_OPTION, open_session
+from job_chain.cli.chain import OPTIONAL_CHAIN_FILE, RUN_OPTION, open_runs
 from job_chain.cli.options import api_options
 
 
 @click.command()
-@CHAIN_FILE
-@click.option("--step", type=int, default=None, help="Step index (default: the latest submitted step).")
+@OPTIONAL_CHAIN_FILE
+@click.option("--step", default=None, metavar="NAME|N",
+              help="Step name or number (default: a failed run's failed step, else the latest submitted step).")
 @click.option("--attempt", type=click.IntRange(min=1), default=None, help="Attempt (default: the step's latest).")
 @RUN_OPTION
 @click.option("--pod", default=None, help="Pod name (default: the step's master pod).")
@@ -24,17 +25,17 @@ from job_chain.cli.options import api_options
                    "until the run ends.")
 @click.option("--tail", type=click.IntRange(min=0), default=None, help="Only the last N lines.")
 @api_options
-def logs(chain_file: str, step: Optional[int], attempt: Optional[int], run_id: Optional[str], pod: Optional[str],
-         all_pods: bool, follow: bool, tail: Optional[int], **kwargs: Any) -> None:
+def logs(chain_file: Optional[str], step: Optional[str], attempt: Optional[int], run_id: Optional[str],
+         pod: Optional[str], all_pods: bool, follow: bool, tail: Optional[int], **kwargs: Any) -> None:
     """Print the log of a chain step (with --follow and no --step: of the whole run, step after step)."""
     from job_chain.errors import UsageError
 
     if all_pods and (pod or follow):
         raise UsageError("--all-pods prints every pod once: it does not combine with --pod or --follow")
-    session = open_session(chain_file, kwargs)
+    session = open_runs(chain_file, run_id, kwargs)
     run = session.run(run_id)
     client = session.client_for(run)
-    pool = session.chain.pool
+    pool = session.frozen(run).pool
     state, chosen = session.attempt(run.run_id, step, attempt)
     if all_pods:
         _print_all_pods(client, pool, state, chosen, tail)

@@ -23,7 +23,7 @@ def log_hint(status: RunStatus) -> Optional[str]:
     step = status.failed_step
     if step is None or not step.submitted:
         return None
-    return (f"job-chain logs {quoted(status.chain_path)} --run {status.run_id} --step {step.index} "
+    return (f"job-chain logs {quoted(status.chain_path)} --run {status.run_id} --step {quoted(step.name)} "
             f"--attempt {step.attempt}")
 
 
@@ -42,6 +42,7 @@ def status_table(status: RunStatus) -> Any:
 
     fmt = time_format([status.started] + [s.started for s in status.steps] + [s.finished for s in status.steps])
     with_reason = any(s.reason for s in status.steps)
+    names = {s.index: s.name for s in status.steps}
     rows = []
     for s in status.steps:
         started = _local(s.started)
@@ -49,7 +50,8 @@ def status_table(status: RunStatus) -> Any:
                "-" if s.exit_code is None else str(s.exit_code), s.job_id or "-",
                started.strftime(fmt) if started else "-", human_duration(s.duration())]
         if status.graph:  # what each step waits for: the graph, one row per step
-            row.insert(2, f"after the run ({s.run_on})" if s.run_on else ", ".join(map(str, s.depends_on)) or "-")
+            row.insert(2, f"after the run ({s.run_on})" if s.run_on else
+                       ", ".join(names.get(d, str(d)) for d in s.depends_on) or "-")
         if with_reason:
             row.append(s.reason or "")
         rows.append(row)
@@ -67,10 +69,21 @@ def outcome_line(status: RunStatus) -> str:
     return text
 
 
+def revision_line(status: RunStatus) -> Optional[str]:
+    """``revision 2 (resumed with …)`` when a resume changed the run; None while it runs as started."""
+    if status.revision <= 1 or not status.revisions:
+        return None
+    latest = status.revisions[-1]
+    return f"run {status.run_id} runs revision {status.revision} of its chain: {latest.get('reason') or 'changed'}"
+
+
 def print_status(status: RunStatus) -> None:
     from job_chain.cli.render import show
 
     show(status_table(status))
+    revision = revision_line(status)
+    if revision:
+        click.echo(revision)
     click.echo(outcome_line(status))
     hint = log_hint(status)
     if hint:
@@ -92,7 +105,7 @@ def follow(watching: Iterable[RunStatus], chain_path: str, watch_mode: bool) -> 
     from job_chain.cli.render import console as render_console
 
     out = render_console()
-    seen: Dict[int, str] = {}
+    seen: Dict[str, str] = {}
     final: Optional[RunStatus] = None
     try:
         with Live(console=out, auto_refresh=False, transient=False) as live:
@@ -102,11 +115,11 @@ def follow(watching: Iterable[RunStatus], chain_path: str, watch_mode: bool) -> 
                     live.update(status_table(status), refresh=True)
                     continue
                 for s in status.steps:
-                    if s.job_id and seen.get(s.index) != f"{s.status}/{s.attempt}":
+                    if s.job_id and seen.get(s.name) != f"{s.status}/{s.attempt}":
                         click.echo(f"step {s.index} {s.name}: {s.status} (job {s.job_id}, attempt {s.attempt})")
-                        seen[s.index] = f"{s.status}/{s.attempt}"
+                        seen[s.name] = f"{s.status}/{s.attempt}"
     except KeyboardInterrupt:
-        run = f" --run {final.run_id}" if final else ""
+        run = f" --run {final.run_id}" if final else ""  # (the chain path is quoted below)
         if watch_mode:
             click.echo(f"\nstopped watching: in --advance watch mode no later step starts until you run "
                        f"'job-chain resume {quoted(chain_path)}{run} --advance watch'", err=True)
@@ -123,18 +136,42 @@ def follow(watching: Iterable[RunStatus], chain_path: str, watch_mode: bool) -> 
     return 0 if final.outcome is Outcome.SUCCEEDED else 1
 
 
+def run_entry(session: Any, run: Any) -> Dict[str, Any]:
+    """One run as ``runs`` lists it; a run whose status cannot be read says why (outcome unknown)."""
+    from job_chain.chain.progress import iso
+    from job_chain.errors import JobChainError
+
+    entry: Dict[str, Any] = {"run": run.run_id, "started": iso(run.started), "local": run.local,
+                             "endpoint": run.endpoint or None, "mode": run.mode, "firstStep": run.first_step,
+                             "revision": run.revision or None}
+    try:
+        found = session.status(run.run_id)
+        entry.update(outcome=found.outcome.value, reason=found.reason or None, current=current_json(found.current),
+                     failedSteps=current_json(found.failed_steps))
+    except JobChainError as exc:
+        entry.update(outcome="unknown", reason=f"cannot read its status: {exc}", current=[], failedSteps=[])
+    return entry
+
+
 def runs_rows(entries: Sequence[Dict[str, Any]]) -> List[List[str]]:
     from job_chain.cli.render import styled_status
 
     rows = []
     for entry in entries:
         started = _dt.datetime.fromisoformat(entry["started"]).astimezone() if entry.get("started") else None
-        current = ", ".join(f"{c['step']} {c['name']} {c['status']}" for c in entry.get("current") or []) or "-"
+        failed = entry.get("failedSteps") or []
+        if failed:
+            current = ", ".join(f"{c['name']} failed" + (f" (exit {c['exitCode']})" if c.get("exitCode") is not None
+                                                         else "") for c in failed)
+        else:
+            current = ", ".join(f"{c['name']} {c['status']}" for c in entry.get("current") or []) or "-"
+        note = "" if entry.get("outcome") in ("succeeded", "running") or failed else (entry.get("reason") or "")
         rows.append([entry["run"], started.strftime("%Y-%m-%d %H:%M:%S") if started else "-",
                      styled_status(entry["outcome"]), current, "local" if entry.get("local") else
-                     (entry.get("endpoint") or "cloud")])
+                     (entry.get("endpoint") or "cloud"), note])
     return rows
 
 
 def current_json(steps: Iterable[StepStatus]) -> List[Dict[str, Any]]:
-    return [{"step": s.index, "name": s.name, "status": s.status, "attempt": s.attempt or None} for s in steps]
+    return [{"step": s.index, "name": s.name, "status": s.status, "attempt": s.attempt or None,
+             "exitCode": s.exit_code, "reason": s.reason or None} for s in steps]

@@ -174,9 +174,8 @@ def create_app(catalog: Catalog, guard: Guard) -> FastAPI:
         step = step_of(status, index)
         chosen = pick_attempt(step, attempt)
         try:
-            # as this run's place sees the chain (a local run's pods read this file directly)
-            placed = ChainSession(found.session.chain, local=run.local)
-            plan = views.redact(placed.plan(index, mode=run.mode), secrets_of(found))
+            # the request this run sends for the step, from its frozen chain
+            plan = views.redact(found.session.request(run.run_id, index, step.attempt or None), secrets_of(found))
             request_json = json.dumps(plan, indent=2, ensure_ascii=False)
         except JobChainError as exc:
             request_json = f"(cannot build the request: {exc})"

@@ -1,0 +1,92 @@
+"""``resume``: where a fix goes in. The file is compared with the frozen run by step name, the
+difference applied to what did not succeed (``--rerun`` for what did), and kept as a new revision."""
+
+from __future__ import annotations
+
+import os
+import shlex
+from typing import Any, Dict, List, Optional, Tuple
+
+from job_chain.chain.model import Chain
+from job_chain.chain.outcome import resume_targets, summarize
+from job_chain.errors import RunStillActive, UsageError
+from job_chain.runs import ResumePlan, Run, Submitted
+
+
+class ResumeMixin:
+    """The resume part of :class:`~job_chain.session.ChainSession`."""
+
+    def preview_resume(self, run_id: Optional[str] = None, *, rerun: Tuple[str, ...] = ()) -> ResumePlan:
+        """What :meth:`resume` would do — the file's changes by step name, and what it would submit —
+        without doing it. :class:`RunStillActive` while a step is going."""
+        plan, _ = self._resume_plan(self.run(run_id), rerun)
+        return plan
+
+    def _resume_plan(self, run: Run, rerun: Tuple[str, ...]) -> Tuple[ResumePlan, Chain]:
+        from job_chain.chain.frozen import revise
+
+        status = self.status(run.run_id)
+        active = [s for s in status.steps if s.active]
+        if active:
+            raise RunStillActive(
+                f"run {run.run_id} is still going ({active[0].name} is {active[0].status}); stop it first "
+                f"with 'job-chain stop {shlex.quote(self.path)} --run {run.run_id}'", run.run_id)
+        old = self.frozen(run)
+        note = ""
+        if self._from_file and not os.path.exists(self.path):
+            new, note = None, f"{self.path} is gone: the run resumes as it was frozen"
+        else:
+            self.reload()  # raises the file's problems: a fix must be valid to go in
+            new = self.chain_for(run.local)
+        for name in rerun:
+            if (new or old).named(name) is None:
+                raise UsageError(f"--rerun {name}: no step {name!r} in {self.path}")
+        chain, changes, revision = old, [], run.revision
+        if new is not None and run.revision:
+            latest = {s.name: max([a.attempt for a in s.attempts + s.history] or [0]) for s in status.steps}
+            done = {s.name for s in status.steps if s.succeeded or (s.status == "skipped" and old.named(s.name)
+                                                                      and old.named(s.name).excluded)}  # type: ignore
+            candidate, changes = revise(old, new, done=done, latest=latest, rerun=rerun, revision=run.revision + 1)
+            if any(c.applied for c in changes) or rerun:
+                chain, revision = candidate, run.revision + 1
+                chain.digest = ""
+        if chain is not old:
+            status = summarize(chain, [a for s in status.steps for a in s.attempts + s.history],
+                               self.records.facts(run.run_id), run_id=run.run_id)
+        return ResumePlan(run.run_id, revision, changes, resume_targets(status, chain), note), chain
+
+    def resume(self, run_id: Optional[str] = None, *, mode: Optional[str] = None,
+               rerun: Tuple[str, ...] = ()) -> List[Submitted]:
+        """Apply the chain file's changes to the run (by step name, to steps that did not succeed;
+        ``rerun`` names succeeded steps to run again with what follows them), keep the result as a
+        new frozen revision, and submit every step that did not succeed and whose dependencies did.
+
+        Succeeded steps are kept. Never duplicates: a step an interrupted submit or a failed
+        advance may have created is submitted with the same client token. Exit handlers run again
+        when the resumed run ends, and notifications go out again. :class:`RunStillActive` while a
+        step is going; ``[]`` when there is nothing to submit.
+        """
+        from job_chain.chain.frozen import freeze
+
+        run = self.run(run_id)
+        plan, chain = self._resume_plan(run, tuple(rerun))
+        if not plan.targets:
+            return []
+        self.records.clear_stopped(run.run_id)
+        self.records.clear_advance_failures(run.run_id)
+        chosen = mode or run.mode
+        status = self.status(run.run_id)
+        record = dict(self.records.require_run(run.run_id))
+        handlers_ran = any(s.submitted for s in status.steps if s.is_handler)
+        changes: Dict[str, Any] = {"mode": chosen, "round": int(record.get("round") or 0) + (1 if handlers_ran else 0)}
+        if plan.revision != run.revision:
+            why = "resumed with " + ", ".join(c.line()[2:] for c in plan.changes if c.applied)
+            if rerun:
+                why += f"; --rerun {', '.join(rerun)}"
+            changes["digest"] = self.records.freeze(run.run_id, freeze(chain), revision=plan.revision, reason=why,
+                                                    changes=[c.as_json() for c in plan.changes])
+            changes["revision"] = plan.revision
+        self.records.update_run(run.run_id, **changes)
+        run = self.run(run.run_id)
+        return [self._submit(run, name, attempt, chosen) for name, attempt in plan.targets]
+
