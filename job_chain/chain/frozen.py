@@ -178,7 +178,7 @@ def _ancestors(chain: Chain, step: Step) -> Set[str]:
 
 
 def revise(old: Chain, new: Chain, *, done: Set[str], latest: Dict[str, int], rerun: Iterable[str],
-           revision: int) -> tuple[Chain, List[Change]]:
+           revision: int) -> Tuple[Chain, List[Change]]:
     """The run's next revision: ``new`` (the file now) applied to ``old`` (the frozen run) by name.
 
     ``done``: steps that succeeded in the run (or were excluded from it); ``latest``: each
