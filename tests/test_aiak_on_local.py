@@ -72,7 +72,7 @@ STAND_INS = {
 [ "$(cat "$LOAD/.aiak-gen-done")" = "TP=$TP PP=$PP" ] || { echo "LOAD $LOAD is not TP=$TP PP=$PP" >&2; exit 4; }
 data=${DATA_PATH##* }
 [ -e "$data.$TRAINING_PHASE-data" ] || { echo "no $TRAINING_PHASE data at $data" >&2; exit 5; }
-mkdir -p "$SAVE"; echo 100 > "$SAVE/latest_checkpointed_iteration.txt"
+mkdir -p "$SAVE/iter_0000100"; echo 100 > "$SAVE/latest_checkpointed_iteration.txt"
 echo "TP=$TP PP=$PP" > "$SAVE/.aiak-gen-done"
 """,
 }
