@@ -84,7 +84,7 @@ def resolve(model: tables.Model, phases: Tuple[str, ...], options: Dict[str, Any
         bad("MODEL_NAME", f"{model.name} ({row_name(model)}) cannot run this chain: {shown}")
     got.num_experts = model.num_experts
     ep = options["EP"]
-    if ep is not None and model.num_experts is None:
+    if ep not in (None, 1) and model.num_experts is None:  # EP 1 (no expert parallelism) is every dense model's
         bad("EP", f"{model.name} is not a mixture-of-experts model (no num_experts in {row_name(model)}): "
                   "remove EP, or give the row num_experts")
     elif model.num_experts is not None:
