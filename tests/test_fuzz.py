@@ -431,7 +431,8 @@ def test_loader_on_mutated_chains(chain_dir: Path, case: Tuple[Any, List[Tuple[s
 # -- aiak-gen -----------------------------------------------------------------------------------
 
 # rows a chain can run from (AIAK launchers, a BOS copy), and two the generator must refuse
-MODELS = sorted(name for name, row in tables.models().items() if row.url and row.sft_launcher) + ["llama-13b", "qwen3-8b"]
+MODELS = sorted(name for name, row in tables.models().items() if row.url and row.sft_launcher) + [
+    "llama-13b", "qwen3-8b"]
 DATASETS = sorted(tables.datasets())
 GOOD: Dict[str, List[Any]] = {  # good values, from the real tables
     "MODEL_NAME": MODELS,
