@@ -165,6 +165,13 @@ def test_moe_chains_need_the_gpus_megatron_asks_for_and_an_ep_dividing_the_exper
     assert "EP" not in chain_for(SEED_INPUT)[0] and "NUM_EXPERTS" not in chain_for(SEED_INPUT)[0]
 
 
+def test_a_huge_split_is_refused_at_once_with_the_replicas_it_would_need() -> None:
+    with pytest.raises(UsageError, match=r"multiple of 2147483647 \(e\.g\. REPLICAS 2147483647"):
+        parse_spec(dict(SEED_INPUT, TP=2**31 - 1, PP=1))  # found by review: the hint was a counting loop
+    with pytest.raises(UsageError, match=r"multiple of 12 \(e\.g\. REPLICAS 3,"):
+        parse_spec(dict(SEED_INPUT, TP=3, PP=4))
+
+
 def test_a_moe_launcher_without_optimizer_resume_is_noted_on_stderr_only(tmp_path: Path) -> None:
     result = gen(tmp_path, dict(SEED_INPUT, MODEL_NAME="mixtral-8x7b", REPLICAS=2), *STORAGE, "--dry-run")
     assert result.exit_code == 0, result.output

@@ -85,8 +85,12 @@ class AiakSpec:
 
     @property
     def phases(self) -> Tuple[str, ...]:
-        """The training phases in order: pretrain+sft is two."""
-        return ("pretrain", "sft") if self.phase == "pretrain+sft" else (self.phase,)
+        return training_phases(self.phase)
+
+
+def training_phases(phase: str) -> Tuple[str, ...]:
+    """The training phases of a TRAINING_PHASE, in order: pretrain+sft is two."""
+    return ("pretrain", "sft") if phase == "pretrain+sft" else (phase,)
 
 
 def _text(value: Any) -> str:
@@ -271,7 +275,7 @@ def parse_spec(raw: Dict[str, Any], source: str = "aiak_job_info.json",
     options = _options(raw, bad)
     aiak = layout.Resolved()
     if model is not None and phase in PHASES:
-        aiak = layout.resolve(model, ("pretrain", "sft") if phase == "pretrain+sft" else (phase,), options, bad)
+        aiak = layout.resolve(model, training_phases(phase), options, bad)
     if replicas and tp and pp and options["GPUS_PER_REPLICA"]:
         layout.check_world(replicas, options["GPUS_PER_REPLICA"], tp, pp, aiak.ep, bad)
     if problems:

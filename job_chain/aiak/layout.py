@@ -9,6 +9,7 @@ item, the row it looked at (``shipped`` or ``file:line``) and the key or column 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -58,9 +59,11 @@ def resolve(model: tables.Model, phases: Tuple[str, ...], options: Dict[str, Any
     if not got.model_url:
         missing.append("no BOS copy of its weights (empty URL column): set MODEL_URL to the bos:/ path of "
                        f"{model.hf_name or model.name}")
+    shipped = row_name(model) == "the shipped table"
     if not got.convert_config:
-        missing.append("no converter config (convert_config column; AIAK has no tools/convert_checkpoint/"
-                       f"config/{model.name}.json): set CONVERT_CONFIG to a config name or an absolute .json path")
+        absent = f"; AIAK has no tools/convert_checkpoint/config/{model.name}.json" if shipped else ""
+        missing.append(f"no converter config (convert_config column empty{absent}): set CONVERT_CONFIG to a "
+                       "config name or an absolute .json path")
     for phase in phases:
         key = "TRAIN_SCRIPT" if phase == phases[0] else "SFT_TRAIN_SCRIPT"
         row_launcher = model.pretrain_launcher if phase == "pretrain" else model.sft_launcher
@@ -69,7 +72,8 @@ def resolve(model: tables.Model, phases: Tuple[str, ...], options: Dict[str, Any
             got.launchers[phase] = launcher
         else:
             column = "pretrain_launcher" if phase == "pretrain" else "sft_launcher"
-            missing.append(f"no AIAK {phase} launcher ({column} column empty; AIAK ships none for it): set {key}")
+            absent = "; AIAK ships none for it" if shipped else ""
+            missing.append(f"no AIAK {phase} launcher ({column} column empty{absent}): set {key}")
     if "sft" in phases:
         got.chat_template = options["CHAT_TEMPLATE"] or model.chat_template
         got.seq_length = options["SEQ_LENGTH"] or model.sft_seq_length
@@ -100,9 +104,7 @@ def check_world(replicas: int, gpus: int, tp: int, pp: int, ep: int, bad: Bad) -
     if world % unit == 0:
         return
     parts = f"TP {tp} x PP {pp}" + (f" x EP {ep}" if ep > 1 else "")
-    need = -(-unit // gpus) if unit > gpus else 1
-    while (need * gpus) % unit:
-        need += 1
+    need = unit // math.gcd(unit, gpus)  # the fewest replicas whose GPUs are a multiple of unit
     bad("REPLICAS", f"{replicas} x {gpus} GPUs cannot hold {parts} = {unit}: Megatron needs the GPU count "
                     f"to be a multiple of {unit} (e.g. REPLICAS {need}, or another TP/PP"
                     f"{'/EP' if ep > 1 else ''})")

@@ -25,10 +25,10 @@ def _table_rows(which: str, known: Any) -> List[Dict[str, Any]]:
         return {"source": o.layer, "file": o.file, "line": o.line}
 
     if which == "models":
-        return [dict(series=m.series, model_name=m.name, hf_name=m.hf_name, url=m.url, tp=m.tp,
-                     pp=m.pp, ep=m.ep, num_experts=m.num_experts, convert_config=m.convert_config,
-                     chat_template=m.chat_template, sft_seq_length=m.sft_seq_length,
-                     pretrain_launcher=m.pretrain_launcher, sft_launcher=m.sft_launcher, **origin(m))
+        from job_chain.aiak.tables import MODEL_OPTIONAL_COLUMNS
+
+        return [dict(series=m.series, model_name=m.name, hf_name=m.hf_name, url=m.url, tp=m.tp, pp=m.pp,
+                     **{c: getattr(m, c) for c in MODEL_OPTIONAL_COLUMNS}, **origin(m))
                 for m in known.models.values()]
     return [dict(dataset_name=d.name, url=d.url, **origin(d)) for d in known.datasets.values()]
 
