@@ -134,3 +134,22 @@ def test_the_convert_step_fetches_with_the_sdk_when_the_image_has_no_bcecmd(bos:
     assert SK not in done.stdout + done.stderr
 
 
+
+
+def test_an_interrupted_weights_download_resumes_instead_of_passing_for_a_copy(bos: BosStandIn, tmp_path: Path) -> None:
+    from job_chain.aiak.generator import step_scripts
+
+    script = tmp_path / "aiak_convert.sh"
+    script.write_text(step_scripts()["aiak_convert.sh"])
+    load, save = tmp_path / "pfs" / "hf", tmp_path / "pfs" / "mcore"
+    load.mkdir(parents=True)  # what an attempt killed after the first file left
+    (load / "config.json").write_bytes((bos.root / "models" / "llama" / "Llama-2-7b-hf" / "config.json").read_bytes())
+    (load / ".aiak-gen-fetching").write_text("MODEL_URL=bos:/models/llama/Llama-2-7b-hf\n")
+    env = job_env(bos, tmp_path, PATH=f"{BIN}:/usr/bin:/bin", AIAK_TRAINING_PATH=str(aiak_tree(tmp_path / "aiak")),
+                  MODEL_NAME="llama2-7b", MODEL_URL="bos:/models/llama/Llama-2-7b-hf", LOAD=str(load),
+                  SAVE=str(save), TP="1", PP="1", CONVERT_CONFIG="llama2-7b")
+    done = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "copied there by hand" not in done.stdout and (load / "model-00002-of-00002.safetensors").exists()
+    assert ("GET", "/models/llama/Llama-2-7b-hf/config.json") not in bos.requests  # already complete: skipped
+    assert not (load / ".aiak-gen-fetching").exists() and (load / ".aiak-gen-source").exists()

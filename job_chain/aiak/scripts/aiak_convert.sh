@@ -17,7 +17,8 @@
 # Idempotent: SAVE/.aiak-gen-done records what a finished conversion was made from (its split on
 # the first line, which the training step checks), and a rerun keeps it; a conversion is written
 # to SAVE.partial and moved into place only when complete. LOAD/.aiak-gen-source records the
-# URL the weights came from: a folder that records another URL is refused, never reused.
+# URL the weights came from (.aiak-gen-fetching while a download is under way, so an interrupted
+# one resumes): a folder that records another URL is refused, never reused.
 set -euo pipefail
 
 : "${MODEL_NAME:?}" "${MODEL_URL:?}" "${LOAD:?}" "${SAVE:?}" "${TP:?}" "${PP:?}" "${CONVERT_CONFIG:?}"
@@ -63,17 +64,18 @@ if [ -f "$LOAD/.aiak-gen-source" ]; then
             "away, then resume the chain" >&2
         exit 1
     fi
-elif [ -f "$LOAD/config.json" ]; then
+elif [ -f "$LOAD/config.json" ] && [ ! -f "$LOAD/.aiak-gen-fetching" ]; then
     echo "using the Hugging Face weights already in $LOAD (copied there by hand: no download record)"
-else
+else  # a first download, or one an earlier attempt did not finish (it resumes)
     echo "downloading $MODEL_URL to $LOAD"
     mkdir -p "$LOAD"
+    echo "MODEL_URL=$MODEL_URL" > "$LOAD/.aiak-gen-fetching"
     fetch "$MODEL_URL" "$LOAD"
     if [ ! -f "$LOAD/config.json" ]; then
         echo "$MODEL_URL holds no config.json: is it a Hugging Face model folder?" >&2
         exit 1
     fi
-    echo "MODEL_URL=$MODEL_URL" > "$LOAD/.aiak-gen-source"
+    mv "$LOAD/.aiak-gen-fetching" "$LOAD/.aiak-gen-source"
 fi
 
 if [ ! -f "$config" ]; then
