@@ -74,6 +74,7 @@ def test_convert_and_preprocess_skip_finished_work(tmp_path: Path) -> None:
     job = Job(tmp_path, SEED_INPUT)
     missing = job.run(0, PATH="/usr/bin:/bin")  # no weights yet, no bcecmd, no job-chain runtime
     assert missing.returncode == 1 and "bcecmd bos sync" in missing.stderr and "job-chain bundle" in missing.stderr
+    assert not (Path(job.env(0)["LOAD"]) / ".aiak-gen-fetching").exists()  # nothing started: a hand copy is used
     weights_and_data(job)
     first = job.run(0)
     assert first.returncode == 0, first.stderr

@@ -32,9 +32,11 @@ esac
 split="TP=$TP PP=$PP${EP:+ EP=$EP}"
 record=$(printf '%s\nMODEL_URL=%s\nCONVERT_CONFIG=%s' "$split" "$MODEL_URL" "$CONVERT_CONFIG")
 
-# fetch URL DEST: bcecmd when the image has it, else the BCE SDK's BOS client (job-chain's runtime)
+# fetch URL DEST: bcecmd when the image has it, else the BCE SDK's BOS client (job-chain's runtime).
+# DEST/.aiak-gen-fetching marks a download under way (written once a tool is there to do it).
 fetch() {
     if command -v bcecmd >/dev/null 2>&1; then
+        echo "MODEL_URL=$1" > "$2/.aiak-gen-fetching"
         bcecmd bos sync "$1" "$2"
         return
     fi
@@ -45,7 +47,12 @@ fetch() {
             "$1 to $2 by hand ('bcecmd bos sync $1 $2')" >&2
         exit 1
     fi
-    python3 -m job_chain.aiak.bos_fetch "$1" "$2"
+    echo "MODEL_URL=$1" > "$2/.aiak-gen-fetching"
+    if ! python3 -m job_chain.aiak.bos_fetch "$1" "$2"; then
+        echo "the download of $1 stopped: resume the chain to continue it (or, once you copied the" \
+            "weights by hand, remove $2/.aiak-gen-fetching)" >&2
+        exit 1
+    fi
 }
 
 if [ -f "$SAVE/.aiak-gen-done" ]; then
@@ -69,7 +76,6 @@ elif [ -f "$LOAD/config.json" ] && [ ! -f "$LOAD/.aiak-gen-fetching" ]; then
 else  # a first download, or one an earlier attempt did not finish (it resumes)
     echo "downloading $MODEL_URL to $LOAD"
     mkdir -p "$LOAD"
-    echo "MODEL_URL=$MODEL_URL" > "$LOAD/.aiak-gen-fetching"
     fetch "$MODEL_URL" "$LOAD"
     if [ ! -f "$LOAD/config.json" ]; then
         echo "$MODEL_URL holds no config.json: is it a Hugging Face model folder?" >&2
