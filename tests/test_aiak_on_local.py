@@ -77,7 +77,7 @@ STAND_INS = {
 [ "$(cat "$LOAD/.aiak-gen-done")" = "TP=$TP PP=$PP" ] || { echo "LOAD $LOAD is not TP=$TP PP=$PP" >&2; exit 4; }
 data=${DATA_PATH##* }
 [ -e "$data.$TRAINING_PHASE-data" ] || { echo "no $TRAINING_PHASE data at $data" >&2; exit 5; }
-mkdir -p "$SAVE"; echo 100 > "$SAVE/latest_checkpointed_iteration.txt"
+mkdir -p "$SAVE/iter_0000100"; echo 100 > "$SAVE/latest_checkpointed_iteration.txt"
 echo "TP=$TP PP=$PP" > "$SAVE/.aiak-gen-done"
 """,
 }
@@ -169,4 +169,51 @@ def test_eval_chain_fans_out_and_reports_once(tmp_path: Path, local_server: Any)
     report = json.loads((eval_dir / "report.json").read_text())  # written only once both results existed
     assert report == {"checkpoint": trained, "results": {"ceval": {"benchmark": "ceval", "acc": 0.5},
                                                          "mmlu": {"benchmark": "mmlu", "acc": 0.5}}}
+    wait_outcome(chain_path, local_server, "succeeded", timeout=10)
+
+
+def test_a_chain_fetches_from_bos_with_the_sdk_and_runs_aiaks_tools(tmp_path: Path, local_server: Any) -> None:
+    """Issue 23 on a stand-in cluster: no bcecmd in the image, weights and data only on BOS.
+
+    The real step scripts run as local jobs against a stand-in AIAK checkout (its tools take
+    AIAK's flags and write what AIAK's write) and download from a signed loopback BOS through
+    the BCE SDK's BosClient, with the run's own keys (the job's JOB_CHAIN_CREDENTIALS file).
+    """
+    from aiak_stand_ins import BosStandIn, aiak_tree, hf_weights, launcher
+
+    aiak = aiak_tree(tmp_path / "aiak", launchers={
+        "examples/llama2/pretrain/pretrain_llama2_7b.sh": launcher()})
+    hf_weights(tmp_path / "bos" / "team-models" / "Llama-2-7b-hf")
+    (tmp_path / "bos" / "team-data").mkdir(parents=True)
+    (tmp_path / "bos" / "team-data" / "corpus.jsonl").write_text('{"text": "hello"}\n')
+    chain_path, mount = tmp_path / "chain_info.json", tmp_path / "pfs"
+    chain_path.write_text(json.dumps({"resourcePoolId": local_server.pool, "jobs": [{  # the template: AIAK's place
+        "jobSpec": {"envs": [{"name": "AIAK_TRAINING_PATH", "value": str(aiak)},
+                             {"name": "AIAK_CALLS", "value": str(tmp_path / "calls")}]},
+        "datasources": [{"type": "pfs", "name": "pfs-local", "mountPath": str(mount)}],
+        "jobChain": {"generatedBy": "aiak-gen"}}]}))
+    with BosStandIn(tmp_path / "bos", {local_server.ak: local_server.sk}) as bos:
+        spec = {"MODEL_NAME": "llama2-7b", "REPLICAS": "1", "VERSION": "bos-1", "TRAINING_PHASE": "pretrain",
+                "TP": "", "PP": "", "DATASET_NAME": "corpus", "JSON_KEYS": "text", "IMAGE": "aiak:stock",
+                "MODEL_URL": "bos:/team-models/Llama-2-7b-hf", "DATASET_URL": "bos:/team-data/corpus.jsonl",
+                "BOS_ENDPOINT": bos.url}
+        (tmp_path / "aiak_job_info.json").write_text(json.dumps(spec))
+        done = subprocess.run([AIAK_GEN, str(chain_path), str(tmp_path / "aiak_job_info.json")],
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        chain_text = chain_path.read_text()
+        assert local_server.sk not in chain_text and local_server.ak not in chain_text
+        cli("run", str(chain_path), "--follow", server=local_server, check=True, timeout=120)
+        gets = [p for m, p in bos.requests if m == "GET"]
+    jobs = json.loads(chain_text)["jobs"]
+    convert, preprocess, train = ({e["name"]: e["value"] for e in j["jobSpec"]["envs"]} for j in jobs)
+    assert (Path(convert["LOAD"]) / ".aiak-gen-source").read_text() == "MODEL_URL=bos:/team-models/Llama-2-7b-hf\n"
+    assert sorted(p.name for p in Path(convert["LOAD"]).iterdir() if not p.name.startswith(".")) == sorted(
+        p.name for p in (tmp_path / "bos" / "team-models" / "Llama-2-7b-hf").iterdir())
+    assert "/team-data/corpus.jsonl" in gets and len([p for p in gets if p.startswith("/team-models/")]) == 4
+    calls = (tmp_path / "calls").read_text()
+    assert "--safetensors" in calls and "--json-keys text" in calls
+    assert Path(preprocess["DATA_PATH"] + ".bin").exists()
+    assert (Path(train["SAVE"]) / "iter_0000100").is_dir()
+    assert (Path(train["SAVE"]) / ".aiak-gen-done").read_text() == "TP=1 PP=1\n"
     wait_outcome(chain_path, local_server, "succeeded", timeout=10)

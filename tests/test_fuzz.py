@@ -430,7 +430,9 @@ def test_loader_on_mutated_chains(chain_dir: Path, case: Tuple[Any, List[Tuple[s
 
 # -- aiak-gen -----------------------------------------------------------------------------------
 
-MODELS = sorted(tables.models())
+# rows a chain can run from (AIAK launchers, a BOS copy), and two the generator must refuse
+MODELS = sorted(name for name, row in tables.models().items() if row.url and row.sft_launcher) + [
+    "llama-13b", "qwen3-8b"]
 DATASETS = sorted(tables.datasets())
 GOOD: Dict[str, List[Any]] = {  # good values, from the real tables
     "MODEL_NAME": MODELS,
@@ -443,8 +445,8 @@ GOOD: Dict[str, List[Any]] = {  # good values, from the real tables
     "JSON_KEYS": ["text", "", "text,title", "a b"],
     "IMAGE": ["registry.baidubce.com/aihc-aiak/aiak-training-llm:tag", "img"],
     "MOUNT_PATH": ["/root/pfs", "/root/pfs/team/", "/mnt/x", "/", ""],
-    "MODEL_URL": ["bos:/b/m", ""],
-    "DATASET_URL": ["bos:/b/d.jsonl", "bos:/", "bos:/b/", "bos:/b/名称.json"],
+    "MODEL_URL": ["bos:/bk/m", ""],
+    "DATASET_URL": ["bos:/bk/d.jsonl", "bos:/", "bos:/bk/", "bos:/bk/名称.json"],
     "GPU_RESOURCE": ["baidu.com/a800_80g_cgpu", "baidu.com/h800_80g_cgpu"],
     "GPUS_PER_REPLICA": [8, "4", 1],
     "ENABLE_RDMA": [True, False, "false", "yes", 1],
@@ -453,6 +455,10 @@ GOOD: Dict[str, List[Any]] = {  # good values, from the real tables
     "TRAIN_SCRIPT": ["/workspace/x.sh", None],
     "CHAT_TEMPLATE": ["qwen", "llama3.1"],
     "SEQ_LENGTH": [2048, "4096", 1048576],
+    "EP": ["", 1, "2"],
+    "CONVERT_CONFIG": ["llama2-7b", "/root/pfs/c.json", ""],
+    "BOS_ENDPOINT": ["bj.bcebos.com", "http://127.0.0.1:9000"],
+    "RESOURCES": [{"convert": [{"name": "cpu", "quantity": 8}]}, {}],
 }
 assert set(GOOD) == set(REQUIRED) | set(OPTIONAL)
 

@@ -5,7 +5,9 @@ site-packages: a ``models.csv`` / ``datasets.csv`` in ``aiak-gen --dict DIR``, i
 or in an ``aiak_dict/`` beside the chain file replaces shipped rows with the same key (model or
 dataset name) and adds new ones. Precedence, highest first: ``--dict``, ``AIAK_DICT``, the
 directory beside the chain file, the shipped tables. A user table is checked whole before
-anything is used, and a fault is one error naming ``file:line``.
+anything is used, and a fault is one error naming ``file:line``. A replacing model row that
+leaves an AIAK column empty (launchers, converter config, chat template, SFT length, experts)
+keeps the replaced row's value: mirroring the weights elsewhere does not change AIAK's image.
 
 The shipped tables live once, in the repository's top-level ``aiak_dict/``; wheels and sdists
 carry them as the package data ``job_chain/aiak/aiak_dict`` (see pyproject.toml), a source
@@ -15,9 +17,12 @@ checkout or editable install reads the top-level directory.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import difflib
 import io
 import os
+import posixpath
+import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -45,6 +50,15 @@ MODEL_COLUMNS: Tuple[Tuple[str, Tuple[str, ...]], ...] = (
     ("tp", ("tp",)),
     ("pp", ("pp",)),
 )
+# Optional model columns (aiak-gen's own, English only): what AIAK's image holds for the model.
+# Launchers are paths relative to the AIAK root (or absolute), the converter config a name in
+# tools/convert_checkpoint/config/ (or an absolute .json path). A row without them still loads;
+# a chain that needs a missing one is refused at generation, naming the column to add.
+MODEL_OPTIONAL_COLUMNS: Tuple[str, ...] = (
+    "ep", "num_experts", "convert_config", "chat_template", "sft_seq_length", "pretrain_launcher",
+    "sft_launcher")
+_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+_PATH_RE = re.compile(r"[A-Za-z0-9._/+-]+")
 DATASET_COLUMNS: Tuple[Tuple[str, Tuple[str, ...]], ...] = (
     ("dataset_name", ("名称", "dataset_name", "name")),
     ("url", ("原始格式", "dataset_url", "url")),
@@ -69,6 +83,13 @@ class Model:
     tp: Optional[int]  # None: AIAK has no recommended split for this model
     pp: Optional[int]
     origin: Optional[Origin] = field(default=None, compare=False)
+    ep: Optional[int] = None  # MoE: the expert-parallel size of AIAK's launchers
+    num_experts: Optional[int] = None  # MoE: experts per layer (the converter's --num_experts)
+    convert_config: str = ""  # tools/convert_checkpoint/config/<this>.json, or an absolute path
+    chat_template: str = ""  # preprocess_sft_data.py --chat-template
+    sft_seq_length: Optional[int] = None  # the SFT launcher's --seq-length
+    pretrain_launcher: str = ""  # relative to the AIAK root, or absolute
+    sft_launcher: str = ""
 
 
 @dataclass(frozen=True)
@@ -127,13 +148,46 @@ def _read(path: str) -> List[Tuple[int, List[str]]]:
     return rows
 
 
-def _split(path: str, line: int, column: str, value: str) -> Optional[int]:
+def _split(path: str, line: int, column: str, value: str, none: str = "no default split") -> Optional[int]:
     if not value or value.upper() == NO_DEFAULT:
         return None
     if not value.isdigit() or len(value) > 10 or not 1 <= int(value) <= MAX_SPLIT:
         raise TableError(f"{path}:{line}: {column} must be a positive integer or {NO_DEFAULT} "
-                         f"(no default split), found {describe(value)}")
+                         f"({none}), found {describe(value)}")
     return int(value)
+
+
+def cell_problem(column: str, value: str) -> Optional[str]:
+    """Why a launcher, converter config or chat template value cannot be used, or None."""
+    pattern = _NAME_RE if column == "chat_template" else _PATH_RE
+    if pattern.fullmatch(value) and ".." not in value.split("/") and len(value) <= 300 and not (
+            column == "convert_config" and "/" in value and not posixpath.isabs(value)):
+        return None
+    kind = ("a name such as qwen" if column == "chat_template" else
+            "a config name such as llama2-7b, or an absolute path" if column == "convert_config" else
+            "a path relative to the AIAK root, such as examples/llama2/pretrain/pretrain_llama2_7b.sh, "
+            "or an absolute path")
+    return f"must be {kind} (letters, digits, '._/+-', no '..'), found {describe(value)}"
+
+
+def _text_cell(path: str, line: int, column: str, value: str) -> str:
+    """A launcher, converter config or chat template cell: empty, or a name/path without tricks."""
+    if not value or value.upper() == NO_DEFAULT:
+        return ""
+    problem = cell_problem(column, value)
+    if problem:
+        raise TableError(f"{path}:{line}: {column} {problem}")
+    return value
+
+
+def _extras(path: str, line: int, header: List[str], row: List[str]) -> Dict[str, str]:
+    """The optional model columns a row has (by header name), checked one by one."""
+    cells = {name: (row[i] if i < len(row) else "") for i, name in enumerate(header)}
+    extras = {c: cells.get(c, "") for c in MODEL_OPTIONAL_COLUMNS}
+    for column, value in extras.items():
+        if not value.isprintable():
+            raise TableError(f"{path}:{line}: {column} must be printable text, found {describe(value)}")
+    return extras
 
 
 def _columns(path: str, header: Tuple[int, List[str]],
@@ -181,19 +235,27 @@ def read_models(path: str, layer: str) -> List[Model]:
     if not rows:
         raise TableError(f"{path}:1: empty table: the first line must be the header")
     indexes = _columns(path, rows[0], MODEL_COLUMNS)
+    header = [_norm(c) for c in rows[0][1]]
     seen: Dict[str, int] = {}
     models = []
     for line, row in rows[1:]:
         series, name, hf_name, url, tp_text, pp_text = _cells(path, line, row, indexes, MODEL_COLUMNS)
-        _check_key(path, line, "model", name, seen)
-        if not url:
-            raise TableError(f"{path}:{line}: the model URL of {describe(name)} is empty: give the "
-                             "bos:/ path of its Hugging Face weights")
+        _check_key(path, line, "model", name, seen)  # an empty URL: the description gives MODEL_URL
         tp, pp = _split(path, line, "tp", tp_text), _split(path, line, "pp", pp_text)
         if (tp is None) != (pp is None):
             raise TableError(f"{path}:{line}: tp and pp must both be numbers or both {NO_DEFAULT}, "
                              f"found tp={describe(tp_text)} pp={describe(pp_text)}")
-        models.append(Model(series or name, name, hf_name, url, tp, pp, Origin(layer, path, line)))
+        extra = _extras(path, line, header, row)
+        ep = _split(path, line, "ep", extra["ep"], "not a mixture-of-experts model")
+        experts = _split(path, line, "num_experts", extra["num_experts"], "not a mixture-of-experts model")
+        if ep is not None and (experts is None or experts % ep):
+            raise TableError(f"{path}:{line}: ep {ep} needs num_experts, a multiple of it (the experts are "
+                             f"split over ep ranks), found num_experts={describe(extra['num_experts'])}")
+        seq = _split(path, line, "sft_seq_length", extra["sft_seq_length"], "unknown")
+        texts = {c: _text_cell(path, line, c, extra[c]) for c in
+                 ("convert_config", "chat_template", "pretrain_launcher", "sft_launcher")}
+        models.append(Model(series or name, name, hf_name, url, tp, pp, Origin(layer, path, line),
+                            ep=ep if experts else None, num_experts=experts, sft_seq_length=seq, **texts))
     return models
 
 
@@ -236,6 +298,14 @@ def user_dirs(dict_dir: Optional[str], chain_file: Optional[str],
     return dirs
 
 
+def _inherit(row: Model, replaced: Optional[Model]) -> Model:
+    """A replacing row with the replaced row's AIAK columns where its own are empty."""
+    if replaced is None:
+        return row
+    kept = {c: getattr(replaced, c) for c in MODEL_OPTIONAL_COLUMNS if not getattr(row, c)}
+    return dataclasses.replace(row, **kept)
+
+
 def load(dict_dir: Optional[str] = None, chain_file: Optional[str] = None,
          environ: Optional[Dict[str, str]] = None) -> Tables:
     """The shipped tables with the user's layered over them (see the module docstring)."""
@@ -250,7 +320,7 @@ def load(dict_dir: Optional[str] = None, chain_file: Optional[str] = None,
     for layer, directory in reversed(layers):  # lowest precedence first, so higher ones win
         path = os.path.join(directory, MODELS_FILE)
         if os.path.isfile(path):
-            models.update((m.name, m) for m in read_models(path, layer))
+            models.update((m.name, _inherit(m, models.get(m.name))) for m in read_models(path, layer))
         path = os.path.join(directory, DATASETS_FILE)
         if os.path.isfile(path):
             datasets.update((d.name, d) for d in read_datasets(path, layer))
