@@ -1,0 +1,118 @@
+"""The runs page, a run's page and its live fragments, a step's panel, and stop / resume."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Dict, List, Optional, Tuple
+
+from fastapi import FastAPI, Request
+from fastapi.responses import HTMLResponse
+from starlette.concurrency import run_in_threadpool
+
+from job_chain.aihc.client import pod_names
+from job_chain.errors import JobChainError
+from job_chain.session import ChainSession
+from job_chain.ui import dag, views
+from job_chain.ui.catalog import Entry
+from job_chain.ui.pages import RUNS_PER_CHAIN, NotFoundError, Pages
+
+
+def register(app: FastAPI, pages: Pages) -> None:
+    catalog = pages.catalog
+
+    def run_rows(outcome: str) -> Tuple[List[Dict[str, Any]], List[Entry]]:
+        rows: List[Dict[str, Any]] = []
+        broken: List[Entry] = []
+        for found in catalog.entries():
+            if found.session is None:
+                broken.append(found)
+                continue
+            for run in found.session.runs()[:RUNS_PER_CHAIN]:
+                row: Dict[str, Any] = {"entry": found, "run": run, "status": None, "error": ""}
+                try:
+                    row["status"] = catalog.status(found, run.run_id)
+                except JobChainError as exc:
+                    row["error"] = str(exc).splitlines()[0]
+                got = row["status"].outcome.value if row["status"] else "unknown"
+                if outcome and got != outcome:
+                    continue
+                rows.append(row)
+        rows.sort(key=lambda r: r["run"].started, reverse=True)
+        return rows, broken
+
+    @app.get("/", response_class=HTMLResponse)
+    def runs_page(request: Request, outcome: str = "") -> HTMLResponse:
+        rows, broken = run_rows(outcome)
+        return pages.page("runs.html", rows=rows, broken=broken, outcome=outcome, paths=catalog.paths,
+                          chains=len(catalog.files()))
+
+    @app.get("/fragment/runs", response_class=HTMLResponse)
+    def runs_fragment(request: Request, outcome: str = "") -> HTMLResponse:
+        rows, broken = run_rows(outcome)
+        return pages.page("_runs_rows.html", rows=rows, outcome=outcome)
+
+    def run_context(cid: str, run_id: str) -> Dict[str, Any]:
+        found = pages.entry(cid)
+        run = pages.run_of(found, run_id)
+        try:
+            status = catalog.status(found, run.run_id)
+        except JobChainError as exc:
+            return {"entry": found, "run": run, "status": None, "error": str(exc)}
+        return {"entry": found, "run": run, "status": status, "error": "", "timeline": views.timeline(status),
+                "dag": dag.layout(status.steps)}
+
+    @app.get("/run/{cid}/{run_id}", response_class=HTMLResponse)
+    def run_page(request: Request, cid: str, run_id: str, step: Optional[int] = None) -> HTMLResponse:
+        context = run_context(cid, run_id)
+        return pages.page("run.html", selected=step, **context)
+
+    @app.get("/fragment/run/{cid}/{run_id}", response_class=HTMLResponse)
+    def run_fragment(request: Request, cid: str, run_id: str) -> HTMLResponse:
+        return pages.page("_run_live.html", **run_context(cid, run_id))
+
+    @app.get("/fragment/step/{cid}/{run_id}/{index}", response_class=HTMLResponse)
+    def step_fragment(request: Request, cid: str, run_id: str, index: int,
+                      attempt: Optional[int] = None) -> HTMLResponse:
+        found, run, step, chosen = pages.located(cid, run_id, index, attempt)
+        session = pages.session(found)
+        try:
+            # as this run's place sees the chain (a local run's pods read this file directly)
+            placed = ChainSession(session.chain, local=run.local)
+            plan = views.redact(placed.plan(index, mode=run.mode), pages.secrets_of(found))
+            request_json = json.dumps(plan, indent=2, ensure_ascii=False)
+        except JobChainError as exc:
+            request_json = f"(cannot build the request: {exc})"
+        pods: List[str] = []
+        pod_error = ""
+        if chosen is not None:
+            try:
+                pods = pod_names(session.client_for(run).get_job(session.chain.pool, chosen.job_id))
+            except JobChainError as exc:
+                pod_error = str(exc)
+        return pages.page("_step.html", entry=found, run=run, step=step, chosen=chosen, pods=pods,
+                          pod_error=pod_error, request_json=request_json)
+
+    @app.post("/action/{cid}/{run_id}/{action}", response_class=HTMLResponse)
+    async def act(request: Request, cid: str, run_id: str, action: str) -> HTMLResponse:
+        found = pages.entry(cid)
+        run = pages.run_of(found, run_id)
+        session = pages.session(found)
+        try:
+            if action == "stop":
+                stopped = await run_in_threadpool(session.stop, run.run_id)
+                message = f"run {run.run_id} stopped" + (
+                    f": stopped step {', '.join(str(s.index) for s in stopped)}" if stopped else "")
+            elif action == "resume":
+                submitted = await run_in_threadpool(session.resume, run.run_id)
+                message = ("every step already succeeded: nothing to resume" if not submitted else
+                           "submitted " + ", ".join(f"step {s.step} attempt {s.attempt} (job {s.job_id})"
+                                                    for s in submitted))
+            else:
+                raise NotFoundError(f"no action {action!r}: stop or resume")
+            ok = True
+        except JobChainError as exc:
+            message, ok = str(exc), False
+        catalog.forget(found, run.run_id)
+        response = pages.page("_message.html", message=message, ok=ok)
+        response.headers["HX-Trigger"] = "refresh-run"
+        return response
