@@ -213,3 +213,33 @@ def _cid(chain: Path) -> str:
     from job_chain.ui.catalog import chain_id
 
     return chain_id(str(chain))
+
+
+def test_console_error_text_is_never_html(console: Console, browser: Any, home: Path, shared_server: Any,
+                                          tmp_path: Path) -> None:
+    """A job id planted in the run record never reaches the page, and an error text holding markup
+    (from any source) is shown as text by console.js: no script runs, no element is made."""
+    chain = chain_in(home, "xss", [{"script": "echo hi\n"}], shared_server.pool)
+    cli("run", str(chain), "--follow", server=shared_server, check=True)
+    run_id = latest_run(chain)
+    evil = '<img src=x onerror="window.__pwned=1">'
+    cache_file = chain.parent / "chain_info.json.runs" / run_id / "attempts.json"
+    cache = json.loads(cache_file.read_text())
+    cache = {evil: dict(item, jobId=evil) for item in cache.values()}
+    cache_file.write_text(json.dumps(cache))
+    browser.get(f"{console.url}/run/{_cid(chain)}/{run_id}")
+    wait_for(browser, lambda b: attr(b, "#outcome", "data-outcome") == "succeeded")
+    assert "onerror" not in browser.page_source
+    # whatever an answer's error says, it is text: make the metrics API answer markup
+    browser.execute_script(
+        "var real = window.fetch, evil = arguments[0];"
+        "window.fetch = function (url, opts) {"
+        "  if (String(url).indexOf('/api/metrics/') === 0) return Promise.resolve(new Response("
+        "    JSON.stringify({metrics: {}, error: evil}), {headers: {'Content-Type': 'application/json'}}));"
+        "  return real(url, opts); };", evil)
+    css(browser, "#step-row-0 td.id a").click()
+    wait_for(browser, lambda b: evil in b.execute_script(
+        "var m = document.getElementById('metrics'); return m ? m.textContent : '';"))
+    assert browser.execute_script("return document.querySelectorAll('#metrics img').length;") == 0
+    assert browser.execute_script("return window.__pwned === undefined;")
+    shot(browser, tmp_path, "error-as-text")
