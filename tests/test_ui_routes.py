@@ -18,6 +18,7 @@ import requests
 from chain_helpers import cli, latest_run, make_chain, wait_outcome
 from ui_helpers import Console, kill
 
+from job_chain.errors import UsageError
 from job_chain.ui.catalog import chain_id
 from job_chain.ui.security import Guard
 
@@ -61,46 +62,67 @@ def chain_in(home: Path, name: str, steps: Any, pool: str, **top: Any) -> Path:
     return make_chain(folder, steps, pool, **top)
 
 
-def test_loopback_needs_no_token_but_its_own_host(console: Console) -> None:
+def test_without_a_token_loopback_still_needs_its_own_host(console: Console) -> None:
+    assert console.guard.token is None  # --no-token
     assert requests.get(console.url + "/").status_code == 200
     assert requests.get(console.url + "/static/vendor/htmx.min.js").status_code == 200
     rebound = requests.get(console.url + "/", headers={"Host": f"evil.example:{console.port}"})
     assert rebound.status_code == 403
 
 
-def test_off_loopback_every_request_needs_the_token(home: Path, creds: None) -> None:
-    assert Guard.for_bind("127.0.0.1", 1).token is None
-    assert Guard.for_bind("0.0.0.0", 1).token
-    assert "127.0.0.2:8780" in Guard.for_bind("127.0.0.2", 8780).hosts
-    guard = Guard("tok-" + "x" * 28, set())
-    served = Console([str(home)], guard=guard)
+def test_console_requires_its_token_on_loopback(home: Path, creds: None) -> None:
+    """On a shared machine any local user reaches 127.0.0.1: the token is needed there too, its
+    cookie is named for the port and holds no token, and ?token= never redirects off the console."""
+    assert Guard.for_bind("127.0.0.1", 1).token and Guard.for_bind("0.0.0.0", 1).token
+    assert Guard.for_bind("127.0.0.1", 1, token=False).token is None
+    with pytest.raises(UsageError, match="--no-token is for a loopback --bind only"):
+        Guard.for_bind("0.0.0.0", 1, token=False)
+    served = Console([str(home)], token=True)
+    guard = served.guard
     try:
         assert requests.get(served.url + "/").status_code == 403
         assert requests.get(served.url + "/?token=wrong").status_code == 403
         assert requests.get(served.url + "/static/console.css").status_code == 403
+        assert requests.post(served.url + "/submit/run", headers={"X-CSRF-Token": guard.csrf},
+                             data={"name": "x.json", "chain": "{}"}).status_code == 403
         first = requests.get(served.url + "/?outcome=a%26b&token=" + guard.token, allow_redirects=False)
         assert first.status_code == 303 and first.headers["location"] == "/?outcome=a%26b"  # token leaves the URL
-        assert "HttpOnly" in first.headers["set-cookie"]
+        cookie = first.headers["set-cookie"]
+        assert cookie.startswith(f"job_chain_ui_{served.port}=") and "HttpOnly" in cookie
+        assert "samesite=strict" in cookie.lower() and guard.token not in cookie  # other ports never see it
+        for sneaky in ("//evil.example/x", "/\\evil.example/x", "///evil.example"):
+            away = requests.get(served.url + sneaky + "?token=" + guard.token, allow_redirects=False)
+            assert away.status_code == 303 and away.headers["location"].startswith("/")
+            assert not away.headers["location"].startswith(("//", "/\\")), sneaky
         browser = requests.Session()
         assert browser.get(served.url + "/?token=" + guard.token).status_code == 200
         assert browser.get(served.url + "/static/console.css").status_code == 200
+        page = browser.get(served.url + "/")
+        assert page.status_code == 200 and guard.csrf in page.text
+        # a cookie made for another token (a restarted console, another user's) is refused
+        stale = requests.get(served.url + "/", cookies={guard.cookie: Guard("other", set(), served.port).cookie_value})
+        assert stale.status_code == 403
     finally:
         served.close()
 
 
-def test_the_cli_prints_a_token_url_first_when_not_on_loopback(home: Path) -> None:
-    proc = subprocess.Popen([sys.executable, "-m", "job_chain", "ui", str(home), "--bind", "0.0.0.0", "--port", "0"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        first = proc.stdout.readline().strip()  # type: ignore[union-attr]
-        assert "?token=" in first and first.startswith("http://")
-        port = first.split("://", 1)[1].split("/", 1)[0].rsplit(":", 1)[1]
-        token = first.split("?token=", 1)[1]
-        url = f"http://127.0.0.1:{port}/"
-        assert requests.get(url).status_code == 403
-        assert requests.get(url + "?token=" + token).status_code == 200
-    finally:
-        kill(proc)
+def test_the_cli_prints_a_token_url_first(home: Path) -> None:
+    for bind in ("127.0.0.1", "0.0.0.0"):
+        proc = subprocess.Popen([sys.executable, "-m", "job_chain", "ui", str(home), "--bind", bind, "--port", "0"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            first = proc.stdout.readline().strip()  # type: ignore[union-attr]
+            assert "?token=" in first and first.startswith("http://")
+            port = first.split("://", 1)[1].split("/", 1)[0].rsplit(":", 1)[1]
+            token = first.split("?token=", 1)[1]
+            url = f"http://127.0.0.1:{port}/"
+            assert requests.get(url).status_code == 403
+            assert requests.get(url + "?token=" + token).status_code == 200
+        finally:
+            kill(proc)
+    refused = subprocess.run([sys.executable, "-m", "job_chain", "ui", str(home), "--bind", "0.0.0.0", "--no-token"],
+                             capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2 and "--no-token is for a loopback --bind only" in refused.stderr
 
 
 def test_posts_need_the_csrf_header_and_a_matching_origin(console: Console) -> None:
