@@ -272,3 +272,28 @@ def test_session_log_tail_asks_the_api_for_only_those_lines(home: Path, shared_s
     whole = session.log()
     assert session.log(tail=10) == "".join(whole.splitlines(True)[-10:])
     assert asked == [None, 10] and "\n5000\n" in whole
+
+
+def test_console_request_view_redacts_secret_looking_envs(console: Console, home: Path, shared_server: Any) -> None:
+    """The step's request, the job page and the log hide env values named *TOKEN*, *KEY*, ... (item 5)."""
+    from test_newcomer import SECRET_ENVS, chain_with_envs
+
+    from job_chain.redaction import REDACTED
+
+    folder = home / "envsecrets"
+    folder.mkdir()
+    chain = chain_with_envs(folder)
+    data = json.loads(chain.read_text())
+    data["resourcePoolId"] = shared_server.pool
+    (folder / "train.sh").write_text('echo "token is $HF_TOKEN"\n')
+    chain.write_text(json.dumps(data))
+    cli("run", str(chain), "--follow", server=shared_server, check=True)
+    run_id, cid = latest_run(chain), chain_id(str(chain))
+    step = html.unescape(requests.get(f"{console.url}/fragment/step/{cid}/{run_id}/0").text)
+    assert '"name": "HF_TOKEN",\n' in step and REDACTED in step and '"value": "pretrain"' in step
+    shown = step + requests.get(f"{console.url}/job/{cid}/{first_job(chain, shared_server)}").text
+    shown += requests.get(f"{console.url}/fragment/log/{cid}/{run_id}/0").text
+    shown += requests.get(f"{console.url}/download/log/{cid}/{run_id}/0").text
+    assert "token is " + REDACTED in html.unescape(shown)
+    for value in SECRET_ENVS.values():
+        assert value not in shown

@@ -10,9 +10,10 @@ import pytest
 
 from job_chain.chain.loader import ChainFileError, check_chain_data
 from job_chain.local.backend import read_log_tail
+from job_chain.redaction import REDACTED, redact
 from job_chain.ui.catalog import find_chain_files
 from job_chain.ui.curves import parse_curves, patterns_for
-from job_chain.ui.views import REDACTED, annotate, json_lines, redact, split_problem
+from job_chain.ui.views import annotate, json_lines, split_problem
 
 MEGATRON = (" [2026-11-23 08:00:00] iteration       20/    1000 | consumed samples: 640 | elapsed time per "
             "iteration (ms): 1234.5 | throughput per GPU (TFLOP/s/GPU): 187.3 | learning rate: 2.500000E-05 | "

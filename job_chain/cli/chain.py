@@ -91,22 +91,21 @@ def run(chain_file: str, start_index: Optional[int], start: Optional[int], dry_r
 
 def _dry_run(session: Any, first: int, mode: str, secret: Optional[str]) -> None:
     from job_chain.chain.command import tail_size
+    from job_chain.redaction import redact
 
     plan = session.plan(first, mode)
     host = session.planned_host
+    hidden = [v for v in (session.chain.secret, secret) if v]
     if session.api_version == "v2":
         from job_chain.aihc.v2 import create_to_v2
 
         text = (f"POST {host}/?action=CreateJob&resourcePoolId={plan['resourcePoolId']}"
                 f"&clientToken={plan['clientToken']}\nX-API-Version: v2\n"
-                + json.dumps(create_to_v2(plan["body"]), indent=2, ensure_ascii=False))
+                + json.dumps(redact(create_to_v2(plan["body"]), hidden), indent=2, ensure_ascii=False))
     else:
         text = (f"POST {host}/api/v1/aijobs?resourcePoolId={plan['resourcePoolId']}&clientToken={plan['clientToken']}\n"
-                + json.dumps(plan["body"], indent=2, ensure_ascii=False))
-    for value in (session.chain.secret, secret):
-        if value:
-            text = text.replace(value, "****")
-    click.echo(text)
+                + json.dumps(redact(plan["body"], hidden), indent=2, ensure_ascii=False))
+    click.echo(redact(text, hidden))
     if session.chain.graph or session.chain.handlers:
         from job_chain.chain.graph import levels
 

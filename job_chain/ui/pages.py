@@ -11,6 +11,7 @@ from fastapi.responses import HTMLResponse
 
 from job_chain.chain.progress import RunStatus, StepStatus
 from job_chain.errors import JobChainError
+from job_chain.redaction import env_secrets
 from job_chain.session import ChainSession, Run
 from job_chain.ui import views
 from job_chain.ui.catalog import Catalog, Entry
@@ -81,7 +82,9 @@ class Pages:
         return tries.get(attempt if attempt is not None else max(tries)) or tries[max(tries)]
 
     def secrets_of(self, found: Entry) -> List[str]:
-        return [s for s in (self.session(found).chain.secret,) if s]
+        """The strings never shown: the chain's SK and its steps' secret-looking env values."""
+        chain = self.session(found).chain
+        return [s for s in [chain.secret] + env_secrets([step.body for step in chain.steps]) if s]
 
     def pool_client(self, found: Entry) -> Any:
         """A client for the chain's pool: where its newest run runs (else where a new one would)."""

@@ -14,7 +14,7 @@ from job_chain.aihc.timefmt import parse_time
 from job_chain.chain.model import LABEL_RUN, LABEL_STEP
 from job_chain.chain.progress import job_labels
 from job_chain.errors import JobChainError
-from job_chain.ui import views
+from job_chain.redaction import redact
 from job_chain.ui.catalog import Entry
 from job_chain.ui.pages import RUNS_PER_CHAIN, NotFoundError, Pages
 
@@ -85,6 +85,6 @@ def register(app: FastAPI, pages: Pages) -> None:
         except (JobChainError, AttributeError):
             pass
         pods = ((job.get("podList") or {}).get("pods")) or []
-        shown = views.redact({k: v for k, v in job.items() if k != "podList"}, pages.secrets_of(found))
+        shown = redact({k: v for k, v in job.items() if k != "podList"}, pages.secrets_of(found))
         return pages.page("job.html", entry=found, job=job, pool=pool, labels=job_labels(job), events=events,
                           pod_events=pod_events, pods=pods, job_json=json.dumps(shown, indent=2, ensure_ascii=False))

@@ -12,7 +12,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingRes
 from job_chain.aihc.client import pod_names
 from job_chain.aihc.timefmt import parse_time
 from job_chain.errors import JobChainError
-from job_chain.ui import views
+from job_chain.redaction import redact
 from job_chain.ui.curves import parse_curves, patterns_for
 from job_chain.ui.pages import NotFoundError, Pages
 
@@ -48,7 +48,7 @@ def register(app: FastAPI, pages: Pages) -> None:
                     text = "".join(text.splitlines(True)[-lines:])
             except JobChainError as exc:
                 error = str(exc)
-        text = views.redact(text, pages.secrets_of(found))
+        text = redact(text, pages.secrets_of(found))
         live = step.active and chosen is not None and chosen.attempt == step.attempt
         return pages.page("_log.html", entry=found, run=run, step=step, chosen=chosen, pod=pod, text=text,
                           error=error, lines=lines, live=live, shown=text.count("\n"),
@@ -77,7 +77,7 @@ def register(app: FastAPI, pages: Pages) -> None:
 
         def stream() -> Iterator[bytes]:
             while records:
-                yield views.redact(records.pop(), known).encode("utf-8")
+                yield redact(records.pop(), known).encode("utf-8")
 
         name = f"{run.run_id}-step{index}-attempt{chosen.attempt}-{pod}.log"
         return StreamingResponse(stream(), media_type="text/plain; charset=utf-8",

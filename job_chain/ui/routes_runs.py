@@ -11,6 +11,7 @@ from starlette.concurrency import run_in_threadpool
 
 from job_chain.aihc.client import pod_names
 from job_chain.errors import JobChainError
+from job_chain.redaction import redact
 from job_chain.session import ChainSession
 from job_chain.ui import dag, views
 from job_chain.ui.catalog import Entry
@@ -78,7 +79,7 @@ def register(app: FastAPI, pages: Pages) -> None:
         try:
             # as this run's place sees the chain (a local run's pods read this file directly)
             placed = ChainSession(session.chain, local=run.local)
-            plan = views.redact(placed.plan(index, mode=run.mode), pages.secrets_of(found))
+            plan = redact(placed.plan(index, mode=run.mode), pages.secrets_of(found))
             request_json = json.dumps(plan, indent=2, ensure_ascii=False)
         except JobChainError as exc:
             request_json = f"(cannot build the request: {exc})"

@@ -13,6 +13,7 @@ from fastapi.responses import HTMLResponse
 from starlette.concurrency import run_in_threadpool
 
 from job_chain.errors import JobChainError
+from job_chain.redaction import redact
 from job_chain.session import ChainSession
 from job_chain.ui import views
 from job_chain.ui.pages import NotFoundError, Pages
@@ -78,7 +79,7 @@ def register(app: FastAPI, pages: Pages) -> None:
             return result
         secrets = [data["api_config"]["sk"]] if isinstance(data.get("api_config"), dict) and isinstance(
             data["api_config"].get("sk"), str) else []
-        lines = views.json_lines(views.redact(data, secrets))
+        lines = views.json_lines(redact(data, secrets))
         try:
             chain = check_chain_data(data, path, local=catalog.local)
             result["chain"] = chain

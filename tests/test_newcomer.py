@@ -1,0 +1,61 @@
+"""Issue 18, what a review and a newcomer trial found outside the web console: secret-looking env
+values in ``run --dry-run`` (item 5), the live view's duration (11), a watch-mode run left behind
+by Ctrl-C (12), validation (15), help and error styles (19), the Python API (22) and ``pools --local``
+(23). In-process (CliRunner) unless the behaviour is about processes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Dict
+
+from click.testing import CliRunner, Result
+
+from job_chain.cli import cli
+from job_chain.redaction import REDACTED, redact
+
+NO_ENV: Dict[str, Any] = {"JOB_CHAIN_CREDENTIALS": None, "AIHC_HOST": None, "AIHC_AK": None, "AIHC_SK": None,
+                          "AK": None, "SK": None, "HOST": None, "AIHC_API_VERSION": None}
+
+
+def invoke(*args: str, **env: Any) -> Result:
+    return CliRunner().invoke(cli, list(args), env=dict(NO_ENV, **env))
+
+
+SECRET_ENVS = {"DB_PASSWORD": "pw-0123456789", "HF_TOKEN": "hf_abcdefghijkl", "CLIENT_SECRET": "cs-0123456789",
+               "OSS_SK": "sk-0123456789ab", "WANDB_API_KEY": "wk-0123456789"}
+PLAIN_ENVS = {"SHARED": "/data/shared", "SKIP": "yes", "TASK": "pretrain"}
+
+
+def chain_with_envs(folder: Path) -> Path:
+    (folder / "train.sh").write_text("wandb login wk-0123456789\necho training\n")
+    envs = [{"name": k, "value": v} for k, v in {**SECRET_ENVS, **PLAIN_ENVS}.items()]
+    chain = {"resourcePoolId": "pool-local",
+             "jobs": [{"name": "train", "jobSpec": {"command": "train.sh", "image": "local", "replicas": 1,
+                                                     "envs": envs}}]}
+    path = folder / "chain_info.json"
+    path.write_text(json.dumps(chain))
+    return path
+
+
+def test_secret_looking_env_values_are_redacted() -> None:
+    body = {"jobSpec": {"envs": [{"name": k, "value": v} for k, v in {**SECRET_ENVS, **PLAIN_ENVS, "FLAG_KEY": "1"}
+                                 .items()], "command": "echo hf_abcdefghijkl"}}
+    shown = redact(body)
+    values = {e["name"]: e["value"] for e in shown["jobSpec"]["envs"]}
+    assert all(values[name] == REDACTED for name in list(SECRET_ENVS) + ["FLAG_KEY"])
+    assert {k: values[k] for k in PLAIN_ENVS} == PLAIN_ENVS
+    assert shown["jobSpec"]["command"] == f"echo {REDACTED}"  # the value is hidden wherever it appears
+    assert body["jobSpec"]["envs"][0]["value"] == "pw-0123456789"  # a copy: the request itself is untouched
+
+
+def test_dry_run_redacts_secret_looking_env_values(tmp_path: Path) -> None:
+    chain = chain_with_envs(tmp_path)
+    for version in ("v1", "v2"):
+        result = invoke("run", str(chain), "--dry-run", "--local", "--api-version", version)
+        assert result.exit_code == 0, result.output
+        for value in SECRET_ENVS.values():
+            assert value not in result.output
+        body = json.loads(result.stdout.split("\n", 2 if version == "v2" else 1)[-1])
+        envs = {e["name"]: e["value"] for e in body["jobSpec"]["envs"]}
+        assert envs["HF_TOKEN"] == REDACTED and envs["TASK"] == "pretrain"
