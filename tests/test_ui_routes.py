@@ -18,7 +18,7 @@ import requests
 from chain_helpers import cli, latest_run, make_chain, wait_outcome
 from ui_helpers import Console, kill
 
-from job_chain.errors import UsageError
+from job_chain.errors import JobChainError, UsageError
 from job_chain.ui.catalog import chain_id
 from job_chain.ui.security import Guard
 
@@ -220,7 +220,7 @@ def test_jobs_page_links_runs_and_shows_events(console: Console, home: Path, sha
     run_id = latest_run(chain)
     cid = chain_id(str(chain))
     jobs = requests.get(console.url + "/jobs").text
-    assert f'href="/run/{cid}/{run_id}"' in jobs
+    assert f'href="/run/{cid}/{run_id}?step=0"' in jobs  # the job's step opens with its run
     job_id = first_job(chain, shared_server)
     page = requests.get(f"{console.url}/job/{cid}/{job_id}").text
     assert "Failed" in page and "step-0-master-0" in page and "exit" in page.lower()
@@ -297,3 +297,31 @@ def test_console_request_view_redacts_secret_looking_envs(console: Console, home
     assert "token is " + REDACTED in html.unescape(shown)
     for value in SECRET_ENVS.values():
         assert value not in shown
+
+
+def test_console_messages_speak_of_the_console(home: Path, shared_server: Any, creds: None) -> None:
+    """A console started with --local shows a cloud run (no "drop --local"), and refusals name the
+    console's buttons and pages, not the CLI's commands and flags (item 17)."""
+    from job_chain.errors import CredentialsMissing
+    from job_chain.ui.pages import say
+
+    chain = chain_in(home, "advice", [{"script": "sleep 60\n"}], shared_server.pool)
+    cli("run", str(chain), server=shared_server, check=True)
+    run_id, cid = latest_run(chain), chain_id(str(chain))
+    served = Console([str(home)], local=True)
+    try:
+        page = requests.get(f"{served.url}/run/{cid}/{run_id}")
+        assert page.status_code == 200 and 'data-outcome="running"' in page.text and "--local" not in page.text
+        busy = requests.post(f"{served.url}/action/{cid}/{run_id}/resume", headers={"X-CSRF-Token": served.guard.csrf})
+        assert f"run {run_id} is still going" in busy.text and "its page" in busy.text
+        missing = requests.get(f"{served.url}/run/{cid}/20990101-000000-abcd")
+        assert missing.status_code == 404 and "Runs page lists" in missing.text
+        for answer in (page, busy, missing):
+            assert "job-chain stop" not in answer.text and "job-chain runs" not in answer.text
+    finally:
+        served.close()
+        cli("stop", str(chain), server=shared_server, check=True)
+    said = say(CredentialsMissing("no AIHC host: pass --host, set AIHC_HOST, use --credentials FILE"))
+    assert "--host" not in said and "restart the console" in said
+    resumed = say(JobChainError("boom. 'job-chain resume /x/c.json --run R' continues the run"))
+    assert resumed == "boom. Resume on the run's page continues the run"

@@ -17,7 +17,7 @@ from fastapi.staticfiles import StaticFiles
 from job_chain.errors import JobChainError
 from job_chain.ui import routes_jobs, routes_logs, routes_runs, routes_submit
 from job_chain.ui.catalog import Catalog
-from job_chain.ui.pages import HERE, NotFoundError, Pages
+from job_chain.ui.pages import HERE, NotFoundError, Pages, say
 from job_chain.ui.security import Guard
 
 
@@ -35,7 +35,7 @@ def create_app(catalog: Catalog, guard: Guard) -> FastAPI:
     @app.exception_handler(JobChainError)
     async def failed(request: Request, exc: JobChainError) -> HTMLResponse:
         """An expected failure (the API unreachable, credentials missing): its one line, not a traceback."""
-        return pages.page("error.html", 502, message=str(exc), title="Cannot answer")
+        return pages.page("error.html", 502, message=say(exc), title="Cannot answer")
 
     for routes in (routes_runs, routes_logs, routes_submit, routes_jobs):
         routes.register(app, pages)

@@ -4,6 +4,7 @@ that turn a URL's chain, run, step and attempt into objects (or a 404 page)."""
 from __future__ import annotations
 
 import os
+import re
 from typing import Any, List, Optional
 
 import jinja2
@@ -24,6 +25,34 @@ RUNS_PER_CHAIN = 50  # newest runs of each chain on the runs page
 
 class NotFoundError(Exception):
     """A chain, run, step or job the URL names does not exist (a 404 page)."""
+
+
+# what the library tells a terminal user to type, as a console user does it instead
+_CLI_ADVICE = [
+    (re.compile(r"'job-chain resume [^']*'"), "Resume on the run's page"),
+    (re.compile(r"'job-chain stop [^']*'"), "Stop run on the run's page"),
+    (re.compile(r"'job-chain (?:status|runs|logs) [^']*'"), "the run's page"),
+    (re.compile(r"'job-chain run [^']*'"), "the Submit page"),
+]
+
+
+def say(exc: Exception) -> str:
+    """An error's message as the console says it: in the console's words, not the CLI's flags."""
+    from job_chain.errors import CredentialsMissing, RunNotFound, RunStillActive
+
+    text = str(exc)
+    if isinstance(exc, RunStillActive):
+        head = re.match(r"run \S+ (?:of .+? )?is still going(?: \([^)]*\))?", text)
+        return (head.group(0) if head else f"run {exc.run_id} is still going") + \
+            ": its page (on the Runs page) follows it live and can stop it"
+    if isinstance(exc, RunNotFound):
+        return text.split(";")[0] + " (the Runs page lists the runs there are)"
+    if isinstance(exc, CredentialsMissing):
+        return (f"{text.split(':')[0]}: give the chain file an api_config (host, ak, sk), or restart the console "
+                "with AIHC_HOST, AIHC_AK and AIHC_SK (or JOB_CHAIN_CREDENTIALS) in its environment")
+    for pattern, words in _CLI_ADVICE:
+        text = pattern.sub(words, text)
+    return text
 
 
 class Pages:
@@ -65,7 +94,7 @@ class Pages:
         try:
             return self.session(found).run(run_id)
         except JobChainError as exc:
-            raise NotFoundError(str(exc)) from None
+            raise NotFoundError(say(exc)) from None
 
     @staticmethod
     def step_of(status: RunStatus, index: int) -> StepStatus:
@@ -90,7 +119,9 @@ class Pages:
         """A client for the chain's pool: where its newest run runs (else where a new one would)."""
         session = self.session(found)
         runs = session.runs()
-        return session.client_for(runs[0] if runs else None)
+        if runs:
+            return session.client_for(runs[0])
+        return ChainSession(session.chain, local=self.catalog.local).client_for(None)
 
     def located(self, cid: str, run_id: str, index: int, attempt: Optional[int] = None) -> Any:
         """(entry, run, step, chosen attempt) a step URL names, each a 404 when it does not exist."""

@@ -15,8 +15,9 @@ from job_chain.chain.model import LABEL_RUN, LABEL_STEP
 from job_chain.chain.progress import job_labels
 from job_chain.errors import JobChainError
 from job_chain.redaction import redact
+from job_chain.ui import views
 from job_chain.ui.catalog import Entry
-from job_chain.ui.pages import RUNS_PER_CHAIN, NotFoundError, Pages
+from job_chain.ui.pages import RUNS_PER_CHAIN, NotFoundError, Pages, say
 
 JOBS_PER_POOL = 200
 
@@ -49,7 +50,7 @@ def register(app: FastAPI, pages: Pages) -> None:
                     labels = job_labels(job)
                     created = parse_time(job.get("createdAt"))
                     run_id = str(labels.get(LABEL_RUN) or "")
-                    rows.append({"job": job, "pool": pool, "cid": found.id, "labels": labels,
+                    rows.append({"job": job, "pool": pool, "cid": found.id, "labels": views.own_labels(labels),
                                  "created": created, "age": (now - created).total_seconds() if created else None,
                                  "run": run_id, "step": labels.get(LABEL_STEP), "run_link": runs.get(run_id)})
             except JobChainError as exc:
@@ -75,7 +76,7 @@ def register(app: FastAPI, pages: Pages) -> None:
         try:
             job = client.get_job(pool, job_id)
         except JobChainError as exc:
-            raise NotFoundError(str(exc)) from None
+            raise NotFoundError(say(exc)) from None
         events: List[Dict[str, Any]] = []
         pod_events: Dict[str, List[Dict[str, Any]]] = {}
         try:

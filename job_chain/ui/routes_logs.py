@@ -14,7 +14,7 @@ from job_chain.aihc.timefmt import parse_time
 from job_chain.errors import JobChainError
 from job_chain.redaction import redact
 from job_chain.ui.curves import parse_curves, patterns_for
-from job_chain.ui.pages import NotFoundError, Pages
+from job_chain.ui.pages import NotFoundError, Pages, say
 
 LOG_LINES = 500  # lines of a log shown at first; more on request, up to MAX_LOG_LINES
 MAX_LOG_LINES = 20000
@@ -47,7 +47,7 @@ def register(app: FastAPI, pages: Pages) -> None:
                     text = "".join(answer.get("logs") or [])
                     text = "".join(text.splitlines(True)[-lines:])
             except JobChainError as exc:
-                error = str(exc)
+                error = say(exc)
         text = redact(text, pages.secrets_of(found))
         live = step.active and chosen is not None and chosen.attempt == step.attempt
         return pages.page("_log.html", entry=found, run=run, step=step, chosen=chosen, pod=pod, text=text,
@@ -70,7 +70,7 @@ def register(app: FastAPI, pages: Pages) -> None:
             # chunks of lines: the answer goes out piece by piece, never joined into one string
             records = client.pod_logs(pool, chosen.job_id, pod, chunk=2000).get("logs") or []
         except JobChainError as exc:
-            raise NotFoundError(str(exc)) from None
+            raise NotFoundError(say(exc)) from None
         known = pages.secrets_of(found)
 
         records.reverse()  # popped from the end: each piece is let go as soon as it is sent
@@ -98,7 +98,7 @@ def register(app: FastAPI, pages: Pages) -> None:
             text = "".join(client.pod_logs(pool, chosen.job_id, names[0], max_lines=CURVE_LINES).get("logs") or []) \
                 if names else ""
         except JobChainError as exc:
-            return JSONResponse({"curves": {}, "error": str(exc), "live": step.active})
+            return JSONResponse({"curves": {}, "error": say(exc), "live": step.active})
         return JSONResponse({"curves": parse_curves(text.splitlines(), patterns), "live": step.active})
 
     @app.get("/api/metrics/{cid}/{job_id}")
@@ -110,7 +110,7 @@ def register(app: FastAPI, pages: Pages) -> None:
         try:
             job = client.get_job(pool, job_id)
         except JobChainError as exc:
-            return JSONResponse({"metrics": {}, "error": str(exc)})
+            return JSONResponse({"metrics": {}, "error": say(exc)})
         start = parse_time(job.get("createdAt"))
         end = parse_time(job.get("finishedAt"))
         start_ts = int(start.timestamp()) - 60 if start else int(time.time()) - 3600

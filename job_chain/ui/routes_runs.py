@@ -15,16 +15,19 @@ from job_chain.redaction import redact
 from job_chain.session import ChainSession
 from job_chain.ui import dag, views
 from job_chain.ui.catalog import Entry
-from job_chain.ui.pages import RUNS_PER_CHAIN, NotFoundError, Pages
+from job_chain.ui.pages import RUNS_PER_CHAIN, NotFoundError, Pages, say
 
 
 def register(app: FastAPI, pages: Pages) -> None:
     catalog = pages.catalog
 
-    def run_rows(outcome: str) -> Tuple[List[Dict[str, Any]], List[Entry]]:
+    def run_rows(outcome: str, chain: str) -> Tuple[List[Dict[str, Any]], List[Entry]]:
+        """The runs shown, newest first, of every chain (or of the chain whose id is ``chain``)."""
         rows: List[Dict[str, Any]] = []
         broken: List[Entry] = []
         for found in catalog.entries():
+            if chain and found.id != chain:
+                continue
             if found.session is None:
                 broken.append(found)
                 continue
@@ -33,7 +36,7 @@ def register(app: FastAPI, pages: Pages) -> None:
                 try:
                     row["status"] = catalog.status(found, run.run_id)
                 except JobChainError as exc:
-                    row["error"] = str(exc).splitlines()[0]
+                    row["error"] = say(exc).splitlines()[0]
                 got = row["status"].outcome.value if row["status"] else "unknown"
                 if outcome and got != outcome:
                     continue
@@ -42,15 +45,17 @@ def register(app: FastAPI, pages: Pages) -> None:
         return rows, broken
 
     @app.get("/", response_class=HTMLResponse)
-    def runs_page(request: Request, outcome: str = "") -> HTMLResponse:
-        rows, broken = run_rows(outcome)
-        return pages.page("runs.html", rows=rows, broken=broken, outcome=outcome, paths=catalog.paths,
-                          chains=len(catalog.files()))
+    def runs_page(request: Request, outcome: str = "", chain: str = "") -> HTMLResponse:
+        """Every run; ``?chain=ID`` and ``?outcome=…`` filter them (the filter's selects set both)."""
+        rows, broken = run_rows(outcome, chain)
+        choices = sorted(((e.id, pages.rel(e.path)) for e in catalog.entries()), key=lambda c: c[1])
+        return pages.page("runs.html", rows=rows, broken=broken, outcome=outcome, chain=chain, choices=choices,
+                          paths=catalog.paths, chains=len(catalog.files()))
 
     @app.get("/fragment/runs", response_class=HTMLResponse)
-    def runs_fragment(request: Request, outcome: str = "") -> HTMLResponse:
-        rows, broken = run_rows(outcome)
-        return pages.page("_runs_rows.html", rows=rows, outcome=outcome)
+    def runs_fragment(request: Request, outcome: str = "", chain: str = "") -> HTMLResponse:
+        rows, broken = run_rows(outcome, chain)
+        return pages.page("_runs_rows.html", rows=rows, outcome=outcome, chain=chain)
 
     def run_context(cid: str, run_id: str) -> Dict[str, Any]:
         found = pages.entry(cid)
@@ -58,14 +63,16 @@ def register(app: FastAPI, pages: Pages) -> None:
         try:
             status = catalog.status(found, run.run_id)
         except JobChainError as exc:
-            return {"entry": found, "run": run, "status": None, "error": str(exc)}
+            return {"entry": found, "run": run, "status": None, "error": say(exc)}
         return {"entry": found, "run": run, "status": status, "error": "", "timeline": views.timeline(status),
                 "dag": dag.layout(status.steps)}
 
     @app.get("/run/{cid}/{run_id}", response_class=HTMLResponse)
-    def run_page(request: Request, cid: str, run_id: str, step: Optional[int] = None) -> HTMLResponse:
+    def run_page(request: Request, cid: str, run_id: str, step: Optional[int] = None,
+                 attempt: Optional[int] = None) -> HTMLResponse:
+        """The run; ``?step=N`` (and ``&attempt=A``) opens that step's panel: the links steps carry."""
         context = run_context(cid, run_id)
-        return pages.page("run.html", selected=step, **context)
+        return pages.page("run.html", selected=step, attempt=attempt, **context)
 
     @app.get("/fragment/run/{cid}/{run_id}", response_class=HTMLResponse)
     def run_fragment(request: Request, cid: str, run_id: str) -> HTMLResponse:
@@ -89,7 +96,7 @@ def register(app: FastAPI, pages: Pages) -> None:
             try:
                 pods = pod_names(session.client_for(run).get_job(session.chain.pool, chosen.job_id))
             except JobChainError as exc:
-                pod_error = str(exc)
+                pod_error = say(exc)
         return pages.page("_step.html", entry=found, run=run, step=step, chosen=chosen, pods=pods,
                           pod_error=pod_error, request_json=request_json)
 
@@ -112,7 +119,7 @@ def register(app: FastAPI, pages: Pages) -> None:
                 raise NotFoundError(f"no action {action!r}: stop or resume")
             ok = True
         except JobChainError as exc:
-            message, ok = str(exc), False
+            message, ok = say(exc), False
         catalog.forget(found, run.run_id)
         response = pages.page("_message.html", message=message, ok=ok)
         response.headers["HX-Trigger"] = "refresh-run"

@@ -16,7 +16,7 @@ from job_chain.errors import JobChainError
 from job_chain.redaction import redact
 from job_chain.session import ChainSession
 from job_chain.ui import views
-from job_chain.ui.pages import NotFoundError, Pages
+from job_chain.ui.pages import NotFoundError, Pages, say
 
 MAX_SUBMIT = 1 << 20  # bytes of pasted chain JSON accepted
 _FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,80}\.json$")
@@ -72,7 +72,7 @@ def register(app: FastAPI, pages: Pages) -> None:
         try:
             data = parse_json(text, name)
         except JobChainError as exc:
-            result["loose"].append(str(exc))
+            result["loose"].append(say(exc))
             return result
         if not isinstance(data, dict):
             result["loose"].append(f"{name}: a chain file holds one JSON object, not a {type(data).__name__}")
@@ -117,7 +117,7 @@ def register(app: FastAPI, pages: Pages) -> None:
             session = await run_in_threadpool(ChainSession.from_file, path, local=catalog.local)
             run = await run_in_threadpool(session.start)
         except JobChainError as exc:
-            result["loose"].append(str(exc))
+            result["loose"].append(say(exc))
             return pages.page("_check.html", **result, started=None)
         found = catalog.add(path)
         response = pages.page("_check.html", **result, started=(found.id, run.run_id))

@@ -15,7 +15,10 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from job_chain.aihc.status import FAILED, STOPPED, SUCCEEDED
 from job_chain.chain.loader import key_path
+from job_chain.chain.model import LABEL_RUN
 from job_chain.chain.progress import NOT_SUBMITTED, SKIPPED, RunStatus, StepStatus
+
+LABEL_PREFIX = LABEL_RUN.split("/")[0] + "/"  # job-chain's own labels: job-chain/run, /step, /attempt
 
 
 def tone(status: str) -> str:
@@ -31,6 +34,12 @@ def tone(status: str) -> str:
     if status in ("Running", "running"):
         return "run"
     return "wait"  # Pending, Queueing, Creating, ...
+
+
+def own_labels(labels: Dict[str, Any]) -> Dict[str, Any]:
+    """A job's labels without AIHC's own (``aijob.cce.baidubce.com/…``) and job-chain's (the run
+    and step have their own column): what the user put on the job."""
+    return {k: v for k, v in labels.items() if not str(k).startswith(LABEL_PREFIX) and ".baidubce.com/" not in str(k)}
 
 
 def duration(seconds: Optional[float]) -> str:

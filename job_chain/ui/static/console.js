@@ -20,16 +20,26 @@
     holder.className = "chart";
     holder.dataset.title = title;
     box.appendChild(holder);
-    var width = Math.max(320, Math.min(560, box.clientWidth - 10));
+    var width = Math.max(280, Math.min(560, box.clientWidth - 10));
     var opts = {
       title: title, width: width, height: 220,
       scales: {x: {time: !!timeAxis}},
       series: [{label: timeAxis ? "time" : "iteration"}].concat(series.map(function (s, i) {
         return {label: s.label, stroke: PALETTE[i % PALETTE.length], width: 1.5, points: {show: xs.length < 60}};
       })),
-      axes: [{}, {size: 70, values: function (u, vals) { return vals.map(number); }}]
+      axes: [{}, {size: 70, values: function (u, vals) { return vals.map(number); }}],
+      hooks: {setScale: [function (u, key) {
+        if (key === "x") holder.dataset.span = String(u.scales.x.max - u.scales.x.min);  // what the x axis covers
+      }]}
     };
-    return new uPlot(opts, [xs].concat(series.map(function (s) { return s.y; })), holder);
+    var plot = new uPlot(opts, [xs].concat(series.map(function (s) { return s.y; })), holder);
+    if (xs.length && xs[0] === xs[xs.length - 1]) {
+      // one sample: uPlot would stretch a time axis over years (2027-2029 for one point); a
+      // minute either side of it (one iteration on an iteration axis) shows where it is
+      var pad = timeAxis ? 60 : 1;
+      plot.setScale("x", {min: xs[0] - pad, max: xs[0] + pad});
+    }
+    return plot;
   }
 
   function alignPods(pods) {
