@@ -59,3 +59,40 @@ def test_dry_run_redacts_secret_looking_env_values(tmp_path: Path) -> None:
         body = json.loads(result.stdout.split("\n", 2 if version == "v2" else 1)[-1])
         envs = {e["name"]: e["value"] for e in body["jobSpec"]["envs"]}
         assert envs["HF_TOKEN"] == REDACTED and envs["TASK"] == "pretrain"
+
+
+def test_live_view_duration_grows_while_a_step_runs() -> None:
+    """The watcher yields a status only when something changes; the live table is redrawn every
+    second all the same, so a running step's DURATION counts up instead of staying at 0s (item 11)."""
+    import datetime as dt
+    import io
+    import re
+    import time
+
+    from rich.console import Console
+
+    from job_chain.chain.progress import Attempt, Outcome, RunStatus, StepStatus
+    from job_chain.cli.run_view import follow
+
+    started = dt.datetime.now(dt.timezone.utc) - dt.timedelta(seconds=5)
+    running = Attempt(0, 1, "job-1", "Running", started, None, None)
+    screen = io.StringIO()
+    out = Console(file=screen, force_terminal=True, color_system=None, width=120)
+    seen = []
+
+    def watching() -> Any:
+        yield RunStatus("run-1", "c.json", Outcome.RUNNING,
+                        [StepStatus(0, "train", "Running", "job-1", 1, started=started, attempts=[running])])
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:  # no new status: only the redraws can show time passing
+            seen[:] = re.findall(r"train +Running +1 +- +job-1 +\S+ +(\d+)s", screen.getvalue())
+            if any(int(s) >= 6 for s in seen):
+                break
+            time.sleep(0.1)
+        done = Attempt(0, 1, "job-1", "Succeeded", started, dt.datetime.now(dt.timezone.utc), 0)
+        yield RunStatus("run-1", "c.json", Outcome.SUCCEEDED,
+                        [StepStatus(0, "train", "Succeeded", "job-1", 1, 0, started=started,
+                                    finished=done.finished, attempts=[done])])
+
+    assert follow(watching(), "c.json", False, out=out) == 0
+    assert seen[0] == "5" and any(int(s) >= 6 for s in seen), seen  # the first status said 5s
