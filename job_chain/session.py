@@ -249,10 +249,15 @@ class ChainSession:
             active = self.active_run()
             if active is not None:
                 steps = ", ".join(f"step {s.index} is {s.status}" for s in active.current) or "it is starting"
+                which = f"{self.chain.path} --run {active.run_id}"
+                if self.run(active.run_id).mode == "watch":  # its watcher may be gone (Ctrl-C): say what continues it
+                    how = (f"it advances only while a process watches it (--advance watch): continue it with "
+                           f"'job-chain resume {which} --advance watch'")
+                else:
+                    how = f"watch it with 'job-chain status {which} --watch'"
                 raise RunStillActive(
-                    f"run {active.run_id} of {self.chain.path} is still going ({steps}): watch it with "
-                    f"'job-chain status {self.chain.path} --watch', stop it with 'job-chain stop {self.chain.path}', "
-                    "or pass --force to start another run beside it", active.run_id)
+                    f"run {active.run_id} of {self.chain.path} is still going ({steps}): {how}, stop it with "
+                    f"'job-chain stop {which}', or pass --force to start another run beside it", active.run_id)
         client = self.client_for(None)
         run_id = new_run_id()
         where: Dict[str, Any] = {"local": self._local}

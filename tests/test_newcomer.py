@@ -96,3 +96,46 @@ def test_live_view_duration_grows_while_a_step_runs() -> None:
 
     assert follow(watching(), "c.json", False, out=out) == 0
     assert seen[0] == "5" and any(int(s) >= 6 for s in seen), seen  # the first status said 5s
+
+
+def test_watch_run_left_by_ctrl_c_says_how_to_continue_or_stop(tmp_path: Path, local_server: Any) -> None:
+    """Ctrl-C of ``run --advance watch`` leaves the run going with nobody to advance it: a new
+    ``run`` is refused with the command that continues it (and the one that stops it), and that
+    command does continue it, even while its step is still running (item 12)."""
+    import os
+    import signal
+    import subprocess
+    import threading
+
+    from chain_helpers import JOB_CHAIN, cli, latest_run, make_chain, run_jobs
+
+    chain = make_chain(tmp_path, [{"script": "sleep 4; echo a\n"}, {"script": "echo b\n"}], local_server.pool)
+    env = dict(os.environ, JOB_CHAIN_CREDENTIALS=local_server.credentials_file)
+    watcher = subprocess.Popen([*JOB_CHAIN, "run", str(chain), "--advance", "watch"], env=env, text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # as in a terminal
+    guard = threading.Timer(60, watcher.kill)  # a watcher that never says it is watching must not hang the suite
+    guard.start()
+    try:
+        for line in watcher.stdout:  # type: ignore[union-attr]
+            if line.startswith("step 0 step-0: Running"):
+                break  # it is watching the run
+        watcher.send_signal(signal.SIGINT)
+        _, err = watcher.communicate(timeout=30)
+    finally:
+        guard.cancel()
+        if watcher.poll() is None:
+            watcher.kill()
+            watcher.wait()
+    run_id = latest_run(chain)
+    assert watcher.returncode == 130 and f"job-chain resume {chain} --run {run_id} --advance watch" in err
+    refused = cli("run", str(chain), server=local_server)
+    assert refused.returncode == 2
+    assert f"continue it with 'job-chain resume {chain} --run {run_id} --advance watch'" in refused.stderr
+    assert f"stop it with 'job-chain stop {chain} --run {run_id}'" in refused.stderr
+    continued = cli("resume", str(chain), "--run", run_id, "--advance", "watch", server=local_server)
+    assert continued.returncode == 0, continued.stderr + continued.stdout
+    assert "this process now submits each next step" in continued.stdout  # step 0 was still running
+    assert f"run {run_id}: succeeded" in continued.stdout
+    steps = sorted(j["name"] for j in run_jobs(local_server, run_id))
+    assert steps == ["step-0", "step-1"]  # each once

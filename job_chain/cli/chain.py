@@ -191,9 +191,18 @@ def stop(chain_file: str, run_id: Optional[str], **kwargs: Any) -> None:
 @api_options
 def resume(chain_file: str, run_id: Optional[str], follow: bool, advance_mode: Optional[str],
            **kwargs: Any) -> None:
-    """Start a run again at its first step that did not succeed (never creating a step twice)."""
+    """Start a run again at its first step that did not succeed (never creating a step twice).
+
+    A run in --advance watch mode whose watcher was stopped (Ctrl-C) is watched from here again.
+    """
     session = open_session(chain_file, kwargs)
     run = session.run(run_id)
+    if run.mode == "watch" and advance_mode != "job":
+        going = [s for s in session.status(run.run_id).steps if s.active]
+        if going:  # nothing to submit again, only its watcher is gone (Ctrl-C): watch it from here
+            click.echo(f"run {run.run_id}: step {going[0].index} is {going[0].status}; this process now submits "
+                       "each next step (--advance watch): keep it running")
+            sys.exit(_follow(session, run.run_id, True))
     mode = advance_mode if advance_mode != "job" or run.mode != "inline" else None
     submitted = session.resume(run.run_id, mode=mode)
     if not submitted:
