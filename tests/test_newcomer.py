@@ -139,3 +139,46 @@ def test_watch_run_left_by_ctrl_c_says_how_to_continue_or_stop(tmp_path: Path, l
     assert f"run {run_id}: succeeded" in continued.stdout
     steps = sorted(j["name"] for j in run_jobs(local_server, run_id))
     assert steps == ["step-0", "step-1"]  # each once
+
+
+def test_validation_lists_every_problem_at_once_with_did_you_mean(tmp_path: Path) -> None:
+    """Misspelt keys anywhere get "did you mean" (and a misspelt top-level key is an error, not a
+    warning: it would be ignored); graph problems come with field problems in one pass; a zero
+    duration says what is wrong with it (item 15)."""
+    (tmp_path / "a.sh").write_text("echo a\n")
+    spec = {"command": "a.sh", "image": "img", "replicas": 1}
+    chain = {"resourcePoolID": "cce-1", "scripts_path": "/root/pfs/runtime",
+             "jobs": [{"name": "prep", "jobSpec": spec, "jobchain": {"retries": 1}},
+                      {"name": "train", "jobSpec": spec, "jobChain": {"dependOn": ["prep"], "timeout": "0s"}},
+                      {"name": "eval", "jobSpec": dict(spec, image=""), "jobChain": {"dependsOn": ["trian"]}}]}
+    path = tmp_path / "chain_info.json"
+    path.write_text(json.dumps(chain, indent=2))
+    result = invoke("validate", str(path))
+    assert result.exit_code == 2, result.output
+    for line in ['resourcePoolID: unknown key (did you mean "resourcePoolId"?)',
+                 "resourcePoolId: required",
+                 'scripts_path: unknown key (did you mean "scrips_path"?)',
+                 'jobs[0].jobchain: unknown key (did you mean "jobChain"?)',
+                 'jobs[1].jobChain.dependOn: unknown setting (did you mean "dependsOn"?)',
+                 "jobs[1].jobChain.timeout: must be more than 0, found '0s'",
+                 "jobs[2].jobSpec.image: must not be empty",
+                 "jobs[2].jobChain.dependsOn[0]: no job 'trian' in this chain"]:  # the graph, in the same pass
+        assert "  " + line in result.output, line
+    assert "Traceback" not in result.output
+
+
+def test_json_syntax_errors_are_said_in_words(tmp_path: Path) -> None:
+    """A trailing comma is named and pointed at (the comma, not the bracket after it), in words
+    rather than Python's "Expecting property name enclosed in double quotes" (item 15)."""
+    path = tmp_path / "chain_info.json"
+    for text, where, kind in [('{"jobs": [\n  {"name": "a"},\n]}', "2:16", "array"),
+                              ('{"resourcePoolId": "p",\n "jobs": [{"name": "a",}]}', "2:23", "object")]:
+        path.write_text(text)
+        result = invoke("validate", str(path))
+        assert result.exit_code == 2
+        assert f"{path}:{where}: invalid JSON: a comma after the last entry of an {kind}: JSON allows none " \
+               "there, remove it" in result.output
+        assert "Expecting" not in result.output
+    path.write_text("{'jobs': []}")
+    said = invoke("validate", str(path)).output
+    assert "1:2: invalid JSON: keys are written in double quotes, not single ones" in said
