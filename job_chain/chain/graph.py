@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from job_chain.aihc.spec import hint
 from job_chain.chain.model import Chain, Step
 from job_chain.jsonfile import describe
 
@@ -191,7 +192,7 @@ def check_notify(value: Any, problems: List[str]) -> List[Dict[str, Any]]:
             continue
         unknown = sorted(set(hook) - {"url", "on", "format"})
         if unknown:
-            problems.append(f"{where}.{unknown[0]}: unknown key (known: format, on, url)")
+            problems.append(f"{where}.{unknown[0]}: unknown key" + hint(unknown[0], ("format", "on", "url")))
         url = hook.get("url")
         if not isinstance(url, str) or not re.fullmatch(r"https?://\S+", url) or len(url) > 2048:
             problems.append(f"{where}.url: must be an http:// or https:// URL")
