@@ -182,3 +182,50 @@ def test_json_syntax_errors_are_said_in_words(tmp_path: Path) -> None:
     path.write_text("{'jobs': []}")
     said = invoke("validate", str(path)).output
     assert "1:2: invalid JSON: keys are written in double quotes, not single ones" in said
+
+
+def test_help_lists_user_commands_and_says_what_every_option_does() -> None:
+    """Item 19: in-job commands are not listed; every option has help; no other project's tool;
+    aiak-gen has --version; usage errors and other errors look the same; the docs speak to users."""
+    import re
+
+    import click
+
+    from job_chain import __version__
+    from job_chain.cli.aiak import aiak_gen
+
+    listed = invoke("--help").output.split("Commands:", 1)[1]
+    names = [line.split()[0] for line in listed.splitlines() if line.startswith("  ") and line.split()]
+    assert "advance" not in names and "watchdog" not in names and {"run", "resume", "bundle", "ui"} <= set(names)
+    assert invoke("advance", "--help").exit_code == 0  # still there for the jobs that call it
+    assert "--attempt" in invoke("advance", "--help").output
+
+    undocumented = []
+
+    def walk(command: click.Command, path: str) -> None:
+        if isinstance(command, click.Group):
+            for name in command.list_commands(click.Context(command)):
+                walk(command.get_command(click.Context(command), name), f"{path} {name}")  # type: ignore[arg-type]
+        undocumented.extend(f"{path} {p.opts[0]}" for p in command.params
+                            if isinstance(p, click.Option) and not p.help and not p.hidden)
+
+    walk(cli, "job-chain")
+    walk(aiak_gen, "aiak-gen")
+    assert undocumented == []
+    jobs_help = invoke("jobs", "--help").output + invoke("jobs", "list", "--help").output
+    assert "FastGPU" not in jobs_help and "ecluster" not in jobs_help and "seed" not in jobs_help
+    version = CliRunner().invoke(aiak_gen, ["--version"])
+    assert version.exit_code == 0 and version.output.strip() == f"aiak-gen, version {__version__}"
+
+    usage = invoke("run", "x.json", "--advance", "sideways")
+    failure = invoke("validate", "/nonexistent/chain.json")
+    for result in (usage, failure):
+        assert result.exit_code == 2 and result.output.startswith("job-chain: error: "), result.output
+        assert "Error:" not in result.output and "Usage:" not in result.output
+    assert "(see 'job-chain run --help')" in usage.output
+
+    docs = Path(__file__).resolve().parent.parent
+    for page in [docs / "README.md", *sorted((docs / "docs").glob("*.md"))]:
+        text = page.read_text()
+        assert not re.search(r"\bseed 00\d|the seed's", text), page
+        assert not re.search(r"\|\s*before\s*\||\|\s*aiak-gen before\s*\|", text, re.IGNORECASE), page
