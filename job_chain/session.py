@@ -90,6 +90,13 @@ class ChainSession:
                  credentials: Optional[str] = None, warn: Callable[[str], None] = _ignore,
                  api_version: Optional[str] = None) -> None:
         self.chain = chain
+        if api_version is not None:
+            from job_chain.aihc.v2 import version_problem
+
+            problem = version_problem(api_version)
+            if problem:  # refused here, not at the first API call with a message about a CLI option
+                raise UsageError(f"ChainSession(api_version={api_version!r}): {problem} (or None: env "
+                                 "AIHC_API_VERSION, then api_config.version, else v1)")
         self._api_version = api_version
         self.records = RunRecords(chain.path)
         self.warn = warn

@@ -229,3 +229,23 @@ def test_help_lists_user_commands_and_says_what_every_option_does() -> None:
         text = page.read_text()
         assert not re.search(r"\bseed 00\d|the seed's", text), page
         assert not re.search(r"\|\s*before\s*\||\|\s*aiak-gen before\s*\|", text, re.IGNORECASE), page
+
+
+def test_python_api_refuses_a_bad_api_version_at_once_and_lists_its_names() -> None:
+    """Item 22: ``api_version="v3"`` fails in from_file with a message about the Python argument
+    (not later, about --api-version); ``dir(job_chain)`` shows the public names."""
+    import pytest
+
+    import job_chain
+    from job_chain import ChainSession, UsageError
+
+    chain = Path(__file__).resolve().parent.parent / "examples" / "hello" / "chain_info.json"
+    with pytest.raises(UsageError) as refused:
+        ChainSession.from_file(str(chain), api_version="v3")
+    assert str(refused.value).startswith("ChainSession(api_version='v3'): must be \"v1\" or \"v2\"")
+    assert "--api-version" not in str(refused.value)
+    assert ChainSession.from_file(str(chain), api_version="v2").api_version == "v2"
+    public = [name for name in dir(job_chain) if not name.startswith("_")]
+    assert public == sorted(n for n in job_chain.__all__ if not n.startswith("_"))
+    assert {"ChainSession", "RunStatus", "Outcome", "JobChainError", "AIHCClient"} <= set(public)
+    assert "__version__" in dir(job_chain) and "importlib" not in dir(job_chain)
