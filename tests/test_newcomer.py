@@ -249,3 +249,30 @@ def test_python_api_refuses_a_bad_api_version_at_once_and_lists_its_names() -> N
     assert public == sorted(n for n in job_chain.__all__ if not n.startswith("_"))
     assert {"ChainSession", "RunStatus", "Outcome", "JobChainError", "AIHCClient"} <= set(public)
     assert "__version__" in dir(job_chain) and "importlib" not in dir(job_chain)
+
+
+def test_pools_local_without_pools_says_how_to_add_one(local_server: Any) -> None:
+    """Item 23: an empty listing is a sentence saying why and what to do, not a bare header."""
+    from chain_helpers import cli
+
+    listed = cli("pools", server=local_server, check=True).stdout
+    assert listed.startswith("no resource pools are configured on the local server: it accepts any resource pool id")
+    assert "job-chain local start --pool ID[:N]" in listed and "CAPACITY" not in listed  # no bare header
+    assert json.loads(cli("pools", "--json", server=local_server, check=True).stdout) == []
+
+
+def test_first_command_without_credentials_suggests_local(tmp_path: Path) -> None:
+    """Item 23: the README's first command, run with no AIHC account, points at --local."""
+    import shutil
+
+    examples = Path(__file__).resolve().parent.parent / "examples" / "hello"
+    chain = tmp_path / "hello" / "chain_info.json"
+    shutil.copytree(examples, chain.parent, ignore=shutil.ignore_patterns("*.runs"))
+    result = invoke("run", str(chain), "--follow", HOME=str(tmp_path))
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith("job-chain: error: no AIHC") and "add --local" in result.output
+    runs = chain.parent / "chain_info.json.runs"
+    assert not runs.exists() or not list(runs.iterdir())  # nothing recorded for a run that never started
+    readme = (examples.parent.parent / "README.md").read_text()
+    first_block = readme.split("```", 2)[1]
+    assert "--local" in first_block

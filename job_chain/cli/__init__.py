@@ -61,12 +61,16 @@ class TranslatesErrors:
         return run_cli(self, prog_name or self.name or "job-chain", args)  # type: ignore[arg-type,attr-defined]
 
     def invoke(self, ctx: click.Context) -> Any:
-        from job_chain.errors import JobChainError
+        from job_chain.errors import CredentialsMissing, JobChainError
 
         try:
             return super().invoke(ctx)  # type: ignore[misc]
         except JobChainError as exc:
-            raise UserError(exc, exc.exit_code, ctx.find_root().info_name or "job-chain") from None
+            shown: Exception = exc
+            if isinstance(exc, CredentialsMissing) and ctx.invoked_subcommand not in IN_JOB:
+                shown = CredentialsMissing(f"{exc}; no AIHC account at hand? add --local to use the local "
+                                           "server on this machine instead")
+            raise UserError(shown, exc.exit_code, ctx.find_root().info_name or "job-chain") from None
 
 
 class Command(TranslatesErrors, click.Command):
