@@ -13,7 +13,7 @@ Names are imported on first use, so ``import job_chain`` (and ``job-chain --help
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import Any, List
 
 __version__ = "0.1.0"
 
@@ -28,6 +28,10 @@ _EXPORTS = {
     "CredentialsMissing": "job_chain.errors", "ChainFileInvalid": "job_chain.errors",
 }
 __all__ = ["__version__", *_EXPORTS]
+
+
+def __dir__() -> List[str]:  # PEP 562: the public names, lazy ones included (dir, REPL completion)
+    return sorted(set(__all__) | {name for name in globals() if name.startswith("__")})
 
 
 def __getattr__(name: str) -> Any:  # PEP 562: lazy exports

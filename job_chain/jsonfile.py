@@ -153,6 +153,52 @@ def _deeper_than(data: Any, limit: int) -> bool:
     return False
 
 
+_WORDS = {  # Python's JSON messages, in words a chain file's author acts on
+    "Expecting ':' delimiter": "expected ':' between a key and its value",
+    "Unterminated string starting at": "a string starts here but never ends (its closing \" is missing)",
+    "Invalid control character at": "a string holds a raw line break or tab: write it as \\n or \\t",
+    "Extra data": "more text after the JSON object ended (a file holds one object: was a bracket closed too early?)",
+    "Invalid \\escape": "a backslash that starts no escape: write \\\\ for a backslash",
+    "Invalid \\uXXXX escape": "a \\u escape needs four hex digits, e.g. \\u00e9",
+}
+
+
+def _explain(text: str, exc: json.JSONDecodeError) -> Tuple[int, str]:
+    """(offset, what is wrong in words) for a JSON syntax error: a trailing comma is named and
+    pointed at, not reported as a missing key at the bracket after it."""
+    at, here = exc.pos, text[exc.pos:exc.pos + 1]
+    before = text[:at].rstrip()
+    if "trailing comma" in exc.msg or (here in "}]" and here and before.endswith(",")
+                                       and exc.msg.startswith(("Expecting property name", "Expecting value"))):
+        kind = "object" if here == "}" or "object" in exc.msg else "array"
+        return len(before) - 1, f"a comma after the last entry of an {kind}: JSON allows none there, remove it"
+    if exc.msg.startswith("Expecting property name"):
+        if here == "'":
+            return at, "keys are written in double quotes, not single ones"
+        return at, "expected a key in double quotes (or the end of the object)"
+    if exc.msg.startswith("Expecting value"):
+        if not text.strip():
+            return 0, "nothing to read: the text is empty (expected a JSON object, {...})"
+        if not text[at:].strip():
+            return at, "the text ends where a value was expected: is the end of the file missing?"
+        word = re.match(r"[A-Za-z]+", text[at:])
+        if word and word.group() in ("True", "False", "None", "TRUE", "FALSE", "NULL", "Null"):
+            right = {"true": "true", "false": "false", "none": "null", "null": "null"}[word.group().lower()]
+            return at, f"JSON spells {word.group()} as {right}"
+        if here == "'":
+            return at, "strings are written in double quotes, not single ones"
+        return at, ("expected a value: a string in double quotes, a number, true, false, null, an object "
+                    "or an array")
+    if exc.msg.startswith("Expecting ',' delimiter"):
+        if not text[at:].strip():
+            return at, "the text ends before every bracket is closed"
+        return at, "expected ',' or a closing bracket after the value before (a comma missing?)"
+    for start, words in _WORDS.items():
+        if exc.msg.startswith(start):
+            return at, words
+    return at, exc.msg
+
+
 def parse_json(text: str, path: str) -> Any:
     """Parse ``text``; any problem is a one-line UsageError starting ``path:line:column:``."""
     too_deep = False
@@ -160,7 +206,9 @@ def parse_json(text: str, path: str) -> Any:
         data = json.loads(text, parse_int=_parse_int, parse_float=_parse_float, parse_constant=_parse_constant,
                           object_pairs_hook=_object)
     except json.JSONDecodeError as exc:
-        raise UsageError(f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
+        offset, words = _explain(text, exc)
+        line, column = _line_column(text, offset)
+        raise UsageError(f"{path}:{line}:{column}: invalid JSON: {words}") from None
     except _Refused as exc:
         line, column = _line_column(text, _first_token(text, exc.test))
         raise UsageError(f"{path}:{line}:{column}: {exc.message}") from None

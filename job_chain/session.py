@@ -37,7 +37,6 @@ from job_chain.session_resume import ResumeMixin
 from job_chain.session_watch import WatchMixin
 
 MODES = ("job", "watch", "inline")
-API_VERSIONS = ("v1", "v2")
 SUBMIT_DEADLINE = 60.0  # seconds start and resume keep retrying a step's create through transient errors
 __all__ = ["ChainSession", "Run", "Submitted", "SubmitInterrupted", "ResumePlan"]
 
@@ -60,8 +59,13 @@ class ChainSession(PlacesMixin, PlanMixin, ResumeMixin, WatchMixin, LogsMixin):
                  credentials: Optional[str] = None, warn: Callable[[str], None] = _ignore,
                  api_version: Optional[str] = None, path: Optional[str] = None,
                  chain_problem: Optional[JobChainError] = None) -> None:
-        if api_version is not None and api_version not in API_VERSIONS:
-            raise UsageError(f"api_version must be 'v1' or 'v2', not {api_version!r}")
+        if api_version is not None:
+            from job_chain.aihc.v2 import version_problem
+
+            problem = version_problem(api_version)
+            if problem:  # refused here, not at the first API call with a message about a CLI option
+                raise UsageError(f"ChainSession(api_version={api_version!r}): {problem} (or None: env "
+                                 "AIHC_API_VERSION, then api_config.version, else v1)")
         if chain is None and path is None:
             raise UsageError("ChainSession needs a chain or the path of its file")
         self._chain = chain
@@ -262,11 +266,15 @@ class ChainSession(PlacesMixin, PlanMixin, ResumeMixin, WatchMixin, LogsMixin):
         active = self.active_run()
         if active is not None:
             steps = ", ".join(f"{s.name} is {s.status}" for s in active.current) or "it is starting"
-            path = shlex.quote(self.path)
+            which = f"{shlex.quote(self.path)} --run {active.run_id}"
+            if self.run(active.run_id).mode == "watch":  # its watcher may be gone (Ctrl-C): say what continues it
+                how = (f"it advances only while a process watches it (--advance watch): continue it with "
+                       f"'job-chain resume {which} --advance watch'")
+            else:
+                how = f"watch it with 'job-chain status {which} --watch'"
             raise RunStillActive(
-                f"run {active.run_id} of {self.path} is still going ({steps}): watch it with "
-                f"'job-chain status {path} --watch', stop it with 'job-chain stop {path}', "
-                "or pass --force to start another run beside it", active.run_id)
+                f"run {active.run_id} of {self.path} is still going ({steps}): {how}, stop it with "
+                f"'job-chain stop {which}', or pass --force to start another run beside it", active.run_id)
 
     def _submit(self, run: Run, name: str, attempt: int, mode: str,
                 context: Optional[Dict[str, str]] = None) -> Submitted:

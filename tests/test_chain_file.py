@@ -85,7 +85,7 @@ def test_secret_in_env_or_script_is_refused(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("text, expected", [
-    ('{"jobs": [\n  {"name": "a",}\n]}', "chain_info.json:2:16: invalid JSON"),
+    ('{"jobs": [\n  {"name": "a",}\n]}', "chain_info.json:2:15: invalid JSON: a comma after the last entry"),
     ("[1, 2]", "chain_info.json:1:1: expected a JSON object"),
     ("", "chain_info.json:1:1: invalid JSON"),
 ])

@@ -57,7 +57,7 @@ def test_depends_on_by_name_or_index_and_roots() -> None:
     ([job("a"), job("h", runOn="always", dependsOn=["a"])], "jobs[1].jobChain.dependsOn: an exit handler"),
     ([job("a", runOn="sometimes")], "jobs[0].jobChain.runOn: must be \"failure\" or \"always\""),
     ([job("a", timeout="6 hours")], "jobs[0].jobChain.timeout: '6 hours' is not a duration"),
-    ([job("a", hangTimeout=-3)], "jobs[0].jobChain.hangTimeout: -3 is not a duration"),
+    ([job("a", hangTimeout=-3)], "jobs[0].jobChain.hangTimeout: must be more than 0, found -3"),
     ([job("a", retryOnExitCodes=[0, 300])], "jobs[0].jobChain.retryOnExitCodes: must be a list of exit codes"),
     ([job("a", dependsOn="b")], "jobs[0].jobChain.dependsOn: must be a list of job names or indexes"),
 ])

@@ -88,7 +88,7 @@ def test_clone_stop_priority_delete(shared_server: Any, finished_job: str) -> No
 
 @pytest.mark.parametrize("args, message", [
     (["get", "pytorchjob-nope"], "404"),
-    (["set-priority", "x", "urgent"], "Invalid value"),
+    (["set-priority", "x", "urgent"], "invalid value for 'PRIORITY': 'urgent'"),
     (["clone", "x", "--name", "Bad_Name"], "--name 'Bad_Name'"),
     (["create", "-f", "/nonexistent.json"], "no such file"),
 ])
@@ -97,7 +97,7 @@ def test_errors_are_one_line(shared_server: Any, args: List[str], message: str) 
     assert result.exit_code != 0
     assert message in result.output
     assert "Traceback" not in result.output
-    # exactly one error line (click's usage errors also print a usage hint above it)
+    # exactly one error line, in the one style every error has
     assert sum("rror:" in line for line in result.output.splitlines()) == 1
 
 

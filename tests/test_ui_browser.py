@@ -31,7 +31,7 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def console(home: Path, shared_server: Any) -> Iterator[Console]:
     old = os.environ.get("JOB_CHAIN_CREDENTIALS")
     os.environ["JOB_CHAIN_CREDENTIALS"] = shared_server.credentials_file
-    served = Console([str(home)])
+    served = Console([str(home)], token=True)
     yield served
     served.close()
     if old is None:
@@ -41,9 +41,11 @@ def console(home: Path, shared_server: Any) -> Iterator[Console]:
 
 
 @pytest.fixture(scope="module")
-def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+def browser(tmp_path_factory: pytest.TempPathFactory, console: Console) -> Iterator[Any]:
     driver = chromium(tmp_path_factory.mktemp("chromium-profile"))
     driver.set_page_load_timeout(30)
+    driver.get(console.token_url)  # as a user opens the URL the console printed: the cookie lets them in
+    assert driver.current_url == console.url + "/"
     yield driver
     driver.quit()
 
@@ -213,3 +215,162 @@ def _cid(chain: Path) -> str:
     from job_chain.ui.catalog import chain_id
 
     return chain_id(str(chain))
+
+
+def test_console_error_text_is_never_html(console: Console, browser: Any, home: Path, shared_server: Any,
+                                          tmp_path: Path) -> None:
+    """A job id planted in the run record never reaches the page, and an error text holding markup
+    (from any source) is shown as text by console.js: no script runs, no element is made."""
+    chain = chain_in(home, "xss", [{"script": "echo hi\n"}], shared_server.pool)
+    cli("run", str(chain), "--follow", server=shared_server, check=True)
+    run_id = latest_run(chain)
+    evil = '<img src=x onerror="window.__pwned=1">'
+    cache_file = chain.parent / "chain_info.json.runs" / run_id / "attempts.json"
+    cache = json.loads(cache_file.read_text())
+    item = next(iter(cache.values()))
+    cache = {evil: dict(item, jobId=evil)}
+    cache_file.write_text(json.dumps(cache))
+    browser.get(f"{console.url}/run/{_cid(chain)}/{run_id}")
+    wait_for(browser, lambda b: attr(b, "#outcome", "data-outcome") == "succeeded")
+    assert "onerror" not in browser.page_source
+    # whatever an answer's error says, it is text: make the metrics API answer markup
+    browser.execute_script(
+        "var real = window.fetch, evil = arguments[0];"
+        "window.fetch = function (url, opts) {"
+        "  if (String(url).indexOf('/api/metrics/') === 0) return Promise.resolve(new Response("
+        "    JSON.stringify({metrics: {}, error: evil}), {headers: {'Content-Type': 'application/json'}}));"
+        "  return real(url, opts); };", evil)
+    css(browser, "#step-row-0 td.id a").click()
+    wait_for(browser, lambda b: evil in b.execute_script(
+        "var m = document.getElementById('metrics'); return m ? m.textContent : '';"))
+    assert browser.execute_script("return document.querySelectorAll('#metrics img').length;") == 0
+    assert browser.execute_script("return window.__pwned === undefined;")
+    shot(browser, tmp_path, "error-as-text")
+
+
+def test_console_step_links_are_urls_with_step_n(console: Console, browser: Any, home: Path, shared_server: Any,
+                                                 tmp_path: Path) -> None:
+    """A step's link is /run/CHAIN/RUN?step=N: clicked it opens the panel in place (and the address
+    bar says so); opened as a URL (a new tab, a link sent to a colleague) the page opens with it."""
+    chain = chain_in(home, "links", [{"name": "prep", "script": "echo prep\n"},
+                                     {"name": "train", "script": "echo train\n"}], shared_server.pool)
+    cli("run", str(chain), "--follow", server=shared_server, check=True)
+    run_id, cid = latest_run(chain), _cid(chain)
+    page = f"{console.url}/run/{cid}/{run_id}"
+    browser.get(page)
+    wait_for(browser, lambda b: attr(b, "#outcome", "data-outcome") == "succeeded")
+    assert attr(browser, "#step-row-1 td.id a", "href") == f"/run/{cid}/{run_id}?step=1"
+    assert browser.execute_script("return document.querySelector('#graph a').getAttribute('href');") == \
+        f"/run/{cid}/{run_id}?step=0"
+    browser.execute_script("window.__sameDocument = 'yes';")
+    css(browser, "#step-row-1 td.id a").click()
+    wait_for(browser, lambda b: b.find_elements("css selector", "#step-detail-1"))
+    assert browser.execute_script("return window.__sameDocument;") == "yes"  # no reload
+    assert browser.current_url == page + "?step=1"
+    attempt = attr(browser, "#step-detail-1 dd a.chip", "href")
+    assert attempt == f"/run/{cid}/{run_id}?step=1&attempt=1"
+    browser.get(console.url + attempt)  # as a shared link: the step's panel is open at once
+    wait_for(browser, lambda b: b.find_elements("css selector", "#step-detail-1 a.chip.sel"))
+    wait_for(browser, lambda b: "train" in css(b, "#log-text").text)
+    shot(browser, tmp_path, "step-link")
+
+
+def test_console_runs_filter_by_chain(console: Console, browser: Any, home: Path, shared_server: Any,
+                                      tmp_path: Path) -> None:
+    from selenium.webdriver.support.ui import Select
+
+    ours = chain_in(home, "filter-a", [{"script": "echo a\n"}], shared_server.pool)
+    other = chain_in(home, "filter-b", [{"script": "echo b\n"}], shared_server.pool)
+    for chain in (ours, other):
+        cli("run", str(chain), "--follow", server=shared_server, check=True)
+    mine, theirs = latest_run(ours), latest_run(other)
+    browser.get(console.url + "/")
+    wait_for(browser, lambda b: b.find_elements("css selector", f"tr[data-run='{theirs}']"))
+    Select(css(browser, "#chain-filter")).select_by_value(_cid(ours))
+    wait_for(browser, lambda b: not b.find_elements("css selector", f"tr[data-run='{theirs}']"))
+    rows = browser.execute_script("return Array.prototype.map.call(document.querySelectorAll('tr.run-row'), "
+                                  "function (r) { return r.dataset.run; });")
+    assert rows == [mine]
+    browser.get(f"{console.url}/?chain={_cid(ours)}")  # the run page's chain link: the same view
+    assert [r.get_attribute("data-run") for r in browser.find_elements("css selector", "tr.run-row")] == [mine]
+    browser.get(f"{console.url}/run/{_cid(ours)}/{mine}")
+    assert attr(browser, ".bar a[title='every run of this chain']", "href") == f"/?chain={_cid(ours)}"
+
+
+def test_console_jobs_page_shows_own_labels_and_whole_job_ids(console: Console, browser: Any, home: Path,
+                                                              shared_server: Any, tmp_path: Path) -> None:
+    chain = chain_in(home, "labelled", [{"name": "a-job-with-a-rather-long-name", "script": "echo l\n"}],
+                     shared_server.pool)
+    data = json.loads(chain.read_text())
+    data["jobs"][0]["labels"] = [{"key": "team", "value": "nlp"}]
+    chain.write_text(json.dumps(data))
+    cli("run", str(chain), "--follow", server=shared_server, check=True)
+    status = json.loads(cli("status", str(chain), "--json", server=shared_server, check=True).stdout)
+    job_id = status["steps"][0]["jobId"]
+    browser.get(console.url + "/jobs")
+    row = f"tr[data-job='{job_id}']"
+    wait_for(browser, lambda b: b.find_elements("css selector", row))
+    labels = css(browser, f"{row} td.labels").text
+    assert labels == "team=nlp"  # not AIHC's aijob.cce.baidubce.com/... nor job-chain's run/step
+    one_line = browser.execute_script(
+        "var id = document.querySelector(arguments[0] + ' code.jobid');"
+        "return id.getClientRects().length === 1 && id.textContent === arguments[1];", row, job_id)
+    assert one_line  # the id is whole, on one line
+    shot(browser, tmp_path, "jobs")
+    assert "baidubce.com" in requests_text(console, f"/job/{_cid(chain)}/{job_id}")  # the job page has them all
+
+
+def test_console_runs_table_fits_800_px(console: Console, browser: Any, home: Path, shared_server: Any,
+                                        tmp_path: Path) -> None:
+    chain = chain_in(home, "a-rather-long-directory-name-for-the-pretraining-stage",
+                     [{"name": "prepare-the-dataset-shards", "script": "echo a\n"}], shared_server.pool)
+    cli("run", str(chain), "--follow", server=shared_server, check=True)
+    browser.set_window_size(800, 900)
+    try:
+        browser.get(console.url + "/")
+        wait_for(browser, lambda b: b.find_elements("css selector", f"tr[data-run='{latest_run(chain)}']"))
+        fits = browser.execute_script(
+            "var t = document.querySelector('table.runs').getBoundingClientRect(),"
+            "    w = document.querySelector('.table-wrap');"
+            "return {right: t.right, width: document.documentElement.clientWidth,"
+            "        scroll: document.documentElement.scrollWidth, box: w.scrollWidth - w.clientWidth};")
+        assert fits["right"] <= fits["width"] and fits["scroll"] <= fits["width"] and fits["box"] <= 0, fits
+        run_cell = f"tr[data-run='{latest_run(chain)}'] td.id a"
+        assert browser.execute_script("return document.querySelector(arguments[0]).getClientRects().length;",
+                                      run_cell) == 1  # the run id is not broken over lines
+        shot(browser, tmp_path, "runs-800px")
+    finally:
+        browser.set_window_size(1280, 1000)
+
+
+def test_console_one_sample_chart_spans_minutes_not_years(console: Console, browser: Any, home: Path,
+                                                          shared_server: Any, tmp_path: Path) -> None:
+    chain = chain_in(home, "onesample", [{"script": "echo ' iteration 1/ 10 | lm loss: 2.5E+00'\n"}],
+                     shared_server.pool)
+    cli("run", str(chain), "--follow", server=shared_server, check=True)
+    run_id = latest_run(chain)
+    browser.get(f"{console.url}/run/{_cid(chain)}/{run_id}")
+    wait_for(browser, lambda b: attr(b, "#outcome", "data-outcome") == "succeeded")
+    # a job that lived for one monitoring sample: whatever the metrics API, one point
+    browser.execute_script(
+        "var real = window.fetch;"
+        "window.fetch = function (url, opts) {"
+        "  if (String(url).indexOf('/api/metrics/') === 0) return Promise.resolve(new Response(JSON.stringify("
+        "    {metrics: {CpuUsage: {'pod-0': {x: [1795000000], y: [42]}}}, live: false}),"
+        "    {headers: {'Content-Type': 'application/json'}}));"
+        "  return real(url, opts); };")
+    css(browser, "#step-row-0 td.id a").click()
+    wait_for(browser, lambda b: attr(b, "#metrics .chart[data-title='CPU %']", "data-span") is not None)
+    wait_for(browser, lambda b: attr(b, "#curves .chart[data-title='loss']", "data-span") is not None)
+    assert float(attr(browser, "#metrics .chart[data-title='CPU %']", "data-span")) == 120  # a minute either side
+    assert float(attr(browser, "#curves .chart[data-title='loss']", "data-span")) == 2  # one iteration either side
+    browser.execute_script("document.getElementById('metrics').scrollIntoView();")
+    shot(browser, tmp_path, "one-sample-chart")
+
+
+def requests_text(console: Console, path: str) -> str:
+    import requests
+
+    session = requests.Session()
+    session.get(console.token_url)
+    return session.get(console.url + path).text

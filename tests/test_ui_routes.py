@@ -18,6 +18,7 @@ import requests
 from chain_helpers import cli, latest_run, make_chain, wait_outcome
 from ui_helpers import Console, kill
 
+from job_chain.errors import JobChainError, UsageError
 from job_chain.ui.catalog import chain_id
 from job_chain.ui.security import Guard
 
@@ -61,46 +62,67 @@ def chain_in(home: Path, name: str, steps: Any, pool: str, **top: Any) -> Path:
     return make_chain(folder, steps, pool, **top)
 
 
-def test_loopback_needs_no_token_but_its_own_host(console: Console) -> None:
+def test_without_a_token_loopback_still_needs_its_own_host(console: Console) -> None:
+    assert console.guard.token is None  # --no-token
     assert requests.get(console.url + "/").status_code == 200
     assert requests.get(console.url + "/static/vendor/htmx.min.js").status_code == 200
     rebound = requests.get(console.url + "/", headers={"Host": f"evil.example:{console.port}"})
     assert rebound.status_code == 403
 
 
-def test_off_loopback_every_request_needs_the_token(home: Path, creds: None) -> None:
-    assert Guard.for_bind("127.0.0.1", 1).token is None
-    assert Guard.for_bind("0.0.0.0", 1).token
-    assert "127.0.0.2:8780" in Guard.for_bind("127.0.0.2", 8780).hosts
-    guard = Guard("tok-" + "x" * 28, set())
-    served = Console([str(home)], guard=guard)
+def test_console_requires_its_token_on_loopback(home: Path, creds: None) -> None:
+    """On a shared machine any local user reaches 127.0.0.1: the token is needed there too, its
+    cookie is named for the port and holds no token, and ?token= never redirects off the console."""
+    assert Guard.for_bind("127.0.0.1", 1).token and Guard.for_bind("0.0.0.0", 1).token
+    assert Guard.for_bind("127.0.0.1", 1, token=False).token is None
+    with pytest.raises(UsageError, match="--no-token is for a loopback --bind only"):
+        Guard.for_bind("0.0.0.0", 1, token=False)
+    served = Console([str(home)], token=True)
+    guard = served.guard
     try:
         assert requests.get(served.url + "/").status_code == 403
         assert requests.get(served.url + "/?token=wrong").status_code == 403
         assert requests.get(served.url + "/static/console.css").status_code == 403
+        assert requests.post(served.url + "/submit/run", headers={"X-CSRF-Token": guard.csrf},
+                             data={"name": "x.json", "chain": "{}"}).status_code == 403
         first = requests.get(served.url + "/?outcome=a%26b&token=" + guard.token, allow_redirects=False)
         assert first.status_code == 303 and first.headers["location"] == "/?outcome=a%26b"  # token leaves the URL
-        assert "HttpOnly" in first.headers["set-cookie"]
+        cookie = first.headers["set-cookie"]
+        assert cookie.startswith(f"job_chain_ui_{served.port}=") and "HttpOnly" in cookie
+        assert "samesite=strict" in cookie.lower() and guard.token not in cookie  # other ports never see it
+        for sneaky in ("//evil.example/x", "/\\evil.example/x", "///evil.example"):
+            away = requests.get(served.url + sneaky + "?token=" + guard.token, allow_redirects=False)
+            assert away.status_code == 303 and away.headers["location"].startswith("/")
+            assert not away.headers["location"].startswith(("//", "/\\")), sneaky
         browser = requests.Session()
         assert browser.get(served.url + "/?token=" + guard.token).status_code == 200
         assert browser.get(served.url + "/static/console.css").status_code == 200
+        page = browser.get(served.url + "/")
+        assert page.status_code == 200 and guard.csrf in page.text
+        # a cookie made for another token (a restarted console, another user's) is refused
+        stale = requests.get(served.url + "/", cookies={guard.cookie: Guard("other", set(), served.port).cookie_value})
+        assert stale.status_code == 403
     finally:
         served.close()
 
 
-def test_the_cli_prints_a_token_url_first_when_not_on_loopback(home: Path) -> None:
-    proc = subprocess.Popen([sys.executable, "-m", "job_chain", "ui", str(home), "--bind", "0.0.0.0", "--port", "0"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        first = proc.stdout.readline().strip()  # type: ignore[union-attr]
-        assert "?token=" in first and first.startswith("http://")
-        port = first.split("://", 1)[1].split("/", 1)[0].rsplit(":", 1)[1]
-        token = first.split("?token=", 1)[1]
-        url = f"http://127.0.0.1:{port}/"
-        assert requests.get(url).status_code == 403
-        assert requests.get(url + "?token=" + token).status_code == 200
-    finally:
-        kill(proc)
+def test_the_cli_prints_a_token_url_first(home: Path) -> None:
+    for bind in ("127.0.0.1", "0.0.0.0"):
+        proc = subprocess.Popen([sys.executable, "-m", "job_chain", "ui", str(home), "--bind", bind, "--port", "0"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            first = proc.stdout.readline().strip()  # type: ignore[union-attr]
+            assert "?token=" in first and first.startswith("http://")
+            port = first.split("://", 1)[1].split("/", 1)[0].rsplit(":", 1)[1]
+            token = first.split("?token=", 1)[1]
+            url = f"http://127.0.0.1:{port}/"
+            assert requests.get(url).status_code == 403
+            assert requests.get(url + "?token=" + token).status_code == 200
+        finally:
+            kill(proc)
+    refused = subprocess.run([sys.executable, "-m", "job_chain", "ui", str(home), "--bind", "0.0.0.0", "--no-token"],
+                             capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2 and "--no-token is for a loopback --bind only" in refused.stderr
 
 
 def test_posts_need_the_csrf_header_and_a_matching_origin(console: Console) -> None:
@@ -198,7 +220,7 @@ def test_jobs_page_links_runs_and_shows_events(console: Console, home: Path, sha
     run_id = latest_run(chain)
     cid = chain_id(str(chain))
     jobs = requests.get(console.url + "/jobs").text
-    assert f'href="/run/{cid}/{run_id}"' in jobs
+    assert f'href="/run/{cid}/{run_id}?step=0"' in jobs  # the job's step opens with its run
     job_id = first_job(chain, shared_server)
     page = requests.get(f"{console.url}/job/{cid}/{job_id}").text
     assert "Failed" in page and "step-0-master-0" in page and "exit" in page.lower()
@@ -250,3 +272,56 @@ def test_session_log_tail_asks_the_api_for_only_those_lines(home: Path, shared_s
     whole = session.log()
     assert session.log(tail=10) == "".join(whole.splitlines(True)[-10:])
     assert asked == [None, 10] and "\n5000\n" in whole
+
+
+def test_console_request_view_redacts_secret_looking_envs(console: Console, home: Path, shared_server: Any) -> None:
+    """The step's request, the job page and the log hide env values named *TOKEN*, *KEY*, ... (item 5)."""
+    from test_newcomer import SECRET_ENVS, chain_with_envs
+
+    from job_chain.redaction import REDACTED
+
+    folder = home / "envsecrets"
+    folder.mkdir()
+    chain = chain_with_envs(folder)
+    data = json.loads(chain.read_text())
+    data["resourcePoolId"] = shared_server.pool
+    (folder / "train.sh").write_text('echo "token is $HF_TOKEN"\n')
+    chain.write_text(json.dumps(data))
+    cli("run", str(chain), "--follow", server=shared_server, check=True)
+    run_id, cid = latest_run(chain), chain_id(str(chain))
+    step = html.unescape(requests.get(f"{console.url}/fragment/step/{cid}/{run_id}/0").text)
+    assert '"name": "HF_TOKEN",\n' in step and REDACTED in step and '"value": "pretrain"' in step
+    shown = step + requests.get(f"{console.url}/job/{cid}/{first_job(chain, shared_server)}").text
+    shown += requests.get(f"{console.url}/fragment/log/{cid}/{run_id}/0").text
+    shown += requests.get(f"{console.url}/download/log/{cid}/{run_id}/0").text
+    assert "token is " + REDACTED in html.unescape(shown)
+    for value in SECRET_ENVS.values():
+        assert value not in shown
+
+
+def test_console_messages_speak_of_the_console(home: Path, shared_server: Any, creds: None) -> None:
+    """A console started with --local shows a cloud run (no "drop --local"), and refusals name the
+    console's buttons and pages, not the CLI's commands and flags (item 17)."""
+    from job_chain.errors import CredentialsMissing
+    from job_chain.ui.pages import say
+
+    chain = chain_in(home, "advice", [{"script": "sleep 60\n"}], shared_server.pool)
+    cli("run", str(chain), server=shared_server, check=True)
+    run_id, cid = latest_run(chain), chain_id(str(chain))
+    served = Console([str(home)], local=True)
+    try:
+        page = requests.get(f"{served.url}/run/{cid}/{run_id}")
+        assert page.status_code == 200 and 'data-outcome="running"' in page.text and "--local" not in page.text
+        busy = requests.post(f"{served.url}/action/{cid}/{run_id}/resume", headers={"X-CSRF-Token": served.guard.csrf})
+        assert f"run {run_id} is still going" in busy.text and "its page" in busy.text
+        missing = requests.get(f"{served.url}/run/{cid}/20990101-000000-abcd")
+        assert missing.status_code == 404 and "Runs page lists" in missing.text
+        for answer in (page, busy, missing):
+            assert "job-chain stop" not in answer.text and "job-chain runs" not in answer.text
+    finally:
+        served.close()
+        cli("stop", str(chain), server=shared_server, check=True)
+    said = say(CredentialsMissing("no AIHC host: pass --host, set AIHC_HOST, use --credentials FILE"))
+    assert "--host" not in said and "restart the console" in said
+    resumed = say(JobChainError("boom. 'job-chain resume /x/c.json --run R' continues the run"))
+    assert resumed == "boom. Resume on the run's page continues the run"

@@ -10,9 +10,10 @@ import pytest
 
 from job_chain.chain.loader import ChainFileError, check_chain_data
 from job_chain.local.backend import read_log_tail
+from job_chain.redaction import REDACTED, redact
 from job_chain.ui.catalog import find_chain_files
 from job_chain.ui.curves import parse_curves, patterns_for
-from job_chain.ui.views import REDACTED, annotate, json_lines, redact, split_problem
+from job_chain.ui.views import annotate, json_lines, split_problem
 
 MEGATRON = (" [2026-11-23 08:00:00] iteration       20/    1000 | consumed samples: 640 | elapsed time per "
             "iteration (ms): 1234.5 | throughput per GPU (TFLOP/s/GPU): 187.3 | learning rate: 2.500000E-05 | "
@@ -114,3 +115,27 @@ def test_every_asset_a_page_loads_is_in_the_package() -> None:
         assert any(fnmatch.fnmatch(f"templates/{template.name}", p) for p in patterns)
     licences = {p.name for p in (root / "static" / "vendor").glob("*.LICENSE")}
     assert licences == {"htmx.LICENSE", "uPlot.LICENSE"}
+
+
+def test_console_job_ids_read_from_records_are_checked(tmp_path: Path) -> None:
+    """A run record is a file anyone with write access can plant things in: a job id that is
+    markup (or any non-id) is ignored, in the attempts cache and in submission files alike."""
+    from job_chain.chain.progress import Attempt
+    from job_chain.chain.record import RunRecords
+
+    records = RunRecords(str(tmp_path / "chain.json"))
+    records.create_run("20260101-000000-abcd")
+    good = Attempt(0, 1, "pytorchjob-1f2e", "Succeeded", None, None, 0)
+    evil = '<img src=x onerror="alert(1)">'
+    records.save_attempts("20260101-000000-abcd", {good.job_id: good}, {good.job_id})
+    cache_file = tmp_path / "chain.json.runs" / "20260101-000000-abcd" / "attempts.json"
+    cache = json.loads(cache_file.read_text())
+    cache[evil] = dict(cache[good.job_id], jobId=evil)
+    cache["job-other"] = dict(cache[good.job_id], jobId=evil)  # a key that disagrees with its entry
+    cache_file.write_text(json.dumps(cache))
+    known, final = records.cached_attempts("20260101-000000-abcd")
+    assert list(known) == [good.job_id] and final == {good.job_id}
+    records.record_submission("20260101-000000-abcd", 0, 1, "pytorchjob-1f2e", "a")
+    records.record_submission("20260101-000000-abcd", 1, 1, evil, "b")
+    assert records.submission("20260101-000000-abcd", 1, 1) is None
+    assert [e["jobId"] for e in records.submissions("20260101-000000-abcd")] == ["pytorchjob-1f2e"]

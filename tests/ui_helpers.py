@@ -14,9 +14,13 @@ CHROMEDRIVER = "/usr/bin/chromedriver"
 
 
 class Console:
-    """``create_app`` on a free loopback port, in a thread (uvicorn), for route and browser tests."""
+    """``create_app`` on a free loopback port, in a thread (uvicorn), for route and browser tests.
 
-    def __init__(self, paths: List[str], *, local: bool = False, guard: Any = None) -> None:
+    Without ``token`` it is ``--no-token`` (route tests call it with plain requests); the tests of
+    the token, and the browser (which opens ``token_url`` first, as a user does), use one.
+    """
+
+    def __init__(self, paths: List[str], *, local: bool = False, guard: Any = None, token: bool = False) -> None:
         import uvicorn
 
         from job_chain.ui.app import create_app
@@ -26,9 +30,10 @@ class Console:
 
         sock = bind_socket("127.0.0.1", 0)
         self.port = sock.getsockname()[1]
-        self.guard = guard or Guard.for_bind("127.0.0.1", self.port)
+        self.guard = guard or Guard.for_bind("127.0.0.1", self.port, token=token)
         self.catalog = Catalog(paths, local=local, rescan=0.5)
         self.url = f"http://127.0.0.1:{self.port}"
+        self.token_url = self.url + (f"/?token={self.guard.token}" if self.guard.token else "/")
         config = uvicorn.Config(create_app(self.catalog, self.guard), log_level="warning", lifespan="off")
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [sock]}, daemon=True)

@@ -13,6 +13,13 @@ from typing import Optional
 
 MAX_JOB_NAME = 50
 JOB_NAME_RE = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")  # use with fullmatch: "$" allows a final "\n"
+# what a job id the API gave can look like (``pytorchjob-<uuid>``, ``job-xxxx``): ids read back from
+# files (a run record) are checked against it before they reach a URL, a page or a terminal
+JOB_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+
+def is_job_id(value: object) -> bool:
+    return isinstance(value, str) and JOB_ID_RE.fullmatch(value) is not None
 
 
 def job_name_problem(name: object) -> Optional[str]:

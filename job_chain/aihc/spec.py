@@ -18,7 +18,7 @@ import difflib
 import json
 import posixpath
 import re
-from typing import Any, Dict, FrozenSet, List, Optional, Tuple
+from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Tuple
 
 from job_chain.aihc.names import job_name_problem
 from job_chain.jsonfile import describe, json_type
@@ -68,14 +68,25 @@ def env_name_problem(name: str) -> Optional[str]:
             "not starting with a digit)")
 
 
+def closest(key: str, known: Iterable[str]) -> Optional[str]:
+    """The known key ``key`` most likely misspells (case aside: ``resourcePoolID``), or None."""
+    if len(key) >= 100:
+        return None
+    lowered = {k.lower(): k for k in known}
+    close = difflib.get_close_matches(key.lower(), sorted(lowered), n=1, cutoff=0.6)
+    return lowered[close[0]] if close else None
+
+
+def hint(key: str, known: Iterable[str]) -> str:
+    """`` (did you mean "jobChain"?)``, else `` (known: a, b, c)``."""
+    near = closest(key, known)
+    return f" (did you mean \"{near}\"?)" if near else f" (known: {', '.join(sorted(known))})"
+
+
 def unknown_keys(obj: Dict[str, Any], known: FrozenSet[str], where: str) -> List[Problem]:
     """One problem per key of ``obj`` not in ``known``, with the closest known key as a hint."""
-    problems = []
-    for key in sorted(k for k in obj if k not in known):
-        close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.6) if len(key) < 100 else []
-        hint = f" (did you mean \"{close[0]}\"?)" if close else f" (known: {', '.join(sorted(known))})"
-        problems.append((key_path(where, key), "unknown key" + hint))
-    return problems
+    unknown = sorted(k for k in obj if k not in known)
+    return [(key_path(where, key), "unknown key" + hint(key, known)) for key in unknown]
 
 
 def _is_int(value: Any) -> bool:
@@ -138,15 +149,19 @@ def priority_problem(priority: Any) -> Optional[str]:
     return f"must be one of {', '.join(PRIORITIES)}, found {describe(priority)}"
 
 
-def body_problems(body: Any, *, max_replicas: Optional[int] = None) -> List[Problem]:
+def body_problems(body: Any, *, max_replicas: Optional[int] = None,
+                  also_known: FrozenSet[str] = frozenset()) -> List[Problem]:
     """Every problem of a create-job body, as (path relative to the body, message).
 
     ``max_replicas`` adds a cap (the local server runs each replica as a process on one machine).
     ``jobSpec.command`` is the command itself: the chain loader resolves script files first.
+    ``also_known``: keys the caller took out of the body before (a chain's ``jobChain``), so a
+    misspelling of them is still told what it means.
     """
     if not isinstance(body, dict):
         return [("", f"must be an object (an AIHC create-job body), found {json_type(body)}")]
-    problems: List[Problem] = unknown_keys(body, TOP_KEYS, "")
+    problems: List[Problem] = unknown_keys({k: v for k, v in body.items() if k not in also_known},
+                                           TOP_KEYS | also_known, "")
     name_problem = job_name_problem(body.get("name"))
     if name_problem:
         problems.append(("name", name_problem))

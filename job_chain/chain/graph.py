@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from job_chain.aihc.spec import hint
 from job_chain.chain.model import Chain, Step
 from job_chain.jsonfile import describe
 
@@ -45,6 +46,22 @@ def parse_duration(value: Any) -> Optional[float]:
     return seconds if 0 < seconds < 1e9 else None
 
 
+def duration_problem(value: Any) -> Optional[str]:
+    """Why ``value`` is no step duration (None if it is one): its form, or its size."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)) or \
+            (isinstance(value, str) and not _DURATION.fullmatch(value.strip())):
+        return f"{describe(value)} is not a duration: write e.g. \"6h\", \"30m\", \"1h30m\" or \"90s\""
+    seconds = float(value) if not isinstance(value, str) else \
+        sum(float(n) * _UNIT[u] for n, u in _PART.findall(value.strip()))
+    if seconds != seconds:  # NaN
+        return f"{describe(value)} is not a duration: write e.g. \"6h\""
+    if seconds <= 0:
+        return f"must be more than 0, found {describe(value)} (leave the key out for no limit)"
+    if seconds >= 1e9:
+        return f"must be less than 1e9 seconds (about 31 years), found {describe(value)}"
+    return None
+
+
 @dataclass
 class GraphSettings:
     depends_on: List[Any] = field(default_factory=list)  # names or indexes, as written
@@ -72,10 +89,10 @@ def read_settings(settings: Dict[str, Any], where: str, problems: List[str]) -> 
     for key in ("timeout", "hangTimeout"):
         if settings.get(key) is None:
             continue
+        problem = duration_problem(settings[key])
         seconds = parse_duration(settings[key])
-        if seconds is None:
-            problems.append(f"{where}.{key}: {describe(settings[key])} is not a duration: write e.g. \"6h\", "
-                            "\"30m\", \"1h30m\" or \"90s\"")
+        if problem or seconds is None:
+            problems.append(f"{where}.{key}: {problem}")
         elif key == "timeout":
             out.timeout = seconds
         else:
@@ -175,7 +192,7 @@ def check_notify(value: Any, problems: List[str]) -> List[Dict[str, Any]]:
             continue
         unknown = sorted(set(hook) - {"url", "on", "format"})
         if unknown:
-            problems.append(f"{where}.{unknown[0]}: unknown key (known: format, on, url)")
+            problems.append(f"{where}.{unknown[0]}: unknown key" + hint(unknown[0], ("format", "on", "url")))
         url = hook.get("url")
         if not isinstance(url, str) or not re.fullmatch(r"https?://\S+", url) or len(url) > 2048:
             problems.append(f"{where}.url: must be an http:// or https:// URL")

@@ -10,7 +10,7 @@ import os
 import re
 from typing import Any, Dict, List, Optional, Tuple
 
-from job_chain.aihc.spec import body_problems, join_path, key_path
+from job_chain.aihc.spec import body_problems, closest, join_path, key_path
 from job_chain.chain.graph import GraphSettings, check_graph, check_notify
 from job_chain.chain.model import SETTINGS_KEY, Chain, Step
 from job_chain.chain.settings import read_step_settings, step_fields
@@ -53,10 +53,6 @@ class _Checker:
             self.problem(key_path(where, key), "must not be empty")
             return None
         return value
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _decode_script(raw: bytes) -> Tuple[Optional[str], Optional[str]]:
@@ -154,7 +150,7 @@ def _check_step(c: _Checker, job: Any, index: int, chain_dir: str, secret: Optio
         if script is not None and secret and secret in script:
             c.problem(f"{sw}.command", "the script contains the secret key from api_config; it would be "
                                        "visible to anyone who can list jobs")
-    for path, message in body_problems(body):
+    for path, message in body_problems(body, also_known=frozenset({SETTINGS_KEY})):
         if reported and path == "jobSpec.command":
             continue
         c.problem(join_path(where, path), message)
@@ -178,7 +174,11 @@ def check_chain_data(data: Dict[str, Any], path: str, *, local: bool = False,
     c = _Checker(path)
     chain_dir = os.path.dirname(os.path.abspath(path))
     for key in sorted(set(data) - TOP_LEVEL_KEYS):
-        c.warnings.append(f"{key_path('', key)}: unknown top-level key, ignored")
+        near = closest(key, TOP_LEVEL_KEYS)
+        if near:  # scripts_path, resourcePoolID: a misspelt key would be silently ignored
+            c.problem(key_path("", key), f"unknown key (did you mean \"{near}\"?)")
+        else:
+            c.warnings.append(f"{key_path('', key)}: unknown top-level key, ignored")
     pool = c.string(data, "resourcePoolId", "", required=True)
     if pool and not (pool.isprintable() and len(pool.split()) == 1 and pool.strip() == pool):
         c.problem("resourcePoolId", f"must be a resource pool id such as cce-xxxxxxxx, found {describe(pool)}")
@@ -203,6 +203,7 @@ def check_chain_data(data: Dict[str, Any], path: str, *, local: bool = False,
     secret = api_config.get("sk") if isinstance(api_config.get("sk"), str) and len(api_config["sk"]) >= 8 else None
     jobs = data.get("jobs")
     steps: List[Step] = []
+    stand_ins: List[Step] = []  # jobs with problems, as the graph rules see them: by index and name
     graph: Dict[int, GraphSettings] = {}
     if not isinstance(jobs, list) or not jobs:
         c.problem("jobs", "required: a non-empty list of AIHC create-job bodies")
@@ -216,9 +217,12 @@ def check_chain_data(data: Dict[str, Any], path: str, *, local: bool = False,
                     c.problem(f"jobs[{index}].name",
                               f"{describe(step.name)} is already the name of jobs[{seen[step.name]}]")
                 seen.setdefault(step.name, index)
+            else:
+                name = job.get("name") if isinstance(job, dict) and isinstance(job.get("name"), str) else ""
+                stand_ins.append(Step(index=index, body={"name": name}, script="", script_origin="inline"))
     notify = check_notify(data.get("notify"), c.problems)
-    if steps and not c.problems:
-        check_graph(steps, graph, c.problems)
+    if steps or stand_ins:  # graph problems in the same pass as the others: every problem at once
+        check_graph(sorted(steps + stand_ins, key=lambda s: s.index), graph, c.problems)
     if c.problems:
         raise ChainFileError(path, c.problems)
     chain = Chain(path=path, pool=pool or "", steps=steps, api_config=api_config,

@@ -22,6 +22,7 @@ import shutil
 import time
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Set, Tuple
 
+from job_chain.aihc.names import is_job_id
 from job_chain.chain.progress import Attempt, RunFacts
 from job_chain.errors import RunNotFound, UsageError
 from job_chain.files import write_json_private
@@ -257,10 +258,12 @@ class RunRecords:
             "step": step, "attempt": attempt, "jobId": job_id, "jobName": job_name, "submitted": time.time()})
 
     def submission(self, run_id: str, step: str, attempt: int) -> Optional[Dict[str, Any]]:
-        return _read(os.path.join(self._dir(run_id), _name("step", step, attempt)))
+        """The recorded submission; None when absent or its job id is not one (a planted file)."""
+        entry = _read(os.path.join(self._dir(run_id), _name("step", step, attempt)))
+        return entry if entry is not None and is_job_id(entry.get("jobId")) else None
 
     def submissions(self, run_id: str) -> List[Dict[str, Any]]:
-        entries = [e for e in (self._entries(run_id, _SUBMISSION)) if isinstance(e.get("jobId"), str)]
+        entries = [e for e in (self._entries(run_id, _SUBMISSION)) if is_job_id(e.get("jobId"))]
         return sorted(entries, key=lambda e: (float(e.get("submitted") or 0), e["step"], e["attempt"]))
 
     def _entries(self, run_id: str, pattern: Any) -> List[Dict[str, Any]]:
@@ -367,8 +370,8 @@ class RunRecords:
         known: Dict[str, Attempt] = {}
         final: Set[str] = set()
         for job_id, item in data.items():
-            attempt = Attempt.from_cache(item) if isinstance(item, dict) else None
-            if attempt is not None:
+            attempt = Attempt.from_cache(item) if isinstance(item, dict) and is_job_id(job_id) else None
+            if attempt is not None and attempt.job_id == job_id:
                 known[job_id] = attempt
                 if item.get("final") is True:
                     final.add(job_id)

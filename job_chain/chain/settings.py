@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
-from job_chain.aihc.spec import key_path
+from job_chain.aihc.spec import hint, key_path
 from job_chain.chain.graph import GRAPH_SETTINGS, GraphSettings, read_settings
 from job_chain.jsonfile import describe, json_type
 
@@ -38,7 +38,7 @@ def read_step_settings(settings: Any, where: str, problems: List[str]) -> StepSe
         problems.append(f"{where}: must be an object, e.g. {{\"retries\": 2}}")
         return out
     for key in sorted(set(settings) - SETTINGS_KEYS):
-        problems.append(f"{key_path(where, key)}: unknown setting (known: {', '.join(sorted(SETTINGS_KEYS))})")
+        problems.append(f"{key_path(where, key)}: unknown setting" + hint(key, SETTINGS_KEYS))
     out.graph = read_settings(settings, where, problems)
     retries = settings.get("retries", 0)
     if not _is_int(retries) or retries < 0:

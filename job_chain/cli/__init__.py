@@ -34,6 +34,10 @@ COMMANDS: Dict[str, Tuple[str, str]] = {
 }
 
 
+# what a step's job runs, not the user: callable as ever, but not listed by --help
+IN_JOB = {"advance", "watchdog"}
+
+
 class UserError(click.ClickException):
     """A JobChainError shown the click way: one line on stderr, the error's own exit code."""
 
@@ -47,15 +51,26 @@ class UserError(click.ClickException):
 
 
 class TranslatesErrors:
-    """Mixin for click commands: expected failures become :class:`UserError` (no traceback)."""
+    """Mixin for click commands: expected failures become :class:`UserError` (no traceback), and
+    every error is shown one way (:func:`run_cli`), however the command was called."""
+
+    def main(self, args: Any = None, prog_name: Optional[str] = None, complete_var: Optional[str] = None,
+             standalone_mode: bool = True, **extra: Any) -> Any:
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, False, **extra)  # type: ignore[misc]
+        return run_cli(self, prog_name or self.name or "job-chain", args)  # type: ignore[arg-type,attr-defined]
 
     def invoke(self, ctx: click.Context) -> Any:
-        from job_chain.errors import JobChainError
+        from job_chain.errors import CredentialsMissing, JobChainError
 
         try:
             return super().invoke(ctx)  # type: ignore[misc]
         except JobChainError as exc:
-            raise UserError(exc, exc.exit_code, ctx.find_root().info_name or "job-chain") from None
+            shown: Exception = exc
+            if isinstance(exc, CredentialsMissing) and ctx.invoked_subcommand not in IN_JOB:
+                shown = CredentialsMissing(f"{exc}; no AIHC account at hand? add --local to use the local "
+                                           "server on this machine instead")
+            raise UserError(shown, exc.exit_code, ctx.find_root().info_name or "job-chain") from None
 
 
 class Command(TranslatesErrors, click.Command):
@@ -76,7 +91,7 @@ class LazyGroup(TranslatesErrors, click.Group):
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         with formatter.section("Commands"):
-            formatter.write_dl([(name, text) for name, (_, text) in COMMANDS.items()])
+            formatter.write_dl([(name, text) for name, (_, text) in COMMANDS.items() if name not in IN_JOB])
 
 
 @click.group("job-chain", cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -105,6 +120,9 @@ def run_cli(command: click.BaseCommand, prog_name: str, args: Optional[List[str]
         sys.exit(130)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
+    except click.UsageError as exc:  # click's own "Usage: ... Error: ...", said as every other error is
+        click.echo(f"{prog_name}: error: {usage_message(exc)}", err=True)
+        sys.exit(exc.exit_code)
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)
@@ -128,6 +146,15 @@ def run_cli(command: click.BaseCommand, prog_name: str, args: Optional[List[str]
             err=True,
         )
         sys.exit(70)
+
+
+def usage_message(exc: click.UsageError) -> str:
+    """``invalid value for '--advance': 'x' is not one of 'job', 'watch' (see 'job-chain run --help')``."""
+    text = exc.format_message().rstrip(".")
+    if text[1:2].islower():
+        text = text[:1].lower() + text[1:]
+    where = exc.ctx.command_path if exc.ctx is not None else ""
+    return text + (f" (see '{where} --help')" if where else "")
 
 
 def main() -> None:

@@ -13,6 +13,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import click
 
+from job_chain import __version__
 from job_chain.cli import Command, run_cli
 
 PROG = "aiak-gen"
@@ -103,6 +104,7 @@ def _masked(chain: Dict[str, Any], text: str) -> str:
 
 
 @click.command(PROG, cls=Command, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name=PROG)
 @click.argument("chain_file", required=False)
 @click.argument("aiak_job_info", required=False)
 @click.option("--pool", default=None, metavar="ID",

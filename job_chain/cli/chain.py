@@ -130,8 +130,10 @@ def run(chain_file: str, start_index: Optional[str], start: Optional[str], dry_r
 
 def _dry_run(session: Any, first: str, mode: str, secret: Optional[str]) -> None:
     from job_chain.chain.command import tail_size
+    from job_chain.redaction import redact
 
     host = session.planned_host
+    hidden = [v for v in (session.chain.secret, secret) if v]
     plans = session.plan(first, mode)
     for plan in plans:
         if session.api_version == "v2":
@@ -139,16 +141,14 @@ def _dry_run(session: Any, first: str, mode: str, secret: Optional[str]) -> None
 
             text = (f"POST {host}/?action=CreateJob&resourcePoolId={plan['resourcePoolId']}"
                     f"&clientToken={plan['clientToken']}\nX-API-Version: v2\n"
-                    + json.dumps(create_to_v2(plan["body"]), indent=2, ensure_ascii=False))
+                    + json.dumps(redact(create_to_v2(plan["body"]), hidden), indent=2, ensure_ascii=False))
         else:
             text = (f"POST {host}/api/v1/aijobs?resourcePoolId={plan['resourcePoolId']}"
-                    f"&clientToken={plan['clientToken']}\n" + json.dumps(plan["body"], indent=2, ensure_ascii=False))
-        for value in (session.chain.secret, secret):
-            if value:
-                text = text.replace(value, "****")
+                    f"&clientToken={plan['clientToken']}\n"
+                    + json.dumps(redact(plan["body"], hidden), indent=2, ensure_ascii=False))
         if len(plans) > 1:
             click.echo(f"# step {plan['step']}")
-        click.echo(text)
+        click.echo(redact(text, hidden))
     chain = session.run_chain(first)
     if chain.graph or chain.handlers:
         from job_chain.chain.graph import levels
@@ -249,9 +249,18 @@ def stop(chain_file: Optional[str], run_id: Optional[str], **kwargs: Any) -> Non
 def resume(chain_file: str, run_id: Optional[str], rerun: Tuple[str, ...], dry_run: bool, follow: bool,
            advance_mode: Optional[str], **kwargs: Any) -> None:
     """Apply CHAIN_FILE's changes to a run (by step name, to steps that did not succeed) and start it
-    again at the steps that did not succeed, never creating a step twice."""
+    again at the steps that did not succeed, never creating a step twice.
+
+    A run in --advance watch mode whose watcher was stopped (Ctrl-C) is watched from here again.
+    """
     session = open_runs(chain_file, run_id, kwargs)
     run = session.run(run_id)
+    if run.mode == "watch" and advance_mode != "job":
+        going = [s for s in session.status(run.run_id).steps if s.active]
+        if going:  # nothing to submit again, only its watcher is gone (Ctrl-C): watch it from here
+            click.echo(f"run {run.run_id}: step {going[0].name} is {going[0].status}; this process now submits "
+                       "each next step (--advance watch): keep it running")
+            sys.exit(_follow(session, run.run_id, True))
     mode = advance_mode if advance_mode != "job" or run.mode != "inline" else None
     plan = session.preview_resume(run.run_id, rerun=rerun)
     _print_plan(plan, run.revision)

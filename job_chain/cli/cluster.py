@@ -16,7 +16,8 @@ from job_chain.errors import UsageError
 @click.argument("config_path", required=False)
 @click.option("--run", "run_id", required=True, help="Run id.")
 @click.option("--step", required=True, help="Name of the step that just ended.")
-@click.option("--attempt", type=int, default=1, show_default=True, help="Which attempt of the step ended.")
+@click.option("--attempt", type=int, default=1, show_default=True,
+              help="Which attempt of the step ended (1, then 2, ... for retries).")
 @click.option("--exit-code", type=int, required=True, help="The user script's exit code.")
 @click.option("--snapshot", type=click.File("rb"), default=None, help="Inline snapshot ('-' for stdin).")
 @api_options

@@ -16,7 +16,7 @@ JSON_FLAG = click.option("--json", "as_json", is_flag=True, help="Print the API 
 
 @click.group()
 def jobs() -> None:
-    """The AIHC training-job API as commands (like FastGPU's ecluster for jobs)."""
+    """The AIHC training-job API as commands: list, get, create, stop, delete, logs, events, ..."""
 
 
 def _first_pod(client: Any, pool: str, job_id: str, pod: Optional[str]) -> str:
@@ -34,10 +34,13 @@ def _first_pod(client: Any, pool: str, job_id: str, pod: Optional[str]) -> str:
 @jobs.command("list")
 @pool_option
 @click.option("--queue", default=None, help="Only this queue ('all' or empty: every queue).")
-@click.option("--order-by", type=click.Choice(["createdAt", "finishedAt"]), default=None)
-@click.option("--order", type=click.Choice(["asc", "desc"]), default=None)
+@click.option("--order-by", type=click.Choice(["createdAt", "finishedAt"]), default=None,
+              help="Sort by creation or finish time (default: as the API lists them).")
+@click.option("--order", type=click.Choice(["asc", "desc"]), default=None,
+              help="Oldest first (asc) or newest first (desc).")
 @click.option("--page", "page_no", type=click.IntRange(min=1), default=None, help="One page only.")
-@click.option("--page-size", type=click.IntRange(1, 1000), default=None)
+@click.option("--page-size", type=click.IntRange(1, 1000), default=None,
+              help="Jobs asked per API call (1-1000; default 100, or the API's own with --page).")
 @click.option("--status", default=None, help="Only jobs with this status, e.g. Running.")
 @click.option("--name", default=None, help="Only jobs whose name contains this.")
 @JSON_FLAG
@@ -94,7 +97,7 @@ def get_cmd(client: Any, job_id: str, pool: Optional[str], as_json: bool) -> Non
 
 @jobs.command("create")
 @click.option("-f", "--file", "path", required=True, metavar="JOB.json",
-              help="A create-job body (seed 001 format).")
+              help="A create-job body, as AIHC's create-job API takes it (a job of a chain file).")
 @click.option("--client-token", default=None, help="Makes the create idempotent (safe to retry).")
 @pool_option
 @JSON_FLAG
@@ -156,7 +159,7 @@ _simple("stop", "stop_job", "stopping", "Stop a running job.")
 
 @jobs.command("set-priority")
 @click.argument("job_id")
-@click.argument("priority", type=PRIORITIES)
+@click.argument("priority", type=PRIORITIES, metavar="PRIORITY")
 @pool_option
 @JSON_FLAG
 @with_client
@@ -306,7 +309,7 @@ def logs_cmd(client: Any, job_id: str, pod: Optional[str], follow: bool, tail: O
 @jobs.command("metrics")
 @click.argument("job_id")
 @click.option("--type", "metric_type", required=True,
-              help="CpuUsage, MemoryUsage, CpuTime, MemoryAllocation, GpuUsage, … (seed 001 list).")
+              help="CpuUsage, MemoryUsage, CpuTime, MemoryAllocation, GpuUsage, … (AIHC's metric types).")
 @click.option("--start", "start_time", type=int, default=None, help="Unix seconds.")
 @click.option("--end", "end_time", type=int, default=None, help="Unix seconds.")
 @click.option("--step", "time_step", type=int, default=None, help="Seconds between points.")

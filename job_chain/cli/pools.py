@@ -11,6 +11,20 @@ from job_chain.cli.options import echo_json, pool_option, resolve_pool, with_cli
 JSON_FLAG = click.option("--json", "as_json", is_flag=True, help="Print the API answer as JSON.")
 
 
+def _none_here(client: Any, what: str) -> str:
+    """Why a listing is empty, and what to do: the local server lists only pools it was given."""
+    from urllib.parse import urlsplit
+
+    from job_chain.aihc.endpoint import is_loopback
+
+    endpoint = str(getattr(client, "endpoint", ""))
+    if is_loopback(urlsplit(endpoint).hostname or ""):  # the local server (or something posing as it)
+        return (f"no {what} are configured on the local server: it accepts any resource pool id (a chain's "
+                "resourcePoolId runs here as it is). To define pools and queues with limits, restart it with "
+                "them: job-chain local stop; job-chain local start --pool ID[:N] [--queue [POOL/]NAME[:N]]")
+    return f"no {what}: these credentials see none at {endpoint or 'this endpoint'}"
+
+
 def _shown(value: Any) -> str:
     return "-" if value is None or value == "" else str(value)
 
@@ -25,6 +39,9 @@ def pools(client: Any, as_json: bool) -> None:
     found = client.list_pools()
     if as_json:
         echo_json(found)
+        return
+    if not found:
+        click.echo(_none_here(client, "resource pools"))
         return
     print_table(["POOL", "NAME", "STATUS", "CAPACITY", "QUEUES", "RUNNING", "PENDING"],
                 [[_shown(p.get("resourcePoolId")), _shown(p.get("name")), _shown(p.get("status")),
@@ -43,6 +60,9 @@ def queues(client: Any, pool: Optional[str], as_json: bool) -> None:
     found = client.list_queues(resolve_pool(pool))
     if as_json:
         echo_json(found)
+        return
+    if not found:
+        click.echo(_none_here(client, "queues"))
         return
     print_table(["QUEUE", "POOL", "STATUS", "CAPACITY", "RUNNING", "PENDING"],
                 [[_shown(q.get("queueName")), _shown(q.get("resourcePoolId")), _shown(q.get("status")),

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import datetime as _dt
 import shlex
+import threading
+import time
 from typing import Any, Dict, Iterable, List, Optional, Sequence
 
 import click
@@ -98,26 +100,60 @@ def status_json(status: RunStatus) -> Dict[str, Any]:
     return data
 
 
-def follow(watching: Iterable[RunStatus], chain_path: str, watch_mode: bool) -> int:
-    """Show each status as it changes until the run ends; exit 0 only if it succeeded."""
+class _Newest:
+    """The newest status as a table, built anew at each refresh: the watcher yields a status only
+    when something changed, and a running step's duration must grow in between."""
+
+    def __init__(self) -> None:
+        self.status: Optional[RunStatus] = None
+
+    def __rich__(self) -> Any:
+        return status_table(self.status) if self.status is not None else ""
+
+
+def _tick(live: Any, stop: threading.Event) -> None:
+    """Refresh the live view every second, or less often when drawing it is slow (long chains)."""
+    wait = 1.0
+    while not stop.wait(wait):
+        began = time.monotonic()
+        live.refresh()
+        wait = max(1.0, 5 * (time.monotonic() - began))
+
+
+def follow(watching: Iterable[RunStatus], chain_path: str, watch_mode: bool, out: Any = None) -> int:
+    """Show each status as it changes until the run ends; exit 0 only if it succeeded.
+
+    ``out``: the rich console to draw on (default: the terminal's, or plain lines into a pipe).
+    """
     from rich.live import Live
 
     from job_chain.cli.render import console as render_console
 
-    out = render_console()
+    out = out or render_console()
     seen: Dict[str, str] = {}
     final: Optional[RunStatus] = None
+    newest = _Newest()
     try:
-        with Live(console=out, auto_refresh=False, transient=False) as live:
-            for status in watching:
-                final = status
-                if out.is_terminal:
-                    live.update(status_table(status), refresh=True)
-                    continue
-                for s in status.steps:
-                    if s.job_id and seen.get(s.name) != f"{s.status}/{s.attempt}":
-                        click.echo(f"step {s.index} {s.name}: {s.status} (job {s.job_id}, attempt {s.attempt})")
-                        seen[s.name] = f"{s.status}/{s.attempt}"
+        with Live(newest if out.is_terminal else "", console=out, auto_refresh=False, transient=False) as live:
+            stop = threading.Event()
+            ticker = threading.Thread(target=_tick, args=(live, stop), daemon=True)
+            if out.is_terminal:
+                ticker.start()
+            try:
+                for status in watching:
+                    final = status
+                    if out.is_terminal:
+                        newest.status = status
+                        live.refresh()
+                        continue
+                    for s in status.steps:
+                        if s.job_id and seen.get(s.name) != f"{s.status}/{s.attempt}":
+                            click.echo(f"step {s.index} {s.name}: {s.status} (job {s.job_id}, attempt {s.attempt})")
+                            seen[s.name] = f"{s.status}/{s.attempt}"
+            finally:
+                stop.set()
+                if ticker.is_alive():
+                    ticker.join(timeout=5)
     except KeyboardInterrupt:
         run = f" --run {final.run_id}" if final else ""  # (the chain path is quoted below)
         if watch_mode:

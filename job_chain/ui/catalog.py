@@ -66,7 +66,7 @@ class Catalog:
 
     def __init__(self, paths: List[str], *, local: bool = False, rescan: float = 5.0) -> None:
         self.paths = [os.path.abspath(p) for p in paths] or [os.getcwd()]
-        self.local = local
+        self.local = local  # where runs started from the console go (runs found here go where they were recorded)
         self.rescan = rescan
         self._lock = threading.Lock()
         self._sessions: Dict[str, Tuple[float, Entry]] = {}
@@ -111,7 +111,9 @@ class Catalog:
             if cached and cached[0] == mtime:
                 return cached[1]
         try:
-            entry = Entry(chain_id(path), path, ChainSession.from_file(path, local=self.local))
+            # no place of its own: each run is steered where it was recorded to run (a --local
+            # console must not answer "drop --local" about a cloud run); new runs: see Pages
+            entry = Entry(chain_id(path), path, ChainSession.from_file(path))
         except JobChainError as exc:
             entry = Entry(chain_id(path), path, None, str(exc).splitlines()[0])
         with self._lock:

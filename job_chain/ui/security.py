@@ -1,7 +1,12 @@
-"""Who may use the console: a URL token off loopback (as Jupyter does), CSRF and Host checks.
+"""Who may use the console: a URL token (as Jupyter does), CSRF and Host checks.
 
-- On 127.0.0.1 the console needs no token; on any other address every request must carry the
-  token (``?token=`` once, then an HttpOnly cookie), compared in constant time.
+- Every request must carry the token, on loopback too (on a shared login node any local user
+  can reach 127.0.0.1): ``?token=`` once, traded for an HttpOnly cookie. ``--no-token`` drops
+  this on loopback only, for those who ask.
+- Browsers send a host's cookies to every port of it, so the cookie is named for its port and
+  holds a value derived from the token, never the token: another service on another port sees
+  a value only this console accepts, and never learns the URL's token.
+- ``/?token=`` redirects only to a path of this console (``//evil.example`` is not one).
 - Every request's ``Host`` must name this console (DNS rebinding cannot reach it from a page).
 - Every POST must carry the per-process CSRF token in the ``X-CSRF-Token`` header (which a
   cross-site form cannot set) and, when the browser sends one, an ``Origin`` matching the Host.
@@ -19,7 +24,9 @@ from urllib.parse import urlencode, urlsplit
 from fastapi import Request
 from fastapi.responses import PlainTextResponse, RedirectResponse, Response
 
-COOKIE = "job_chain_ui"  # + a digest of the token: consoles on other ports keep their own cookie
+from job_chain.errors import UsageError
+
+COOKIE = "job_chain_ui_"  # + the port: consoles on other ports keep their own cookie
 CSRF_HEADER = "x-csrf-token"
 
 
@@ -32,27 +39,38 @@ def is_loopback(bind: str) -> bool:
         return False
 
 
+def local_path(path: str) -> str:
+    """``path`` as a path of this site: ``//evil.example/x`` (another host, to a browser) -> ``/evil.example/x``."""
+    return "/" + path.lstrip("/\\")
+
+
 def same(a: Optional[str], b: str) -> bool:
     return a is not None and hmac.compare_digest(a.encode("utf-8", "replace"), b.encode("utf-8"))
 
 
 class Guard:
-    """The console's access rules; ``token`` is None on loopback (no token needed)."""
+    """The console's access rules; ``token`` is None only with ``--no-token`` (on loopback)."""
 
-    def __init__(self, token: Optional[str], hosts: Set[str]) -> None:
+    def __init__(self, token: Optional[str], hosts: Set[str], port: int = 0) -> None:
         self.token = token
         self.hosts = hosts  # acceptable Host headers ("127.0.0.1:8780", ...); empty: any
         self.csrf = secrets.token_urlsafe(24)
-        self.cookie = COOKIE + "_" + hashlib.sha256((token or "").encode("utf-8")).hexdigest()[:10]
+        self.cookie = f"{COOKIE}{port}"
+        # what the cookie holds: bound to this token (a restarted console's old cookies fail)
+        self.cookie_value = hmac.new((token or "").encode("utf-8"), b"job-chain console cookie",
+                                     hashlib.sha256).hexdigest()
 
     @classmethod
-    def for_bind(cls, bind: str, port: int) -> Guard:
-        token = None if is_loopback(bind) else secrets.token_urlsafe(24)
+    def for_bind(cls, bind: str, port: int, *, token: bool = True) -> Guard:
+        """The rules for a console on ``bind:port``; ``token=False`` (``--no-token``) only on loopback."""
+        if not token and not is_loopback(bind):
+            raise UsageError(f"--no-token is for a loopback --bind only: on {bind} anyone who can reach the "
+                             "port could submit chains; keep the token (the URL printed first carries it)")
         hosts: Set[str] = set()
         if is_loopback(bind):
             named = f"[{bind}]" if ":" in bind else bind
             hosts = {f"{h}:{port}" for h in ("127.0.0.1", "localhost", "[::1]", named)}
-        return cls(token, hosts)
+        return cls(secrets.token_urlsafe(24) if token else None, hosts, port)
 
     def host_ok(self, request: Request) -> bool:
         return not self.hosts or request.headers.get("host", "") in self.hosts
@@ -75,11 +93,11 @@ class Guard:
             if same(given, self.token):
                 # the token leaves the address bar (and browser history) at once; the cookie carries it
                 query = urlencode([(k, v) for k, v in request.query_params.multi_items() if k != "token"])
-                target = request.url.path + (f"?{query}" if query else "")
+                target = local_path(request.url.path) + (f"?{query}" if query else "")
                 response: Response = RedirectResponse(target, status_code=303)
-                response.set_cookie(self.cookie, self.token, httponly=True, samesite="strict")
+                response.set_cookie(self.cookie, self.cookie_value, httponly=True, samesite="strict")
                 return response
-            if not same(request.cookies.get(self.cookie), self.token):
+            if not same(request.cookies.get(self.cookie), self.cookie_value):
                 return PlainTextResponse("open the console with the URL it printed (it carries ?token=...)",
                                          status_code=403)
         if request.method not in ("GET", "HEAD", "OPTIONS") and not self.csrf_ok(request):

@@ -1,5 +1,5 @@
 """Serve the console: bind the socket first (so the printed URL is the one that answers), print
-the URL (with its token off loopback) as the first line of stdout, then run uvicorn until Ctrl-C."""
+the URL (with its token) as the first line of stdout, then run uvicorn until Ctrl-C."""
 
 from __future__ import annotations
 
@@ -39,16 +39,18 @@ def url_for(bind: str, port: int, token: Optional[str]) -> str:
     return f"http://{host}:{port}/" + (f"?token={token}" if token else "")
 
 
-def serve(paths: List[str], *, local: bool, bind: str, port: int,
+def serve(paths: List[str], *, local: bool, bind: str, port: int, token: bool = True,
           echo: Callable[[str], None] = print) -> None:
-    """Run the console in this process until interrupted."""
+    """Run the console in this process until interrupted; ``token=False`` is ``--no-token``."""
     import uvicorn
 
     from job_chain.ui.app import create_app
 
+    if not token:
+        Guard.for_bind(bind, port, token=False)  # refused off loopback, before anything listens
     sock = bind_socket(bind, port)
     port = sock.getsockname()[1]
-    guard = Guard.for_bind(bind, port)
+    guard = Guard.for_bind(bind, port, token=token)
     app = create_app(Catalog(paths, local=local), guard)
     echo(url_for(bind, port, guard.token))
     sys.stdout.flush()

@@ -1,5 +1,5 @@
-"""Presentation helpers for the console's templates: colours, durations, the timeline's geometry,
-secret redaction and JSON shown line by line with the problems that point into it.
+"""Presentation helpers for the console's templates: colours, durations, the timeline's geometry
+and JSON shown line by line with the problems that point into it (redaction: :mod:`job_chain.redaction`).
 
 Nothing here decides anything about a run: it only shapes what ChainSession answered.
 """
@@ -11,15 +11,14 @@ import json
 import re
 import time
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from job_chain.aihc.status import FAILED, STOPPED, SUCCEEDED
 from job_chain.chain.loader import key_path
+from job_chain.chain.model import LABEL_RUN
 from job_chain.chain.progress import NOT_SUBMITTED, SKIPPED, RunStatus, StepStatus
 
-SECRET_KEYS = re.compile(r"^(sk|.*secret.*|.*password.*|token|.*(access|auth|api|bearer|session)_?token)$",
-                         re.IGNORECASE)  # not clientToken: an idempotency key worth seeing
-REDACTED = "••• (redacted)"
+LABEL_PREFIX = LABEL_RUN.split("/")[0] + "/"  # job-chain's own labels: job-chain/run, /step, /attempt
 
 
 def tone(status: str) -> str:
@@ -35,6 +34,12 @@ def tone(status: str) -> str:
     if status in ("Running", "running"):
         return "run"
     return "wait"  # Pending, Queueing, Creating, ...
+
+
+def own_labels(labels: Dict[str, Any]) -> Dict[str, Any]:
+    """A job's labels without AIHC's own (``aijob.cce.baidubce.com/…``) and job-chain's (the run
+    and step have their own column): what the user put on the job."""
+    return {k: v for k, v in labels.items() if not str(k).startswith(LABEL_PREFIX) and ".baidubce.com/" not in str(k)}
 
 
 def duration(seconds: Optional[float]) -> str:
@@ -127,20 +132,6 @@ def timeline(status: RunStatus, width: int = 1180, now: Optional[float] = None) 
                 _dt.datetime.fromtimestamp(start, _dt.timezone.utc).strftime("%m-%d %H:%M:%S")
             ticks.append((label_width + k * (width - label_width - 10) / 4, label))
     return Timeline(rows, width, 4 + len(status.steps) * row_height + 18, row_height, label_width, ticks)
-
-
-def redact(value: Any, secrets: Iterable[str] = ()) -> Any:
-    """A copy with secret-looking keys' values and any known secret string replaced."""
-    known = [s for s in secrets if s]
-    if isinstance(value, dict):
-        return {k: (REDACTED if isinstance(k, str) and SECRET_KEYS.match(k) and v not in (None, "")
-                    else redact(v, known)) for k, v in value.items()}
-    if isinstance(value, list):
-        return [redact(v, known) for v in value]
-    if isinstance(value, str):
-        for secret in known:
-            value = value.replace(secret, REDACTED)
-    return value
 
 
 # -- JSON with problems next to their path ---------------------------------------------------------

@@ -1,4 +1,6 @@
 // job-chain console: charts (uPlot), log scrolling and file import. Everything else is htmx.
+// Every value shown (error texts, names, job ids) goes in as text, never as HTML: it may come
+// from a run record or an API answer that someone else wrote.
 (function () {
   "use strict";
   var PALETTE = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#4d7c0f", "#be185d"];
@@ -18,16 +20,26 @@
     holder.className = "chart";
     holder.dataset.title = title;
     box.appendChild(holder);
-    var width = Math.max(320, Math.min(560, box.clientWidth - 10));
+    var width = Math.max(280, Math.min(560, box.clientWidth - 10));
     var opts = {
       title: title, width: width, height: 220,
       scales: {x: {time: !!timeAxis}},
       series: [{label: timeAxis ? "time" : "iteration"}].concat(series.map(function (s, i) {
         return {label: s.label, stroke: PALETTE[i % PALETTE.length], width: 1.5, points: {show: xs.length < 60}};
       })),
-      axes: [{}, {size: 70, values: function (u, vals) { return vals.map(number); }}]
+      axes: [{}, {size: 70, values: function (u, vals) { return vals.map(number); }}],
+      hooks: {setScale: [function (u, key) {
+        if (key === "x") holder.dataset.span = String(u.scales.x.max - u.scales.x.min);  // what the x axis covers
+      }]}
     };
-    return new uPlot(opts, [xs].concat(series.map(function (s) { return s.y; })), holder);
+    var plot = new uPlot(opts, [xs].concat(series.map(function (s) { return s.y; })), holder);
+    if (xs.length && xs[0] === xs[xs.length - 1]) {
+      // one sample: uPlot would stretch a time axis over years (2027-2029 for one point); a
+      // minute either side of it (one iteration on an iteration axis) shows where it is
+      var pad = timeAxis ? 60 : 1;
+      plot.setScale("x", {min: xs[0] - pad, max: xs[0] + pad});
+    }
+    return plot;
   }
 
   function alignPods(pods) {
@@ -45,8 +57,16 @@
     return {xs: xs, series: series};
   }
 
+  function say(box, cls, text) {
+    // one paragraph of plain text in place of the box's content
+    var p = document.createElement("p");
+    p.className = cls;
+    p.textContent = text;
+    box.replaceChildren(p);
+  }
+
   function draw(box, data) {
-    box.innerHTML = "";
+    box.replaceChildren();
     var kind = box.dataset.kind, drawn = 0;
     if (kind === "curves") {
       Object.keys(data.curves || {}).forEach(function (name) {
@@ -54,14 +74,14 @@
         chart(box, name, c.x, [{label: name, y: c.y}], false);
         drawn++;
       });
-      if (!drawn) box.innerHTML = '<p class="muted">No training curves in this log (loss, learning rate, throughput as Megatron prints them, or the patterns in jobChain.metrics).</p>';
+      if (!drawn) say(box, "muted", "No training curves in this log (loss, learning rate, throughput as Megatron prints them, or the patterns in jobChain.metrics)" + (data.error ? ": " + data.error : "."));
     } else {
       Object.keys(data.metrics || {}).forEach(function (metric) {
         var joined = alignPods(data.metrics[metric]);
         chart(box, UNITS[metric] || metric, joined.xs, joined.series, true);
         drawn++;
       });
-      if (!drawn) box.innerHTML = '<p class="muted">No monitoring samples for this job' + (data.error ? ": " + data.error : "") + '.</p>';
+      if (!drawn) say(box, "muted", "No monitoring samples for this job" + (data.error ? ": " + data.error : "."));
     }
     box.dataset.drawn = String(drawn);
   }
@@ -72,7 +92,7 @@
       if (!document.body.contains(box)) return;
       draw(box, data);
       if (data.live) setTimeout(function () { load(box); }, 10000);
-    }).catch(function (err) { box.innerHTML = '<p class="error">charts: ' + err + "</p>"; });
+    }).catch(function (err) { say(box, "error", "charts: " + err); });
   }
 
   function scan(root) {

@@ -1,0 +1,131 @@
+"""What every group of the console's routes shares: the catalog, the templates, and the lookups
+that turn a URL's chain, run, step and attempt into objects (or a 404 page)."""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any, List, Optional
+
+import jinja2
+from fastapi.responses import HTMLResponse
+
+from job_chain.chain.progress import RunStatus, StepStatus
+from job_chain.errors import JobChainError
+from job_chain.redaction import env_secrets
+from job_chain.session import ChainSession, Run
+from job_chain.ui import views
+from job_chain.ui.catalog import Catalog, Entry
+from job_chain.ui.security import Guard
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+OUTCOMES = ("running", "succeeded", "failed", "stopped")
+RUNS_PER_CHAIN = 50  # newest runs of each chain on the runs page
+
+
+class NotFoundError(Exception):
+    """A chain, run, step or job the URL names does not exist (a 404 page)."""
+
+
+# what the library tells a terminal user to type, as a console user does it instead
+_CLI_ADVICE = [
+    (re.compile(r"'job-chain resume [^']*'"), "Resume on the run's page"),
+    (re.compile(r"'job-chain stop [^']*'"), "Stop run on the run's page"),
+    (re.compile(r"'job-chain (?:status|runs|logs) [^']*'"), "the run's page"),
+    (re.compile(r"'job-chain run [^']*'"), "the Submit page"),
+]
+
+
+def say(exc: Exception) -> str:
+    """An error's message as the console says it: in the console's words, not the CLI's flags."""
+    from job_chain.errors import CredentialsMissing, RunNotFound, RunStillActive
+
+    text = str(exc)
+    if isinstance(exc, RunStillActive):
+        head = re.match(r"run \S+ (?:of .+? )?is still going(?: \([^)]*\))?", text)
+        return (head.group(0) if head else f"run {exc.run_id} is still going") + \
+            ": its page (on the Runs page) follows it live and can stop it"
+    if isinstance(exc, RunNotFound):
+        return text.split(";")[0] + " (the Runs page lists the runs there are)"
+    if isinstance(exc, CredentialsMissing):
+        return (f"{text.split(':')[0]}: give the chain file an api_config (host, ak, sk), or restart the console "
+                "with AIHC_HOST, AIHC_AK and AIHC_SK (or JOB_CHAIN_CREDENTIALS) in its environment")
+    for pattern, words in _CLI_ADVICE:
+        text = pattern.sub(words, text)
+    return text
+
+
+class Pages:
+    """The console's templates and lookups, one per app (the route modules take it as their context)."""
+
+    def __init__(self, catalog: Catalog, guard: Guard) -> None:
+        self.catalog = catalog
+        # Jinja2 directly (not Starlette's wrapper, whose signature changed across versions); autoescaped
+        self.env = jinja2.Environment(loader=jinja2.FileSystemLoader(os.path.join(HERE, "templates")),
+                                      autoescape=jinja2.select_autoescape(["html"]), auto_reload=False)
+        self.env.filters.update(tone=views.tone, duration=views.duration, when=views.when, rel=self.rel)
+        self.env.globals.update(csrf=guard.csrf, outcomes=OUTCOMES, run_duration=views.run_duration)
+
+    def page(self, template: str, status_code: int = 200, **context: Any) -> HTMLResponse:
+        return HTMLResponse(self.env.get_template(template).render(context), status_code=status_code)
+
+    def rel(self, path: str) -> str:
+        """A chain file's path relative to the console's directory it was found under."""
+        for root in self.catalog.paths:
+            if os.path.isdir(root) and path.startswith(root.rstrip(os.sep) + os.sep):
+                return os.path.relpath(path, root)
+        return path
+
+    # -- lookups ---------------------------------------------------------------------------------
+    def entry(self, cid: str) -> Entry:
+        found = self.catalog.get(cid)
+        if found is None:
+            raise NotFoundError(f"no chain file with id {cid} under {', '.join(self.catalog.paths)}")
+        if found.session is None:
+            raise NotFoundError(found.error)
+        return found
+
+    @staticmethod
+    def session(found: Entry) -> ChainSession:
+        assert found.session is not None  # entry() returns only chains that opened
+        return found.session
+
+    def run_of(self, found: Entry, run_id: str) -> Run:
+        try:
+            return self.session(found).run(run_id)
+        except JobChainError as exc:
+            raise NotFoundError(say(exc)) from None
+
+    @staticmethod
+    def step_of(status: RunStatus, index: int) -> StepStatus:
+        for step in status.steps:
+            if step.index == index:
+                return step
+        raise NotFoundError(f"run {status.run_id} has no step {index}")
+
+    @staticmethod
+    def pick_attempt(step: StepStatus, attempt: Optional[int]) -> Any:
+        if not step.attempts:
+            return None
+        tries = {a.attempt: a for a in step.attempts}
+        return tries.get(attempt if attempt is not None else max(tries)) or tries[max(tries)]
+
+    def secrets_of(self, found: Entry) -> List[str]:
+        """The strings never shown: the chain's SK and its steps' secret-looking env values."""
+        chain = self.session(found).chain
+        return [s for s in [chain.secret] + env_secrets([step.body for step in chain.steps]) if s]
+
+    def pool_client(self, found: Entry) -> Any:
+        """A client for the chain's pool: where its newest run runs (else where a new one would)."""
+        session = self.session(found)
+        runs = session.runs()
+        if runs:
+            return session.client_for(runs[0])
+        return ChainSession(session.chain, local=self.catalog.local).client_for(None)
+
+    def located(self, cid: str, run_id: str, index: int, attempt: Optional[int] = None) -> Any:
+        """(entry, run, step, chosen attempt) a step URL names, each a 404 when it does not exist."""
+        found = self.entry(cid)
+        run = self.run_of(found, run_id)
+        step = self.step_of(self.catalog.status(found, run.run_id), index)
+        return found, run, step, self.pick_attempt(step, attempt)

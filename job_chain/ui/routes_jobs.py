@@ -1,0 +1,91 @@
+"""The Jobs page (every job of the pools the chains use) and one job's page."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+from typing import Any, Dict, List, Tuple
+
+from fastapi import FastAPI, Request
+from fastapi.responses import HTMLResponse
+
+from job_chain.aihc.client import pod_names
+from job_chain.aihc.timefmt import parse_time
+from job_chain.chain.model import LABEL_RUN, LABEL_STEP
+from job_chain.chain.progress import job_labels
+from job_chain.errors import JobChainError
+from job_chain.redaction import redact
+from job_chain.ui import views
+from job_chain.ui.catalog import Entry
+from job_chain.ui.pages import RUNS_PER_CHAIN, NotFoundError, Pages, say
+
+JOBS_PER_POOL = 200
+
+
+def register(app: FastAPI, pages: Pages) -> None:
+    catalog = pages.catalog
+
+    def pools() -> List[Entry]:
+        seen: Dict[str, Entry] = {}
+        for found in catalog.entries():
+            if found.session is not None:
+                seen.setdefault(found.session.chain.pool, found)
+        return list(seen.values())
+
+    def job_rows() -> Tuple[List[Dict[str, Any]], List[str]]:
+        runs: Dict[str, Tuple[str, str]] = {}
+        for found in catalog.entries():
+            if found.session is not None:
+                for run in found.session.runs()[:RUNS_PER_CHAIN]:
+                    runs[run.run_id] = (found.id, pages.rel(found.path))
+        rows, errors = [], []
+        now = _dt.datetime.now(_dt.timezone.utc)
+        for found in pools():
+            pool = pages.session(found).chain.pool
+            try:
+                client = pages.pool_client(found)
+                for n, job in enumerate(client.iter_jobs(pool, order_by="createdAt", order="desc")):
+                    if n >= JOBS_PER_POOL:
+                        break
+                    labels = job_labels(job)
+                    created = parse_time(job.get("createdAt"))
+                    run_id = str(labels.get(LABEL_RUN) or "")
+                    rows.append({"job": job, "pool": pool, "cid": found.id, "labels": views.own_labels(labels),
+                                 "created": created, "age": (now - created).total_seconds() if created else None,
+                                 "run": run_id, "step": labels.get(LABEL_STEP), "run_link": runs.get(run_id)})
+            except JobChainError as exc:
+                errors.append(f"{pool}: {exc}")
+        rows.sort(key=lambda r: r["created"] or _dt.datetime.min.replace(tzinfo=_dt.timezone.utc), reverse=True)
+        return rows, errors
+
+    @app.get("/jobs", response_class=HTMLResponse)
+    def jobs_page(request: Request) -> HTMLResponse:
+        rows, errors = job_rows()
+        return pages.page("jobs.html", rows=rows, errors=errors)
+
+    @app.get("/fragment/jobs", response_class=HTMLResponse)
+    def jobs_fragment(request: Request) -> HTMLResponse:
+        rows, errors = job_rows()
+        return pages.page("_jobs_rows.html", rows=rows, errors=errors)
+
+    @app.get("/job/{cid}/{job_id}", response_class=HTMLResponse)
+    def job_page(request: Request, cid: str, job_id: str) -> HTMLResponse:
+        found = pages.entry(cid)
+        client = pages.pool_client(found)
+        pool = pages.session(found).chain.pool
+        try:
+            job = client.get_job(pool, job_id)
+        except JobChainError as exc:
+            raise NotFoundError(say(exc)) from None
+        events: List[Dict[str, Any]] = []
+        pod_events: Dict[str, List[Dict[str, Any]]] = {}
+        try:
+            events = list(client.job_events(pool, job_id).get("events") or [])
+            for pod in pod_names(job):
+                pod_events[pod] = list(client.pod_events(pool, job_id, pod).get("events") or [])  # type: ignore[attr-defined]
+        except (JobChainError, AttributeError):
+            pass
+        pods = ((job.get("podList") or {}).get("pods")) or []
+        shown = redact({k: v for k, v in job.items() if k != "podList"}, pages.secrets_of(found))
+        return pages.page("job.html", entry=found, job=job, pool=pool, labels=job_labels(job), events=events,
+                          pod_events=pod_events, pods=pods, job_json=json.dumps(shown, indent=2, ensure_ascii=False))

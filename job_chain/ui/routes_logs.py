@@ -1,0 +1,134 @@
+"""A step's log (its tail, live, and the whole of it as a download) and the chart data:
+training curves parsed from the log, and the job's monitoring series."""
+
+from __future__ import annotations
+
+import time
+from typing import Dict, Iterator, List, Optional
+
+from fastapi import FastAPI, Request
+from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
+
+from job_chain.aihc.client import pod_names
+from job_chain.aihc.timefmt import parse_time
+from job_chain.errors import JobChainError
+from job_chain.redaction import redact
+from job_chain.ui.curves import parse_curves, patterns_for
+from job_chain.ui.pages import NotFoundError, Pages, say
+
+LOG_LINES = 500  # lines of a log shown at first; more on request, up to MAX_LOG_LINES
+MAX_LOG_LINES = 20000
+CURVE_LINES = 20000  # log lines parsed for training curves (the newest; re-read every 10 s while running)
+METRIC_POINTS = 600  # points per pod and metric asked of the metrics API (its timeStep)
+METRICS = ("CpuUsage", "MemoryUsage", "GpuUsage", "GpuMemoryUsage")
+
+
+def register(app: FastAPI, pages: Pages) -> None:
+    @app.get("/fragment/log/{cid}/{run_id}/{index}", response_class=HTMLResponse)
+    def log_fragment(request: Request, cid: str, run_id: str, index: int, attempt: Optional[int] = None,
+                     pod: Optional[str] = None, lines: int = LOG_LINES) -> HTMLResponse:
+        found, run, step, chosen = pages.located(cid, run_id, index, attempt)
+        session = pages.session(found)
+        lines = max(1, min(lines, MAX_LOG_LINES))
+        text, error = "", ""
+        if chosen is None:
+            error = "not submitted yet"
+        else:
+            try:
+                client = session.client_for(run)
+                pool = session.chain.pool
+                if pod is None:
+                    names = pod_names(client.get_job(pool, chosen.job_id))
+                    pod = names[0] if names else None
+                if pod is None:
+                    error = f"job {chosen.job_id} has no pod yet"
+                else:
+                    answer = client.pod_logs(pool, chosen.job_id, pod, max_lines=lines)
+                    text = "".join(answer.get("logs") or [])
+                    text = "".join(text.splitlines(True)[-lines:])
+            except JobChainError as exc:
+                error = say(exc)
+        text = redact(text, pages.secrets_of(found))
+        live = step.active and chosen is not None and chosen.attempt == step.attempt
+        return pages.page("_log.html", entry=found, run=run, step=step, chosen=chosen, pod=pod, text=text,
+                          error=error, lines=lines, live=live, shown=text.count("\n"),
+                          more=min(lines * 10, MAX_LOG_LINES))
+
+    @app.get("/download/log/{cid}/{run_id}/{index}")
+    def download_log(cid: str, run_id: str, index: int, attempt: Optional[int] = None,
+                     pod: Optional[str] = None) -> Response:
+        found, run, step, chosen = pages.located(cid, run_id, index, attempt)
+        session = pages.session(found)
+        if chosen is None:
+            raise NotFoundError(f"step {index} of run {run_id} has not been submitted")
+        client = session.client_for(run)
+        pool = session.chain.pool
+        try:
+            pod = pod or (pod_names(client.get_job(pool, chosen.job_id)) or [None])[0]
+            if pod is None:
+                raise NotFoundError(f"job {chosen.job_id} has no pod yet")
+            # chunks of lines: the answer goes out piece by piece, never joined into one string
+            records = client.pod_logs(pool, chosen.job_id, pod, chunk=2000).get("logs") or []
+        except JobChainError as exc:
+            raise NotFoundError(say(exc)) from None
+        known = pages.secrets_of(found)
+
+        records.reverse()  # popped from the end: each piece is let go as soon as it is sent
+
+        def stream() -> Iterator[bytes]:
+            while records:
+                yield redact(records.pop(), known).encode("utf-8")
+
+        name = f"{run.run_id}-step{index}-attempt{chosen.attempt}-{pod}.log"
+        return StreamingResponse(stream(), media_type="text/plain; charset=utf-8",
+                                 headers={"Content-Disposition": f'attachment; filename="{name}"'})
+
+    @app.get("/api/curves/{cid}/{run_id}/{index}")
+    def curves(cid: str, run_id: str, index: int, attempt: Optional[int] = None) -> JSONResponse:
+        found, run, step, chosen = pages.located(cid, run_id, index, attempt)
+        session = pages.session(found)
+        chain_step = session.chain.step(index)
+        patterns = patterns_for(chain_step.metrics if chain_step else None)
+        if chosen is None:
+            return JSONResponse({"curves": {}, "live": False})
+        try:
+            client = session.client_for(run)
+            pool = session.chain.pool
+            names = pod_names(client.get_job(pool, chosen.job_id))
+            text = "".join(client.pod_logs(pool, chosen.job_id, names[0], max_lines=CURVE_LINES).get("logs") or []) \
+                if names else ""
+        except JobChainError as exc:
+            return JSONResponse({"curves": {}, "error": say(exc), "live": step.active})
+        return JSONResponse({"curves": parse_curves(text.splitlines(), patterns), "live": step.active})
+
+    @app.get("/api/metrics/{cid}/{job_id}")
+    def metrics(cid: str, job_id: str, run: Optional[str] = None) -> JSONResponse:
+        found = pages.entry(cid)
+        session = pages.session(found)
+        client = session.client_for(pages.run_of(found, run)) if run else pages.pool_client(found)
+        pool = session.chain.pool
+        try:
+            job = client.get_job(pool, job_id)
+        except JobChainError as exc:
+            return JSONResponse({"metrics": {}, "error": say(exc)})
+        start = parse_time(job.get("createdAt"))
+        end = parse_time(job.get("finishedAt"))
+        start_ts = int(start.timestamp()) - 60 if start else int(time.time()) - 3600
+        end_ts = int(end.timestamp()) + 60 if end else int(time.time())
+        out: Dict[str, Dict[str, Dict[str, List[float]]]] = {}
+        for metric in METRICS:
+            try:
+                answer = client.job_metrics(pool, job_id, metric, start_time=start_ts, end_time=end_ts,  # type: ignore[attr-defined]
+                                            time_step=max(1, (end_ts - start_ts) // METRIC_POINTS))
+            except (JobChainError, AttributeError):
+                continue
+            series: Dict[str, Dict[str, List[float]]] = {}
+            for pod in answer.get("podMetrics") or []:
+                points = [(p.get("time", p.get("timestamp")), p.get("value")) for p in pod.get("metrics") or []]
+                points = [(float(t), float(v)) for t, v in points if isinstance(t, (int, float))
+                          and isinstance(v, (int, float))]
+                if points:
+                    series[str(pod.get("podName"))] = {"x": [t for t, _ in points], "y": [v for _, v in points]}
+            if series:
+                out[metric] = series
+        return JSONResponse({"metrics": out, "live": not end})

@@ -1,0 +1,125 @@
+"""The Submit page: paste or import a chain, check it (problems at their JSON path), save and run
+it; and a step's job cloned into the form as a one-step chain."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from typing import Any, Dict, Optional
+
+from fastapi import FastAPI, Request
+from fastapi.responses import HTMLResponse
+from starlette.concurrency import run_in_threadpool
+
+from job_chain.errors import JobChainError
+from job_chain.redaction import redact
+from job_chain.session import ChainSession
+from job_chain.ui import views
+from job_chain.ui.pages import NotFoundError, Pages, say
+
+MAX_SUBMIT = 1 << 20  # bytes of pasted chain JSON accepted
+_FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,80}\.json$")
+
+
+async def read_form(request: Request) -> Dict[str, str]:
+    """htmx posts forms url-encoded: the standard library reads them (bounded)."""
+    from urllib.parse import parse_qs
+
+    body = b""
+    async for piece in request.stream():
+        body += piece
+        if len(body) > 2 * MAX_SUBMIT:
+            break
+    return {k: v[0] for k, v in parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True).items()}
+
+
+def register(app: FastAPI, pages: Pages) -> None:
+    catalog = pages.catalog
+
+    @app.get("/submit", response_class=HTMLResponse)
+    def submit_page(request: Request, clone: str = "", step: Optional[int] = None) -> HTMLResponse:
+        """The submit form; ``?clone=CHAIN&step=N`` fills it with that step's job as a one-step chain."""
+        text, name = "", "chain.json"
+        if clone and step is not None:
+            found = pages.entry(clone)
+            chain = pages.session(found).chain
+            chosen = chain.step(step)
+            if chosen is None:
+                raise NotFoundError(f"{found.path} has no step {step}")
+            job = dict(chosen.body, jobSpec=dict(chosen.body["jobSpec"], command=chosen.script))
+            if chosen.retries or chosen.metrics:
+                job["jobChain"] = {k: v for k, v in (("retries", chosen.retries), ("metrics", chosen.metrics)) if v}
+            text = json.dumps({"resourcePoolId": chain.pool, "jobs": [job]}, indent=2, ensure_ascii=False)
+            name = re.sub(r"[^A-Za-z0-9._-]", "-", f"{chosen.name}-clone.json").lstrip(".-") or "clone.json"
+        return pages.page("submit.html", home=catalog.home, text=text, name=name)
+
+    def check_submission(text: str, name: str) -> Dict[str, Any]:
+        """Parse and validate pasted chain JSON as if it were ``home/name``; problems at their path."""
+        from job_chain.chain.loader import ChainFileError, check_chain_data
+        from job_chain.jsonfile import parse_json
+
+        result: Dict[str, Any] = {"lines": [], "loose": [], "problems": [], "warnings": [], "name": name,
+                                  "chain": None, "path": ""}
+        if not _FILE_NAME.match(name):
+            result["loose"].append(f"file name {name!r}: use letters, digits, . _ - and end in .json")
+            return result
+        path = os.path.join(catalog.home, name)
+        result["path"] = path
+        if len(text.encode("utf-8")) > MAX_SUBMIT:
+            result["loose"].append(f"the chain is larger than {MAX_SUBMIT // 1024} KiB")
+            return result
+        try:
+            data = parse_json(text, name)
+        except JobChainError as exc:
+            result["loose"].append(say(exc))
+            return result
+        if not isinstance(data, dict):
+            result["loose"].append(f"{name}: a chain file holds one JSON object, not a {type(data).__name__}")
+            return result
+        secrets = [data["api_config"]["sk"]] if isinstance(data.get("api_config"), dict) and isinstance(
+            data["api_config"].get("sk"), str) else []
+        lines = views.json_lines(redact(data, secrets))
+        try:
+            chain = check_chain_data(data, path, local=catalog.local)
+            result["chain"] = chain
+            result["warnings"] = list(chain.warnings)
+        except ChainFileError as exc:
+            result["problems"] = list(exc.problems)
+            result["loose"] = views.annotate(lines, exc.problems)
+        result["lines"] = lines
+        return result
+
+    @app.post("/submit/check", response_class=HTMLResponse)
+    async def submit_check(request: Request) -> HTMLResponse:
+        form = await read_form(request)
+        result = check_submission(str(form.get("chain") or ""), str(form.get("name") or "chain.json").strip())
+        return pages.page("_check.html", **result, started=None)
+
+    @app.post("/submit/run", response_class=HTMLResponse)
+    async def submit_run(request: Request) -> HTMLResponse:
+        from job_chain.files import write_private
+
+        form = await read_form(request)
+        text = str(form.get("chain") or "")
+        result = check_submission(text, str(form.get("name") or "chain.json").strip())
+        if result["chain"] is None:
+            return pages.page("_check.html", **result, started=None)
+        path = result["path"]
+        if os.path.exists(path):
+            with open(path, encoding="utf-8", errors="replace") as handle:
+                if handle.read() != text:
+                    result["loose"].append(f"{path} exists with other contents: choose another file name")
+                    return pages.page("_check.html", **result, started=None)
+        else:
+            write_private(path, text)
+        try:
+            session = await run_in_threadpool(ChainSession.from_file, path, local=catalog.local)
+            run = await run_in_threadpool(session.start)
+        except JobChainError as exc:
+            result["loose"].append(say(exc))
+            return pages.page("_check.html", **result, started=None)
+        found = catalog.add(path)
+        response = pages.page("_check.html", **result, started=(found.id, run.run_id))
+        response.headers["HX-Redirect"] = f"/run/{found.id}/{run.run_id}"
+        return response
