@@ -161,7 +161,7 @@ class ChainSession(PlacesMixin, PlanMixin, ResumeMixin, WatchMixin, LogsMixin):
 
         run = self.run(run_id)
         chain = self.frozen(run)
-        if self.records.start_failure(run.run_id) and not self.records.submissions(run.run_id):
+        if self.records.start_refused(run.run_id):
             attempts: List[Any] = []  # it never started: nothing to ask the API (which may be why)
             endpoint = run.endpoint
         else:
@@ -251,10 +251,10 @@ class ChainSession(PlacesMixin, PlanMixin, ResumeMixin, WatchMixin, LogsMixin):
             for name in self.roots(start.index):
                 self._submit(run, name, 1, mode)
         except SubmitInterrupted as exc:
-            self.records.record_start_failure(run_id, "interrupted while submitting its first step")
+            self.records.record_start_failure(run_id, "interrupted while submitting its first step", refused=False)
             raise exc
         except JobChainError as exc:
-            self.records.record_start_failure(run_id, str(exc))
+            self.records.record_start_failure(run_id, str(exc), refused=not getattr(exc, "retryable", True))
             raise
         return run
 

@@ -181,13 +181,22 @@ class RunRecords:
         finally:
             os.close(fd)  # closing releases the lock
 
-    def record_start_failure(self, run_id: str, message: str) -> None:
-        """The run's first steps could not be submitted: its outcome is failed, not "unknown" for ever."""
-        self._write(run_id, START_FAILED, {"message": message, "at": time.time()})
+    def record_start_failure(self, run_id: str, message: str, *, refused: bool) -> None:
+        """The run's first steps could not be submitted: its outcome is failed, not "unknown" for ever.
+
+        ``refused``: the API said no, so nothing was created (a look at the run needs no API call);
+        otherwise (interrupted, gave up) a create may have been stored, and the API decides.
+        """
+        self._write(run_id, START_FAILED, {"message": message, "refused": refused, "at": time.time()})
 
     def start_failure(self, run_id: str) -> Optional[str]:
         entry = _read(os.path.join(self._dir(run_id), START_FAILED))
         return str(entry.get("message") or "it could not be started") if entry is not None else None
+
+    def start_refused(self, run_id: str) -> bool:
+        """The run's first create was refused outright: nothing of it exists in the API."""
+        entry = _read(os.path.join(self._dir(run_id), START_FAILED)) or {}
+        return entry.get("refused") is True and not self.submissions(run_id)
 
     # -- the frozen chain ------------------------------------------------------------------------
     def freeze(self, run_id: str, frozen: Dict[str, Any], *, revision: int, reason: str,
