@@ -10,7 +10,7 @@ import os
 import re
 from typing import Any, Dict, List, Optional, Tuple
 
-from job_chain.aihc.spec import body_problems, join_path, key_path
+from job_chain.aihc.spec import body_problems, join_path, key_path, surrogate_problems
 from job_chain.chain.graph import GRAPH_SETTINGS, GraphSettings, check_graph, check_notify, read_settings
 from job_chain.chain.model import SETTINGS_KEY, Chain, Step
 from job_chain.errors import ChainFileInvalid, UsageError
@@ -19,6 +19,7 @@ from job_chain.jsonfile import describe, json_type, load_json_object, shown
 TOP_LEVEL_KEYS = {"scrips_path", "config_path", "api_config", "resourcePoolId", "jobs", "notify", SETTINGS_KEY}
 SETTINGS_KEYS = {"retries", "generatedBy", "metrics"} | GRAPH_SETTINGS
 _SCRIPT_TOKEN = re.compile(r"\S+\.sh")  # use with fullmatch
+TAIL_ROOM = 4096  # bytes job-chain's tail may add to a step's script (~1.4 KB with every option)
 
 
 class ChainFileError(ChainFileInvalid):
@@ -154,12 +155,14 @@ def _check_step(c: _Checker, job: Any, index: int, chain_dir: str, secret: Optio
         if script is not None and secret and secret in script:
             c.problem(f"{sw}.command", "the script contains the secret key from api_config; it would be "
                                        "visible to anyone who can list jobs")
-    for path, message in body_problems(body):
+    for path, message in body_problems(body, command_room=TAIL_ROOM):
         if reported and path == "jobSpec.command":
             continue
         c.problem(join_path(where, path), message)
 
     settings = job.get(SETTINGS_KEY, {})
+    for path, message in surrogate_problems(settings, f"{where}.{SETTINGS_KEY}"):
+        c.problem(path, message)
     retries = 0
     metrics: Dict[str, str] = {}
     if not isinstance(settings, dict):
@@ -212,6 +215,8 @@ def check_chain_data(data: Dict[str, Any], path: str, *, local: bool = False,
     chain_dir = os.path.dirname(os.path.abspath(path))
     for key in sorted(set(data) - TOP_LEVEL_KEYS):
         c.warnings.append(f"{key_path('', key)}: unknown top-level key, ignored")
+    for where, message in surrogate_problems({k: v for k, v in data.items() if k != "jobs"}):
+        c.problem(where, message)
     pool = c.string(data, "resourcePoolId", "", required=True)
     if pool and not (pool.isprintable() and len(pool.split()) == 1 and pool.strip() == pool):
         c.problem("resourcePoolId", f"must be a resource pool id such as cce-xxxxxxxx, found {describe(pool)}")

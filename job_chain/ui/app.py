@@ -25,6 +25,7 @@ from job_chain.aihc.timefmt import parse_time
 from job_chain.chain.model import LABEL_RUN, LABEL_STEP
 from job_chain.chain.progress import RunStatus, StepStatus, job_labels
 from job_chain.errors import JobChainError
+from job_chain.safe_text import without_surrogates
 from job_chain.session import ChainSession, Run
 from job_chain.ui import dag, views
 from job_chain.ui.catalog import Catalog, Entry
@@ -60,7 +61,8 @@ def create_app(catalog: Catalog, guard: Guard) -> FastAPI:
     env.globals.update(csrf=guard.csrf, outcomes=OUTCOMES)
 
     def page(request: Request, template: str, status_code: int = 200, **context: Any) -> HTMLResponse:
-        return HTMLResponse(env.get_template(template).render(context), status_code=status_code)
+        # pasted or stored text may hold a lone surrogate ("\udce9"), which UTF-8 cannot carry
+        return HTMLResponse(without_surrogates(env.get_template(template).render(context)), status_code=status_code)
 
     @app.exception_handler(NotFoundError)
     async def not_found(request: Request, exc: NotFoundError) -> HTMLResponse:
@@ -400,11 +402,16 @@ def create_app(catalog: Catalog, guard: Guard) -> FastAPI:
                 break
         return {k: v[0] for k, v in parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True).items()}
 
+    def checked(request: Request, result: Dict[str, Any]) -> HTMLResponse:
+        """The check's report: 400 when the chain has problems (the page swaps it in all the same)."""
+        bad = result["chain"] is None or bool(result["loose"])
+        return page(request, "_check.html", 400 if bad else 200, **result, started=None)
+
     @app.post("/submit/check", response_class=HTMLResponse)
     async def submit_check(request: Request) -> HTMLResponse:
         form = await read_form(request)
         result = check_submission(str(form.get("chain") or ""), str(form.get("name") or "chain.json").strip())
-        return page(request, "_check.html", **result, started=None)
+        return checked(request, result)
 
     @app.post("/submit/run", response_class=HTMLResponse)
     async def submit_run(request: Request) -> HTMLResponse:
@@ -414,7 +421,7 @@ def create_app(catalog: Catalog, guard: Guard) -> FastAPI:
         text = str(form.get("chain") or "")
         result = check_submission(text, str(form.get("name") or "chain.json").strip())
         if result["chain"] is None:
-            return page(request, "_check.html", **result, started=None)
+            return checked(request, result)
         path = result["path"]
         if os.path.exists(path):
             with open(path, encoding="utf-8", errors="replace") as handle:
