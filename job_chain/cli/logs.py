@@ -84,6 +84,7 @@ def _print_attempt(client: Any, pool: str, state: Any, chosen: Any, pod: Optiona
 def _print_all_pods(client: Any, pool: str, state: Any, chosen: Any, tail: Optional[int]) -> None:
     from job_chain.aihc.client import pod_names
     from job_chain.errors import UsageError
+    from job_chain.safe_text import for_stream
 
     names = pod_names(client.get_job(pool, chosen.job_id))
     if not names:
@@ -94,4 +95,4 @@ def _print_all_pods(client: Any, pool: str, state: Any, chosen: Any, tail: Optio
         if tail is not None:
             lines = lines[-tail:] if tail else []
         for line in lines:
-            click.echo(f"[{name}] {line}")
+            click.echo(for_stream(f"[{name}] {line}"))
