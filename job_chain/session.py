@@ -83,12 +83,14 @@ class ChainSession:
     when given; otherwise a client is built per run from the explicit ``local``/``host``/``ak``/
     ``sk``/``credentials``, else from where the run was recorded to run, else from the usual
     credential sources (env, ``JOB_CHAIN_CREDENTIALS``, the chain's ``api_config``).
+    ``start_local=False`` (read-only callers) never starts the local server: a stopped one is a
+    :class:`~job_chain.local.daemon.LocalServerStopped` error saying how to start it.
     """
 
     def __init__(self, chain: Chain, *, client: Optional[JobsAPI] = None, local: bool = False,
                  host: Optional[str] = None, ak: Optional[str] = None, sk: Optional[str] = None,
                  credentials: Optional[str] = None, warn: Callable[[str], None] = _ignore,
-                 api_version: Optional[str] = None) -> None:
+                 api_version: Optional[str] = None, start_local: bool = True) -> None:
         self.chain = chain
         self._api_version = api_version
         self.records = RunRecords(chain.path)
@@ -96,18 +98,20 @@ class ChainSession:
         self._client = client
         self._explicit: Dict[str, Any] = {"host": host, "ak": ak, "sk": sk, "credentials_file": credentials}
         self._local = local
+        self._start_local = start_local
         self._clients: Dict[Tuple[Any, ...], JobsAPI] = {}
 
     @classmethod
     def from_file(cls, path: str, *, local: bool = False, host: Optional[str] = None, ak: Optional[str] = None,
                   sk: Optional[str] = None, credentials: Optional[str] = None, client: Optional[JobsAPI] = None,
-                  warn: Callable[[str], None] = _ignore, api_version: Optional[str] = None) -> ChainSession:
+                  warn: Callable[[str], None] = _ignore, api_version: Optional[str] = None,
+                  start_local: bool = True) -> ChainSession:
         """Load and validate ``path`` (:class:`~job_chain.errors.ChainFileInvalid` lists every problem)."""
         from job_chain.chain.loader import load_chain
 
         chain = load_chain(path, local=True)
         session = cls(chain, client=client, local=local, host=host, ak=ak, sk=sk, credentials=credentials, warn=warn,
-                      api_version=api_version)
+                      api_version=api_version, start_local=start_local)
         for warning in chain.warnings:
             warn(warning)
         return session
@@ -165,7 +169,8 @@ class ChainSession:
             # local runs take only the version from api_config (host and keys are the server's)
             kwargs.update(api_config=self.chain.api_config if not kwargs.get("local")
                           else {"version": self.chain.api_config.get("version")},
-                          api_config_origin=f"{self.chain.path} api_config", api_version=self._api_version)
+                          api_config_origin=f"{self.chain.path} api_config", api_version=self._api_version,
+                          start_local=self._start_local)
             self._clients[key] = connect(**kwargs)
         return self._clients[key]
 

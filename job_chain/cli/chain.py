@@ -19,14 +19,17 @@ def _warn(message: str) -> None:
     click.secho(f"warning: {message}", fg="yellow", err=True)
 
 
-def open_session(chain_file: str, kwargs: Dict[str, Any], warnings: bool = False) -> Any:
-    """A ChainSession from the api options (which are removed from ``kwargs``)."""
+def open_session(chain_file: str, kwargs: Dict[str, Any], warnings: bool = False, read_only: bool = False) -> Any:
+    """A ChainSession from the api options (which are removed from ``kwargs``).
+
+    ``read_only`` (status, runs, logs): a stopped local server is reported, never started.
+    """
     from job_chain.session import ChainSession
 
     opts = {k: kwargs.pop(k) for k in ("host", "ak", "sk", "credentials_file", "use_local", "api_version")}
     return ChainSession.from_file(chain_file, local=opts["use_local"], host=opts["host"], ak=opts["ak"],
                                   sk=opts["sk"], credentials=opts["credentials_file"],
-                                  api_version=opts["api_version"],
+                                  api_version=opts["api_version"], start_local=not read_only,
                                   warn=_warn if warnings else lambda _: None)
 
 
@@ -129,7 +132,7 @@ def status(chain_file: str, run_id: Optional[str], as_json: bool, watch: bool, *
     """Show every step of a run: status, attempt, exit code, reason, and the run's outcome."""
     from job_chain.cli.run_view import print_status, status_json
 
-    session = open_session(chain_file, kwargs)
+    session = open_session(chain_file, kwargs, read_only=True)
     if watch:
         run = session.run(run_id)
         sys.exit(_follow(session, run.run_id, run.mode == "watch"))
@@ -150,7 +153,7 @@ def runs(chain_file: str, as_json: bool, **kwargs: Any) -> None:
     from job_chain.cli.render import print_table
     from job_chain.cli.run_view import current_json, runs_rows
 
-    session = open_session(chain_file, kwargs)
+    session = open_session(chain_file, kwargs, read_only=True)
     entries = []
     for item in session.runs():
         entry: Dict[str, Any] = {"run": item.run_id, "started": iso(item.started), "local": item.local,

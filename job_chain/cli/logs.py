@@ -31,7 +31,7 @@ def logs(chain_file: str, step: Optional[int], attempt: Optional[int], run_id: O
 
     if all_pods and (pod or follow):
         raise UsageError("--all-pods prints every pod once: it does not combine with --pod or --follow")
-    session = open_session(chain_file, kwargs)
+    session = open_session(chain_file, kwargs, read_only=True)
     run = session.run(run_id)
     client = session.client_for(run)
     pool = session.chain.pool
