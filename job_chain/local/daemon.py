@@ -68,7 +68,7 @@ def answers(info: Dict[str, Any], timeout: float = 1.0) -> bool:
 
 
 def _alive(info: Dict[str, Any]) -> bool:
-    from job_chain.local.executor import process_alive
+    from job_chain.local.pod_process import process_alive
 
     try:
         pid, created = int(info.get("pid") or 0), info.get("create_time")
