@@ -897,9 +897,7 @@ def test_the_shipped_tables_are_one_copy_that_wheels_carry() -> None:
     tomllib = pytest.importorskip("tomllib")
     config = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]
     assert config["package-dir"] == {"job_chain.aiak.aiak_dict": "aiak_dict"}
-    packages = {str(p.parent.relative_to(root)).replace(os.sep, ".")
-                for p in (root / "job_chain").rglob("*") if p.suffix in (".py", ".sh") and "__pycache__" not in p.parts}
-    assert packages | {"job_chain.aiak.aiak_dict"} == set(config["packages"])  # a new package must be listed
+    assert "job_chain.aiak.aiak_dict" in config["packages"]  # every other one: tests/test_packaging.py
     assert {"*.csv", "*.sh"} <= set(config["package-data"]["*"])
 
 
