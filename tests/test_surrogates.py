@@ -124,3 +124,14 @@ def test_run_refuses_a_lone_surrogate_and_records_no_run(tmp_path: Path, shared_
     assert done.returncode != 0 and "internal error" not in done.stderr.lower()
     assert "jobs[0].jobSpec.command: holds a lone UTF-16 surrogate" in done.stderr
     assert not (tmp_path / "chain_info.json.runs").exists() or not any((tmp_path / "chain_info.json.runs").iterdir())
+
+
+def test_a_record_holding_a_lone_surrogate_is_written_and_reads_back(tmp_path: Path) -> None:
+    """What reaches a run record from outside (an API answer, a file name that is not UTF-8)."""
+    from job_chain.files import write_json_private
+
+    target = tmp_path / "run.json"
+    write_json_private(target, {"reason": BAD, "name": "中文"})
+    assert json.loads(target.read_text("ascii")) == {"reason": BAD, "name": "中文"}
+    write_json_private(target, {"name": "中文"})
+    assert "中文" in target.read_text("utf-8")  # readable as before when it can be

@@ -70,7 +70,7 @@ class _NoRedirects(urllib.request.HTTPRedirectHandler):
 
 def post(url: str, payload: Dict[str, Any], log: Callable[[str], None],
          sleep: Callable[[float], None] = time.sleep) -> bool:
-    data = json.dumps(payload, ensure_ascii=False).encode("utf-8")
+    data = json.dumps(payload).encode("ascii")  # \u escapes: any text, even a lone surrogate in a path
     handlers = [_NoRedirects()] + ([urllib.request.ProxyHandler({})] if _loopback(url) else [])
     opener = urllib.request.build_opener(*handlers)
     for attempt in range(TRIES):
