@@ -64,7 +64,8 @@ def run(command: List[str], timeout: Optional[float], hang_timeout: Optional[flo
         return [proc.pid] if proc.returncode is None else []
 
     def forward(signum: int, _frame: object) -> None:
-        proctree.signal_tree([token], root(), signum)
+        if not proctree.signal_tree([token], root(), signum) and proc.returncode is None:
+            proc.send_signal(signum)  # no /proc here: the command itself, at least
         if not stopping:
             stopping.append(time.monotonic())
 
@@ -85,6 +86,12 @@ def run(command: List[str], timeout: Optional[float], hang_timeout: Optional[flo
     # the whole tree, leader or not: SIGTERM (again, after a stop), up to `grace` for all of it, SIGKILL
     left = grace - (time.monotonic() - stopping[0]) if stopping and not why else grace
     proctree.end([token], root(), grace=max(0.0, left))
+    if proc.poll() is None:  # no /proc here, so nothing was found: the command itself, at least
+        proc.terminate()
+        try:
+            proc.wait(max(0.0, left))
+        except subprocess.TimeoutExpired:
+            proc.kill()
     code = proc.wait()
     for pump in pumps:
         pump.join(1.0)
