@@ -287,8 +287,8 @@ CHECKED: List[Tuple[str, Callable[[Any, str], bool]]] = [
         "retries" not in v or (_positive_int(v["retries"]) or v["retries"] == 0))),
     (r"jobs\[\d+\]\.jobChain\.retries", lambda v, d: _positive_int(v) or (v == 0 and not isinstance(v, bool))),
 ]
-PROBLEM_LINE = re.compile(r"^  ([A-Za-z_][A-Za-z0-9_]*|jobs\[\d+\])"  # the JSON path, then the problem
-                          r"(\.[A-Za-z_][A-Za-z0-9_]*|\[\d+\]|\[(['\"]).*\3\])*: \S")
+PROBLEM_LINE = re.compile(r"^  ([A-Za-z_][A-Za-z0-9_]*|jobs\[\d+\]|\[(?P<q>['\"]).*(?P=q)\])"  # the JSON path,
+                          r"(\.[A-Za-z_][A-Za-z0-9_]*|\[\d+\]|\[(?P<r>['\"]).*(?P=r)\])*: \S")  # then the problem
 CHAIN_PROBLEM_COUNT = re.compile(r": \d+ problems?, nothing submitted:$")
 
 
