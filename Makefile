@@ -31,10 +31,8 @@ demo: install
 	$(VENV)/bin/job-chain run examples/hello/chain_info.json --local --follow
 	$(VENV)/bin/job-chain logs examples/hello/chain_info.json --local --step 2
 	@echo "(the local server keeps running in the background: job-chain local status | stop)"
-	@# the web console next to it, in the background; its first line of output is its URL
-	@nohup $(VENV)/bin/job-chain ui examples --local --port 0 > $(VENV)/ui.log 2>&1 & echo $$! > $(VENV)/ui.pid
-	@for i in $$(seq 1 50); do [ -s $(VENV)/ui.log ] && break; sleep 0.2; done
-	@echo "web console: $$(head -n 1 $(VENV)/ui.log)   (stop it: kill $$(cat $(VENV)/ui.pid))"
+	@# the web console next to it, in the background (a second demo reuses the one still running)
+	@scripts/demo-console.sh $(VENV)/bin/job-chain $(VENV) examples --local
 
 lint: install
 	$(VENV)/bin/ruff check .

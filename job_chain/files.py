@@ -33,8 +33,16 @@ def write_private(path: PathLike, data: Union[str, bytes]) -> None:
 
 
 def write_json_private(path: PathLike, obj: Any) -> None:
-    """Atomically write ``obj`` as indented JSON, mode 0600."""
-    write_private(path, json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
+    """Atomically write ``obj`` as indented JSON, mode 0600.
+
+    A lone surrogate (from an API answer, or a file name that is not UTF-8) cannot be written as
+    UTF-8: then the whole file is written with JSON's ``\\u`` escapes, which read back unchanged.
+    """
+    try:
+        raw = (json.dumps(obj, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+    except UnicodeEncodeError:
+        raw = (json.dumps(obj, indent=2) + "\n").encode("ascii")
+    write_private(path, raw)
 
 
 def write_public(path: PathLike, data: str) -> None:

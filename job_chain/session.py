@@ -52,13 +52,15 @@ class ChainSession(PlacesMixin, PlanMixin, ResumeMixin, WatchMixin, LogsMixin):
     when given; otherwise a client is built per run from the explicit ``local``/``host``/``ak``/
     ``sk``/``credentials``, else from where the run was recorded to run, else from the usual
     credential sources (env, ``JOB_CHAIN_CREDENTIALS``, the chain's ``api_config``).
+    ``start_local=False`` (read-only callers) never starts the local server: a stopped one is a
+    :class:`~job_chain.local.daemon.LocalServerStopped` error saying how to start it.
     """
 
     def __init__(self, chain: Optional[Chain], *, client: Optional[JobsAPI] = None, local: bool = False,
                  host: Optional[str] = None, ak: Optional[str] = None, sk: Optional[str] = None,
                  credentials: Optional[str] = None, warn: Callable[[str], None] = _ignore,
                  api_version: Optional[str] = None, path: Optional[str] = None,
-                 chain_problem: Optional[JobChainError] = None) -> None:
+                 chain_problem: Optional[JobChainError] = None, start_local: bool = True) -> None:
         if api_version is not None:
             from job_chain.aihc.v2 import version_problem
 
@@ -72,6 +74,7 @@ class ChainSession(PlacesMixin, PlanMixin, ResumeMixin, WatchMixin, LogsMixin):
         self._from_file = chain is None  # from_file sets it too: the file is read again when it matters
         self.path = chain.path if chain is not None else str(path)
         self.chain_problem = chain_problem  # why the file cannot be used now (runs are still steerable)
+        self._start_local = start_local  # False: a stopped local server is reported, never started
         self._api_version = api_version
         self.records = RunRecords(self.path)
         self.warn = warn
@@ -84,7 +87,7 @@ class ChainSession(PlacesMixin, PlanMixin, ResumeMixin, WatchMixin, LogsMixin):
     def from_file(cls, path: str, *, local: bool = False, host: Optional[str] = None, ak: Optional[str] = None,
                   sk: Optional[str] = None, credentials: Optional[str] = None, client: Optional[JobsAPI] = None,
                   warn: Callable[[str], None] = _ignore, api_version: Optional[str] = None,
-                  strict: bool = True) -> ChainSession:
+                  strict: bool = True, start_local: bool = True) -> ChainSession:
         """Load and validate ``path`` (:class:`~job_chain.errors.ChainFileInvalid` lists every problem).
 
         With ``strict=False`` a file that is broken or gone is not an error: the session can still
@@ -94,7 +97,7 @@ class ChainSession(PlacesMixin, PlanMixin, ResumeMixin, WatchMixin, LogsMixin):
         from job_chain.chain.loader import load_chain
 
         kwargs: Dict[str, Any] = dict(client=client, local=local, host=host, ak=ak, sk=sk, credentials=credentials,
-                                      warn=warn, api_version=api_version)
+                                      warn=warn, api_version=api_version, start_local=start_local)
         try:
             chain = load_chain(path, local=True)
         except ChainFileInvalid as exc:

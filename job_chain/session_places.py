@@ -68,7 +68,8 @@ class PlacesMixin:
             api_config = self._api_config_for(run)
             # local runs take only the version from api_config (host and keys are the server's)
             kwargs.update(api_config=api_config if not kwargs.get("local") else {"version": api_config.get("version")},
-                          api_config_origin=f"{self.path} api_config", api_version=self._api_version)
+                          api_config_origin=f"{self.path} api_config", api_version=self._api_version,
+                          start_local=self._start_local)
             self._clients[key] = connect(**kwargs)
         return self._clients[key]
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import subprocess
 import sys
 import threading
@@ -15,6 +16,7 @@ from typing import Any, Dict, List
 from job_chain.chain.model import LABEL_RUN
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLE_USER = pwd.getpwuid(os.getuid()).pw_name  # the examples keep data in MOUNT/$(id -un)
 JOB_CHAIN = [sys.executable, "-m", "job_chain"]
 
 

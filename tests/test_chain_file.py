@@ -207,3 +207,36 @@ def test_duplicate_key_is_refused_at_its_line_and_column(tmp_path: Path) -> None
     done = CliRunner().invoke(cli, ["validate", str(chain)])
     assert done.exit_code != 0
     assert f"{chain}:2:33: duplicate key 'name'" in done.output
+
+
+def test_two_users_running_the_examples_on_one_machine_do_not_collide(tmp_path: Path) -> None:
+    """Issue 18 item 20: hello and dag kept their data in one fixed /tmp path for everybody.
+    Now each user's steps work in MOUNT/$(id -un): alice and bob interleave without a clash."""
+    import subprocess
+
+    mount = tmp_path / "job-chain-hello"
+    mount.mkdir(mode=0o1777)
+    hello = EXAMPLES / "hello"
+    for user in ("alice", "bob"):
+        shim = tmp_path / user
+        shim.mkdir()
+        (shim / "id").write_text(f"#!/bin/sh\necho {user}\n")
+        (shim / "id").chmod(0o755)
+
+    def step(user: str, script: str, rank: int = 0) -> None:
+        env = dict(os.environ, PATH=f"{tmp_path / user}:{os.environ['PATH']}", HELLO_DIR=str(mount), RANK=str(rank),
+                   WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT="1", AIHC_JOB_NAME="hello")
+        subprocess.run(["bash", str(hello / script)], env=env, check=True, capture_output=True)
+
+    for script, ranks in (("prepare.sh", [0]), ("train.sh", [0, 1]), ("evaluate.sh", [0])):
+        for rank in ranks:
+            step("alice", script, rank)
+            step("bob", script, rank)
+    assert (mount / "alice" / "result.txt").read_text() == (mount / "bob" / "result.txt").read_text() == "5050\n"
+    for example, variable in (("hello", "HELLO_DIR"), ("dag", "DAG_DIR")):
+        data = json.loads((EXAMPLES / example / "chain_info.json").read_text())
+        values = {e["value"] for j in data["jobs"] for e in j["jobSpec"].get("envs", []) if e["name"] == variable}
+        assert values == {f"/tmp/job-chain-{example}"}  # the mount itself; each script adds the user
+        for script in (EXAMPLES / example).glob("*.sh"):
+            if f"${variable}" in script.read_text():
+                assert f'{variable}="${variable}/$(id -un' in script.read_text(), script

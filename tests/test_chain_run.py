@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from chain_helpers import EXAMPLES, JOB_CHAIN, cli, labels, latest_run, make_chain, run_jobs, wait_outcome
+from chain_helpers import EXAMPLE_USER, EXAMPLES, JOB_CHAIN, cli, labels, latest_run, make_chain, run_jobs, wait_outcome
 
 from job_chain.chain.model import LABEL_ATTEMPT, LABEL_STEP
 
@@ -28,7 +28,7 @@ def test_hello_chain_passes_data_and_runs_each_step_once(tmp_path: Path, local_s
     names = [job["name"] for job in json.loads((demo / "chain_info.json").read_text())["jobs"]]
     assert sorted(labels(j)[LABEL_STEP] for j in jobs) == sorted(names) and len(names) == 3
     assert all(j["status"] == "Succeeded" for j in jobs)
-    assert (data_dir / "data" / "result.txt").read_text().strip() == "5050"
+    assert (data_dir / EXAMPLE_USER / "result.txt").read_text().strip() == "5050"
     assert f"run {run_id}: succeeded" in done.stdout
 
 

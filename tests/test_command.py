@@ -28,10 +28,19 @@ TRICKY = (
 )
 
 
+# A pod's first process starts with every signal at its default; this test process may not have
+# them so (a suite started in the background -- `nohup ... &`, `setsid`, a `trap "" INT` shell --
+# inherits SIGINT ignored, and bash cannot reset a signal ignored on entry). So the wrapper is
+# started as a container runtime starts it: SIGINT and SIGQUIT back at their defaults.
+AS_A_POD = [sys.executable, "-c", "import os, signal, sys\n"
+            "for s in (signal.SIGINT, signal.SIGQUIT):\n    signal.signal(s, signal.SIG_DFL)\n"
+            "os.execvp(sys.argv[1], sys.argv[1:])"]
+
+
 def run_wrapper(command: str, tmp_path: Path, **env: str) -> subprocess.CompletedProcess:
     full_env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"],
                     TMPDIR=str(tmp_path), **env)
-    return subprocess.run(["bash", "-c", command], capture_output=True, env=full_env, cwd=tmp_path)
+    return subprocess.run([*AS_A_POD, "bash", "-c", command], capture_output=True, env=full_env, cwd=tmp_path)
 
 
 def test_user_script_bytes_survive(tmp_path: Path) -> None:
@@ -127,7 +136,7 @@ TRAPPING = "trap 'echo term > \"$TMPDIR/got\"; kill $!; exit 0' TERM\ntouch \"$T
 def start_wrapper(tmp_path: Path, script: str) -> subprocess.Popen:
     command = step_command(script, run_id="r", step="s0", attempt=1, config_path=str(tmp_path / "missing.json"))
     env = dict(os.environ, TMPDIR=str(tmp_path), RANK="0")
-    process = subprocess.Popen(["bash", "-c", command], env=env, cwd=tmp_path, start_new_session=True,
+    process = subprocess.Popen([*AS_A_POD, "bash", "-c", command], env=env, cwd=tmp_path, start_new_session=True,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wait_for(lambda: (tmp_path / "started").exists(), "the user's script to start")
     assert len(leftovers(tmp_path)) == 1
@@ -170,9 +179,22 @@ def test_the_script_keeps_stdin_and_default_signals(tmp_path: Path) -> None:
               " -c 'import signal; print(signal.getsignal(signal.SIGINT).__name__)'\n")
     command = step_command(script, run_id="r", step="s0", attempt=1, config_path="/nowhere.json")
     env = dict(os.environ, TMPDIR=str(tmp_path), RANK="1")
-    done = subprocess.run(["bash", "-c", command], input=b"from stdin\n", capture_output=True, env=env)
+    done = subprocess.run([*AS_A_POD, "bash", "-c", command], input=b"from stdin\n", capture_output=True, env=env)
     assert done.returncode == 0, done.stderr
     assert done.stdout == b"from stdin\ndefault_int_handler\n"
+
+
+def test_tests_pass_when_the_suite_starts_with_sigint_ignored(tmp_path: Path) -> None:
+    """Issue 18 item 21: `nohup setsid pytest &` or `trap "" INT; pytest` start the suite with
+    SIGINT ignored; the tests that send SIGINT to a step, or look at its SIGINT, still pass."""
+    here = Path(__file__).resolve()
+    done = subprocess.run(
+        ["bash", "-c", 'trap "" INT; exec "$@"', "-", sys.executable, "-m", "pytest", "-q", "-p", "no:randomly",
+         "-p", "no:cacheprovider", str(here), "-k", "interrupted_step or default_signals or term-to-the"],
+        capture_output=True, text=True, cwd=here.parent.parent, timeout=240, stdin=subprocess.DEVNULL,
+        start_new_session=True)
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert "4 passed" in done.stdout
 
 
 def test_the_wrapper_passes_shellcheck(tmp_path: Path) -> None:

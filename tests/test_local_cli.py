@@ -21,7 +21,7 @@ def test_start_status_stop(tmp_path: Path) -> None:
     from job_chain.local import daemon
 
     state = str(tmp_path / "state")
-    with pytest.raises(JobChainError, match="no local server is running"):
+    with pytest.raises(JobChainError, match="the local server is not running"):
         daemon.local_credentials_file(start=False, state_dir=state)
     started = run("start", "--state-dir", state, "--max-running", "2")
     try:

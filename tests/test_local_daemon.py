@@ -331,3 +331,27 @@ def test_server_environment_is_a_short_list_of_basics() -> None:
              **{name: "secret" for name in CREDENTIAL_ENV}}
     assert daemon.server_environment(given) == {"PATH": "/bin", "HOME": "/h", "LC_ALL": "C.UTF-8", "TMPDIR": "/t",
                                                 "PYTHONPATH": "/p", "JOB_CHAIN_LOCAL_DIR": "/s"}
+
+
+def test_a_read_only_command_says_the_local_server_is_stopped_instead_of_starting_it(
+        tmp_path: Path, state: Path) -> None:
+    """Issue 18 item 16: status/runs/logs after `local stop` say so; run and resume start it again."""
+    env = {"JOB_CHAIN_LOCAL_DIR": str(state)}
+    chain = make_chain(tmp_path, [{"script": "echo done"}], "pool-local")
+    server = SimpleNamespace(credentials_file=str(state / "credentials.json"))
+    assert local("start", env=clean_env(**env)).returncode == 0
+    done = cli("run", str(chain), "--local", "--follow", server=server, **env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert local("stop", env=clean_env(**env)).stdout.strip() == "stopped"
+    for args in (["status", str(chain)], ["logs", str(chain)], ["status", str(chain), "--local"]):
+        refused = cli(*args, server=server, **env)
+        assert refused.returncode == 1, refused.stdout
+        assert "the local server is stopped" in refused.stderr
+        assert "start it with 'job-chain local start' and try again" in refused.stderr
+        assert daemon.running_server(str(state)) is None  # and it was not started behind the user's back
+    listed = cli("runs", str(chain), "--json", server=server, **env)
+    assert "the local server is stopped" in json.loads(listed.stdout)[0]["reason"]
+    assert daemon.running_server(str(state)) is None
+    again = cli("run", str(chain), "--local", "--follow", server=server, **env)  # submitting starts it
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert cli("status", str(chain), server=server, **env).returncode == 0

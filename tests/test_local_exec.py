@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import List
 
 import psutil
+import pytest
 from conftest import LocalServer, job_body
 
 
@@ -191,3 +192,28 @@ def test_secret_key_never_leaks(local_server: LocalServer) -> None:
     server_cmdline = " ".join(psutil.Process(local_server.proc.pid).cmdline())
     assert sk not in server_cmdline
     assert sk not in (local_server.state_dir / "server.log").read_text()
+
+
+def test_a_missing_mount_path_is_created_only_in_the_temporary_directory(local_server: LocalServer,
+                                                                          tmp_path: Path) -> None:
+    """Issue 18 item 20: a cloud chain run locally (mountPath /root/pfs) creates nothing in the home
+    directory; under /tmp a missing mountPath becomes a shared, sticky directory."""
+    import tempfile
+    import uuid
+
+    outside = Path.home() / f".job-chain-test-{uuid.uuid4().hex[:8]}" / "pfs"
+    if os.path.commonpath([os.path.realpath(tempfile.gettempdir()), os.path.realpath(outside)]) \
+            == os.path.realpath(tempfile.gettempdir()):
+        pytest.skip("the home directory is inside the temporary directory here")
+    client, pool = local_server.client(), local_server.pool
+    bad = client.create_job(pool, job_body("pfs", "true", datasources=[
+        {"type": "pfs", "name": "pfs-x", "mountPath": str(outside)}]))["jobId"]
+    local_server.wait_status(bad, "Failed")
+    assert not outside.parent.exists()
+    message = next(e["message"] for e in _events(local_server, bad) if e["reason"] == "FailedMount")
+    assert f"create it (mkdir -p {outside})" in message and "only under" in message
+    shared = tmp_path / "volume"
+    ok = client.create_job(pool, job_body("vol", f"test -d {shared}", datasources=[
+        {"type": "pfs", "name": "pfs-y", "mountPath": str(shared)}]))["jobId"]
+    local_server.wait_status(ok, "Succeeded")
+    assert stat.S_IMODE(shared.stat().st_mode) == 0o1777

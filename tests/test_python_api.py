@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from chain_helpers import EXAMPLES
+from chain_helpers import EXAMPLE_USER, EXAMPLES
 
 from job_chain.local import daemon
 from job_chain.local.process import ServerProcess
@@ -34,4 +34,4 @@ def test_the_documented_example_runs(tmp_path: Path, monkeypatch: Any, capsys: A
     out = capsys.readouterr().out
     assert "outcome: succeeded" in out
     assert "1 hello-train Succeeded exit 0 attempts 1" in out
-    assert (tmp_path / "pfs" / "data" / "result.txt").read_text().strip() == "5050"
+    assert (tmp_path / "pfs" / EXAMPLE_USER / "result.txt").read_text().strip() == "5050"

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 import pytest
-from chain_helpers import EXAMPLES, cli, labels, latest_run, run_jobs, wait_outcome
+from chain_helpers import EXAMPLE_USER, EXAMPLES, cli, labels, latest_run, run_jobs, wait_outcome
 from conftest import LocalServer
 
 from job_chain.chain.model import LABEL_RUN, LABEL_STEP
@@ -49,7 +49,7 @@ def test_hello_runs_over_v2_each_step_once(tmp_path: Path, local_server: LocalSe
     assert sorted(labels(j)[LABEL_STEP] for j in jobs) == sorted(step_names(chain)) and len(jobs) == 3
     assert all(j["status"] == "Succeeded" for j in jobs)
     assert created_through(local_server, run_id) == ["v2", "v2", "v2"]  # the run and its tail
-    assert (tmp_path / "pfs" / "data" / "result.txt").read_text().strip() == "5050"
+    assert (tmp_path / "pfs" / EXAMPLE_USER / "result.txt").read_text().strip() == "5050"
     status = json.loads(cli("status", str(chain), "--json", server=local_server, check=True).stdout)
     assert status["outcome"] == "succeeded"
     logs = cli("logs", str(chain), "--step", "2", server=local_server, check=True)

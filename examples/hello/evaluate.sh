@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Step 2: combine the partial results of every rank and check them.
 set -euo pipefail
+HELLO_DIR="$HELLO_DIR/$(id -un 2>/dev/null || id -u)"  # your own directory in the shared mount
 total=0
 for part in "$HELLO_DIR"/part-*.txt; do
     total=$((total + $(cat "$part")))

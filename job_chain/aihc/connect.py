@@ -54,11 +54,13 @@ def connect(
     api_config: Optional[Mapping[str, Any]] = None,
     api_config_origin: str = "chain file api_config",
     api_version: Optional[str] = None,
+    start_local: bool = True,
     **client_kwargs: Any,
 ) -> Any:
     """An :class:`AIHCClient` (or :class:`AIHCClientV2` for API version v2, see
-    :func:`resolve_api_version`); ``local`` uses the background local server (started if needed) of
-    ``local_state_dir`` (default: env ``JOB_CHAIN_LOCAL_DIR``, else the user's data dir)."""
+    :func:`resolve_api_version`); ``local`` uses the background local server of ``local_state_dir``
+    (default: env ``JOB_CHAIN_LOCAL_DIR``, else the user's data dir), started if needed unless
+    ``start_local`` is false (a read-only command: then a stopped server is an error saying so)."""
     from job_chain.aihc.credentials import resolve_credentials
 
     version = resolve_api_version(api_version, credentials_file=credentials_file, api_config=api_config,
@@ -76,7 +78,8 @@ def connect(
                              f"be ignored: drop {'/'.join(given)}, or drop --local to use them")
         from job_chain.local.daemon import local_credentials_file
 
-        creds = resolve_credentials(credentials_file=local_credentials_file(start=True, state_dir=local_state_dir),
+        creds = resolve_credentials(credentials_file=local_credentials_file(start=start_local,
+                                                                                  state_dir=local_state_dir),
                                     env={})
     else:
         creds = resolve_credentials(

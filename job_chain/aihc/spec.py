@@ -22,6 +22,7 @@ from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Tuple
 
 from job_chain.aihc.names import job_name_problem
 from job_chain.jsonfile import describe, json_type
+from job_chain.safe_text import surrogate_at
 
 PRIORITIES = ("high", "normal", "low")  # seed 001: 高(high)、中(normal)、低(low); default normal
 FRAMEWORK = "PyTorchJob"
@@ -37,6 +38,11 @@ LABEL_KEYS = frozenset({"key", "value"})
 DATASOURCE_KEYS = frozenset({"type", "name", "mountPath", "options"})
 RESOURCE_KEYS = frozenset({"name", "quantity"})
 MAX_REPLICAS = 2**31 - 1  # a Kubernetes int32 field; the local server caps lower (its own capacity)
+# Linux takes at most 32 pages per argument or environment string (MAX_ARG_STRLEN, with its
+# closing NUL), and a job's command is one argument of ``bash -c``; all of them together at most
+# ARG_MAX, 2 MiB with the default 8 MiB stack (less what the platform adds: PATH, RANK, ...).
+MAX_ARG_BYTES = 32 * 4096 - 1
+MAX_ARGS_TOTAL = 2 * 1024 * 1024 - 128 * 1024
 _BOOLEANS = {"faultTolerance": "", "enableBccl": "", "enableRDMA": "jobSpec.", "hostNetwork": "jobSpec."}
 
 Problem = Tuple[str, str]
@@ -59,6 +65,77 @@ def nul_problem(text: str) -> Optional[str]:
     column = at - (text.rfind("\n", 0, at) + 1) + 1
     where = f"line {line} column {column}" if "\n" in text else f"character {at + 1}"
     return f"contains a NUL byte at {where}; no process can be given one (remove it)"
+
+
+def surrogate_problem(text: str) -> Optional[str]:
+    """Where a lone UTF-16 surrogate sits in ``text`` (JSON ``"\\udce9"``: half of a pair, no
+    character, so it cannot be written as UTF-8 to a log, a process or an HTTP answer)."""
+    at = surrogate_at(text)
+    if at < 0:
+        return None
+    return (f"holds a lone UTF-16 surrogate {text[at]!a} at character {at + 1} (half of a pair, not a "
+            "character): write the character itself, or remove the escape")
+
+
+def surrogate_problems(value: Any, where: str = "") -> List[Problem]:
+    """One problem per string (value or key) anywhere in ``value`` holding a lone surrogate."""
+    problems: List[Problem] = []
+    stack = [(where, value)]
+    while stack:
+        path, item = stack.pop()
+        if isinstance(item, str):
+            problem = surrogate_problem(item)
+            if problem:
+                problems.append((path, problem))
+        elif isinstance(item, dict):
+            children = []
+            for key, child in item.items():
+                child_path = key_path(path, key)
+                problem = surrogate_problem(key)
+                if problem:
+                    problems.append((child_path, "the key " + problem))
+                children.append((child_path, child))
+            stack.extend(reversed(children))
+        elif isinstance(item, list):
+            stack.extend(reversed([(f"{path}[{k}]", child) for k, child in enumerate(item)]))
+    return problems
+
+
+def _size(text: str) -> int:
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def argument_problems(spec: Dict[str, Any], command_room: int = 0) -> List[Problem]:
+    """The command and envs against the kernel's limits (:data:`MAX_ARG_BYTES`, :data:`MAX_ARGS_TOTAL`).
+
+    ``command_room``: bytes the command grows by before it runs (job-chain's tail).
+    """
+    problems: List[Problem] = []
+    command = spec.get("command")
+    total = 0
+    if isinstance(command, str):
+        size = _size(command) + command_room
+        total += size
+        if size > MAX_ARG_BYTES:
+            grown = f" with room for job-chain's tail ({command_room} bytes)" if command_room else ""
+            problems.append(("jobSpec.command", f"is {size} bytes{grown}; a job's command is one argument of "
+                             f"bash -c and Linux takes at most {MAX_ARG_BYTES} bytes per argument, so the job "
+                             "could not start: keep the script in a file on the mounted storage and run that"))
+    envs = spec.get("envs")
+    for k, env in enumerate(envs if isinstance(envs, list) else []):
+        if not isinstance(env, dict) or not isinstance(env.get("name"), str) \
+                or not isinstance(env.get("value", ""), str):
+            continue
+        size = _size(env["name"]) + 1 + _size(env.get("value") or "")
+        total += size
+        if size > MAX_ARG_BYTES:
+            problems.append((f"jobSpec.envs[{k}].value", f"NAME=value is {size} bytes; Linux takes at most "
+                             f"{MAX_ARG_BYTES} bytes per environment string: pass a file path instead"))
+    if total > MAX_ARGS_TOTAL and not problems:
+        problems.append(("jobSpec", f"the command and envs are {total} bytes together; Linux starts a process "
+                         f"with at most about {MAX_ARGS_TOTAL} bytes of arguments and environment: move the "
+                         "large parts into files on the mounted storage"))
+    return problems
 
 
 def env_name_problem(name: str) -> Optional[str]:
@@ -149,14 +226,15 @@ def priority_problem(priority: Any) -> Optional[str]:
     return f"must be one of {', '.join(PRIORITIES)}, found {describe(priority)}"
 
 
-def body_problems(body: Any, *, max_replicas: Optional[int] = None,
+def body_problems(body: Any, *, max_replicas: Optional[int] = None, command_room: int = 0,
                   also_known: FrozenSet[str] = frozenset()) -> List[Problem]:
     """Every problem of a create-job body, as (path relative to the body, message).
 
     ``max_replicas`` adds a cap (the local server runs each replica as a process on one machine).
-    ``jobSpec.command`` is the command itself: the chain loader resolves script files first.
-    ``also_known``: keys the caller took out of the body before (a chain's ``jobChain``), so a
-    misspelling of them is still told what it means.
+    ``jobSpec.command`` is the command itself: the chain loader resolves script files first, and
+    passes ``command_room``, what job-chain's tail adds to it. ``also_known``: keys the caller took
+    out of the body before (a chain's ``jobChain``), so a misspelling of them is still told what it
+    means.
     """
     if not isinstance(body, dict):
         return [("", f"must be an object (an AIHC create-job body), found {json_type(body)}")]
@@ -205,6 +283,7 @@ def body_problems(body: Any, *, max_replicas: Optional[int] = None,
             if quantity is not None and (isinstance(quantity, bool) or not isinstance(quantity, (int, float))
                                          or quantity < 0):
                 problems.append((f"{rw}.quantity", f"must be a number >= 0, found {describe(quantity)}"))
+        problems.extend(argument_problems(spec, command_room))
 
     for lw, label in _objects(body.get("labels"), "labels", "key and value", problems):
         problems.extend(unknown_keys(label, LABEL_KEYS, lw))
@@ -221,6 +300,7 @@ def body_problems(body: Any, *, max_replicas: Optional[int] = None,
         mount = _string(source, "mountPath", dw, problems, required=True)
         if mount is not None and not posixpath.isabs(mount):
             problems.append((f"{dw}.mountPath", f"must be an absolute path, found {describe(mount)}"))
+    problems.extend(surrogate_problems(body))
     return problems
 
 

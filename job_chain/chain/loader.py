@@ -10,7 +10,7 @@ import os
 import re
 from typing import Any, Dict, List, Optional, Tuple
 
-from job_chain.aihc.spec import body_problems, closest, join_path, key_path
+from job_chain.aihc.spec import body_problems, closest, join_path, key_path, surrogate_problems
 from job_chain.chain.graph import GraphSettings, check_graph, check_notify
 from job_chain.chain.model import SETTINGS_KEY, Chain, Step
 from job_chain.chain.settings import read_step_settings, step_fields
@@ -19,6 +19,7 @@ from job_chain.jsonfile import describe, json_type, load_json_object, shown
 
 TOP_LEVEL_KEYS = {"scrips_path", "config_path", "api_config", "resourcePoolId", "jobs", "notify", SETTINGS_KEY}
 _SCRIPT_TOKEN = re.compile(r"\S+\.sh")  # use with fullmatch
+TAIL_ROOM = 4096  # bytes job-chain's tail may add to a step's script (~1.4 KB with every option)
 
 
 class ChainFileError(ChainFileInvalid):
@@ -150,12 +151,14 @@ def _check_step(c: _Checker, job: Any, index: int, chain_dir: str, secret: Optio
         if script is not None and secret and secret in script:
             c.problem(f"{sw}.command", "the script contains the secret key from api_config; it would be "
                                        "visible to anyone who can list jobs")
-    for path, message in body_problems(body, also_known=frozenset({SETTINGS_KEY})):
+    for path, message in body_problems(body, command_room=TAIL_ROOM, also_known=frozenset({SETTINGS_KEY})):
         if reported and path == "jobSpec.command":
             continue
         c.problem(join_path(where, path), message)
 
     settings = job.get(SETTINGS_KEY, {})
+    for path, message in surrogate_problems(settings, f"{where}.{SETTINGS_KEY}"):
+        c.problem(path, message)
     parsed = read_step_settings(settings, f"{where}.{SETTINGS_KEY}", c.problems)
     if graph is not None:
         graph[index] = parsed.graph
@@ -179,6 +182,8 @@ def check_chain_data(data: Dict[str, Any], path: str, *, local: bool = False,
             c.problem(key_path("", key), f"unknown key (did you mean \"{near}\"?)")
         else:
             c.warnings.append(f"{key_path('', key)}: unknown top-level key, ignored")
+    for where, message in surrogate_problems({k: v for k, v in data.items() if k != "jobs"}):
+        c.problem(where, message)
     pool = c.string(data, "resourcePoolId", "", required=True)
     if pool and not (pool.isprintable() and len(pool.split()) == 1 and pool.strip() == pool):
         c.problem("resourcePoolId", f"must be a resource pool id such as cce-xxxxxxxx, found {describe(pool)}")

@@ -7,6 +7,12 @@ in the run record makes each (run, round, event, step) go out at most once howev
 notice it — a resumed run that fails again notifies again; a webhook that keeps failing is
 logged and given up after a few tries. Uses only the standard library: this runs inside
 training images.
+
+Whichever process notices the event sends it: a step's job in the cluster (``stepFailed``, the
+end of the run), the machine running ``--advance watch``, or the machine where ``job-chain stop``
+ran (``stopped``) — so every one of them must be able to reach the webhook. A redirect is never
+followed: urllib would turn the POST into a GET without the message, and a redirect to another
+host would hand the request to a host nobody configured.
 """
 
 from __future__ import annotations
@@ -54,11 +60,24 @@ def body(fmt: str, facts: Dict[str, Any]) -> Dict[str, Any]:
     return facts
 
 
+class _Redirected(Exception):
+    """A webhook answered with a redirect (3xx), which is not followed."""
+
+
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, req: Any, fp: Any, code: int, msg: str, headers: Any, newurl: str) -> Any:
+        from urllib.parse import urljoin, urlsplit
+
+        target = urlsplit(urljoin(req.full_url, newurl))
+        raise _Redirected(f"it answered {code}, a redirect to {target.scheme}://{target.netloc}/…, which is "
+                          "not followed (put the final URL in notify)")
+
+
 def post(url: str, payload: Dict[str, Any], log: Callable[[str], None],
          sleep: Callable[[float], None] = time.sleep) -> bool:
-    data = json.dumps(payload, ensure_ascii=False).encode("utf-8")
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({})) if _loopback(url) \
-        else urllib.request.build_opener()
+    data = json.dumps(payload).encode("ascii")  # \u escapes: any text, even a lone surrogate in a path
+    handlers = [_NoRedirects()] + ([urllib.request.ProxyHandler({})] if _loopback(url) else [])
+    opener = urllib.request.build_opener(*handlers)
     for attempt in range(TRIES):
         try:
             request = urllib.request.Request(url, data=data, method="POST",
@@ -66,6 +85,9 @@ def post(url: str, payload: Dict[str, Any], log: Callable[[str], None],
             with opener.open(request, timeout=TIMEOUT) as answer:
                 if 200 <= answer.status < 300:
                     return True
+        except _Redirected as exc:  # the same answer on every try
+            log(f"notification to {_safe(url)} not sent: {exc}")
+            return False
         except (urllib.error.URLError, OSError, ValueError) as exc:
             if attempt == TRIES - 1:
                 log(f"notification to {_safe(url)} failed: {exc}")

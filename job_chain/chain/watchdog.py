@@ -2,11 +2,17 @@
 
 A hung NCCL collective looks like a process that is alive and silent; ``hangTimeout`` catches
 it by the time since the last byte on stdout/stderr, ``timeout`` by the time since the start.
-The wrapped command runs in its own process group with its output passed through unchanged;
-on expiry the group gets SIGTERM, then SIGKILL after a grace period, and the watchdog exits 124
-(as coreutils' ``timeout`` does), which ``retries``/``retryOnExitCodes`` then see. SIGTERM and
-SIGINT sent to the watchdog (a stopped job) go to the group too. Standard library only: this
-runs in training images.
+The wrapped command's output passes through unchanged. On expiry the step's whole process tree
+(:mod:`job_chain.proctree`: every process marked as started by this watchdog, wherever ``setsid``
+took it, and everything below the command) gets SIGTERM, then SIGKILL after a grace period
+whether or not its leader already exited, and the watchdog exits 124 (as coreutils' ``timeout``
+does), which ``retries``/``retryOnExitCodes`` then see. SIGTERM and SIGINT sent to the watchdog
+(a stopped job) go to the tree, and what is left of it after the grace period is killed. When
+the command ends for whatever reason, whatever it left running is ended too, before the
+watchdog exits: an attempt's orphan never writes beside the next attempt.
+
+The command stays in the job's process group (no session of its own), so the pod's own stop
+reaches it as well. Standard library only: this runs in training images.
 """
 
 from __future__ import annotations
@@ -18,6 +24,8 @@ import sys
 import threading
 import time
 from typing import List, Optional
+
+from job_chain import proctree
 
 TIMED_OUT = 124
 GRACE = 10.0
@@ -38,26 +46,28 @@ def _pump(source: int, sink: int, seen: List[float]) -> None:
             pass
 
 
-def _killpg(pid: int, sig: int) -> None:
-    try:
-        os.killpg(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
 def run(command: List[str], timeout: Optional[float], hang_timeout: Optional[float], grace: float = GRACE,
         poll: float = 0.2) -> int:
-    """Run ``command``; its exit code, or 124 after a timeout."""
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    """Run ``command``; its exit code, or 124 after a timeout. Its process tree ends with it."""
+    token = proctree.new_token()
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=proctree.marked(os.environ, token))
     start = time.monotonic()
     seen = [start]
     pumps = [threading.Thread(target=_pump, args=(proc.stdout.fileno(), 1, seen), daemon=True),  # type: ignore
              threading.Thread(target=_pump, args=(proc.stderr.fileno(), 2, seen), daemon=True)]  # type: ignore
     for pump in pumps:
         pump.start()
+    stopping: List[float] = []  # when a stop (TERM/INT) arrived
+
+    def root() -> List[int]:  # once reaped, its pid may be another process's
+        return [proc.pid] if proc.returncode is None else []
 
     def forward(signum: int, _frame: object) -> None:
-        _killpg(proc.pid, signum)
+        if not proctree.signal_tree([token], root(), signum) and proc.returncode is None:
+            proc.send_signal(signum)  # no /proc here: the command itself, at least
+        if not stopping:
+            stopping.append(time.monotonic())
 
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, forward)
@@ -68,22 +78,25 @@ def run(command: List[str], timeout: Optional[float], hang_timeout: Optional[flo
             why = f"it ran for more than its timeout of {_human(timeout)}"
         elif hang_timeout is not None and now - seen[0] > hang_timeout:
             why = f"it printed nothing for {_human(hang_timeout)} (hangTimeout): it looks hung"
-        if why:
+        if why or (stopping and now - stopping[0] > grace):
             break
         time.sleep(poll)
     if why:
         print(f"job-chain: stopping the step: {why}; exit code {TIMED_OUT}", file=sys.stderr, flush=True)
-        _killpg(proc.pid, signal.SIGTERM)
+    # the whole tree, leader or not: SIGTERM (again, after a stop), up to `grace` for all of it, SIGKILL
+    left = grace - (time.monotonic() - stopping[0]) if stopping and not why else grace
+    proctree.end([token], root(), grace=max(0.0, left))
+    if proc.poll() is None:  # no /proc here, so nothing was found: the command itself, at least
+        proc.terminate()
         try:
-            proc.wait(grace)
+            proc.wait(max(0.0, left))
         except subprocess.TimeoutExpired:
-            _killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+            proc.kill()
+    code = proc.wait()
     for pump in pumps:
         pump.join(1.0)
     if why:
         return TIMED_OUT
-    code = proc.returncode
     return code if code >= 0 else 128 - code
 
 

@@ -36,15 +36,18 @@ def open_session(chain_file: str, kwargs: Dict[str, Any], warnings: bool = False
     return ChainSession.from_file(chain_file, warn=_warn if warnings else lambda _: None, **_session_kwargs(kwargs))
 
 
-def open_runs(chain_file: Optional[str], run_id: Optional[str], kwargs: Dict[str, Any]) -> Any:
+def open_runs(chain_file: Optional[str], run_id: Optional[str], kwargs: Dict[str, Any],
+              read_only: bool = False) -> Any:
     """A ChainSession for steering recorded runs: the chain file may be broken, changed or gone (the
     runs have their frozen copies; say so in one line), and may be left out when ``--run`` names a
-    run recorded in one place only."""
+    run recorded in one place only. ``read_only`` (status, runs, logs): a stopped local server is
+    reported, never started."""
     from job_chain.session import ChainSession
 
     if chain_file is None:
         chain_file = _locate(run_id)
-    session = ChainSession.from_file(chain_file, strict=False, **_session_kwargs(kwargs))
+    session = ChainSession.from_file(chain_file, strict=False, start_local=not read_only,
+                                     **_session_kwargs(kwargs))
     if session.chain_problem is not None:
         import os
 
@@ -173,7 +176,7 @@ def status(chain_file: Optional[str], run_id: Optional[str], as_json: bool, watc
     """Show every step of a run: status, attempt, exit code, reason, and the run's outcome."""
     from job_chain.cli.run_view import print_status, status_json
 
-    session = open_runs(chain_file, run_id, kwargs)
+    session = open_runs(chain_file, run_id, kwargs, read_only=True)
     if watch:
         run = session.run(run_id)
         sys.exit(_follow(session, run.run_id, run.mode == "watch"))
@@ -195,7 +198,7 @@ def runs(chain_file: str, as_json: bool, delete: Optional[str], **kwargs: Any) -
     from job_chain.cli.render import print_table
     from job_chain.cli.run_view import run_entry, runs_rows
 
-    session = open_runs(chain_file, None, kwargs)
+    session = open_runs(chain_file, None, kwargs, read_only=delete is None)
     if delete is not None:
         session.delete_run(delete)
         click.echo(f"run {delete} of {chain_file} deleted (its jobs stay in AIHC)")

@@ -253,6 +253,7 @@ def follow_logs(client: Any, pool: str, job_id: str, pod: str, tail: Optional[in
     unfinished last line is held back until it ends (or the job does).
     """
     from job_chain.aihc.status import is_terminal
+    from job_chain.safe_text import for_stream  # a log's control sequences are shown, not obeyed
 
     def complete(lines: List[str], done: bool) -> List[str]:
         return lines[:-1] if not done and lines and not lines[-1].endswith("\n") else lines
@@ -261,7 +262,7 @@ def follow_logs(client: Any, pool: str, job_id: str, pod: str, tail: Optional[in
     if tail is not None:
         lines = lines[-tail:] if tail else []
     lines = complete(lines, not follow)
-    click.echo("".join(lines), nl=False)
+    click.echo(for_stream("".join(lines)), nl=False)
     shown = lines[-FOLLOW_ANCHOR:]
     since = time.time()
     while follow:
@@ -276,7 +277,7 @@ def follow_logs(client: Any, pool: str, job_id: str, pod: str, tail: Optional[in
             new = _unseen(shown, window)
         new = window if new is None else new
         if new:
-            click.echo("".join(new), nl=False)
+            click.echo(for_stream("".join(new)), nl=False)
             shown = (shown + new)[-FOLLOW_ANCHOR:]
         since = asked
         if done:

@@ -32,7 +32,7 @@ def logs(chain_file: Optional[str], step: Optional[str], attempt: Optional[int],
 
     if all_pods and (pod or follow):
         raise UsageError("--all-pods prints every pod once: it does not combine with --pod or --follow")
-    session = open_runs(chain_file, run_id, kwargs)
+    session = open_runs(chain_file, run_id, kwargs, read_only=True)
     run = session.run(run_id)
     client = session.client_for(run)
     pool = session.frozen(run).pool
@@ -85,6 +85,7 @@ def _print_attempt(client: Any, pool: str, state: Any, chosen: Any, pod: Optiona
 def _print_all_pods(client: Any, pool: str, state: Any, chosen: Any, tail: Optional[int]) -> None:
     from job_chain.aihc.client import pod_names
     from job_chain.errors import UsageError
+    from job_chain.safe_text import for_stream
 
     names = pod_names(client.get_job(pool, chosen.job_id))
     if not names:
@@ -95,4 +96,4 @@ def _print_all_pods(client: Any, pool: str, state: Any, chosen: Any, tail: Optio
         if tail is not None:
             lines = lines[-tail:] if tail else []
         for line in lines:
-            click.echo(f"[{name}] {line}")
+            click.echo(for_stream(f"[{name}] {line}"))

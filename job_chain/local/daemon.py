@@ -68,7 +68,7 @@ def answers(info: Dict[str, Any], timeout: float = 1.0) -> bool:
 
 
 def _alive(info: Dict[str, Any]) -> bool:
-    from job_chain.local.executor import process_alive
+    from job_chain.local.pod_process import process_alive
 
     try:
         pid, created = int(info.get("pid") or 0), info.get("create_time")
@@ -211,6 +211,19 @@ def status(state_dir: Optional[str] = None) -> Dict[str, Any]:
     }
 
 
+class LocalServerStopped(JobChainError):
+    """A read-only command found the local server stopped: it says so instead of starting one."""
+
+    def __init__(self, state_dir: str) -> None:
+        import shlex
+
+        flag = "" if state_dir == default_state_dir() else f" --state-dir {shlex.quote(state_dir)}"
+        ran = os.path.exists(paths(state_dir)["db"])
+        super().__init__(f"the local server {'is stopped' if ran else 'is not running'} (state dir "
+                         f"{state_dir}); this command only reads, so it does not start one: "
+                         f"start it with 'job-chain local start{flag}' and try again")
+
+
 def local_credentials_file(start: bool = True, state_dir: Optional[str] = None) -> str:
     """Path of the running local server's credentials file, starting a server if allowed.
 
@@ -221,7 +234,6 @@ def local_credentials_file(start: bool = True, state_dir: Optional[str] = None) 
     info = running_server(state_dir)
     if info is None:
         if not start:
-            raise JobChainError(f"no local server is running in {state_dir}; "
-                                "start one with: job-chain local start")
+            raise LocalServerStopped(state_dir)
         info = globals()["start"](state_dir=state_dir)
     return str(info.get("credentials_file") or paths(state_dir)["credentials"])

@@ -1,8 +1,10 @@
 """Jobs as local processes: scheduling, spawning, exit detection, stop, and adoption.
 
-Each replica runs ``bash -c COMMAND`` in its own session (process group), with stdout and
-stderr going straight to a log file, so pods outlive a server that is killed. A wrapper writes
-the exit code to ``<pod>.rc``; a restarted server reads it for pods it no longer parents.
+Each replica is a process of its own (:mod:`job_chain.local.pod_process`: its session, log,
+exit-code file and mark), so pods outlive a server that is killed; a restarted server adopts
+them. A pod ends with everything it started: when its wrapper exits, whatever is left of its
+process tree is killed before the pod is recorded finished (as a container's processes end with
+it), and a stop's SIGKILL after the grace period reaches the whole tree, not just its group.
 
 Scheduling is event-driven: a condition variable is notified on create, exit, stop and
 priority change, so a created job starts within milliseconds (no polling loop).
@@ -15,64 +17,31 @@ import os
 import shutil
 import signal
 import socket
-import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple
 
+from job_chain import proctree
 from job_chain.local import store as st
+from job_chain.local.adoption import Adoption
+from job_chain.local.pod_process import (
+    SECRET_ENV,
+    LivePod,
+    kill_pod,
+    killpg,
+    pod_paths,
+    pod_tmpdir,
+    pod_token,
+    prepare_mount,
+    private_dirs,
+    reason,
+    start_process,
+)
 from job_chain.local.ports import free_port
 from job_chain.local.store import Store
 
 log = logging.getLogger("job_chain.local")
-
-# The outer bash records the inner command's exit code atomically, then exits with it.
-# umask 077 after the command: the exit-code file is 0600 like everything under the state dir.
-WRAPPER = 'bash -c "$1"; rc=$?; umask 077; echo $rc > "$2.tmp" && mv "$2.tmp" "$2"; exit $rc'
-SECRET_ENV = ("AIHC_AK", "AIHC_SK", "AK", "SK", "HOST", "AIHC_HOST", "JOB_CHAIN_CREDENTIALS",
-              "JOB_CHAIN_LOCAL_AK", "JOB_CHAIN_LOCAL_SK")
-ADOPTED_POLL = 0.05  # seconds between liveness checks of pods this server does not parent
-
-
-@dataclass
-class LivePod:
-    """A replica process this server is watching."""
-
-    job_id: str
-    name: str
-    pid: int
-    create_time: float
-    log_path: str
-    popen: Optional[subprocess.Popen] = None
-    kill_requested: bool = False
-
-
-def pod_paths(state_dir: str, job_id: str, pod: str) -> Tuple[str, str, str]:
-    """(working dir, log file, exit-code file) of one pod."""
-    base = os.path.join(state_dir, "jobs", job_id)
-    return os.path.join(base, pod), os.path.join(base, f"{pod}.log"), os.path.join(base, f"{pod}.rc")
-
-
-def pod_tmpdir(state_dir: str, job_id: str, pod: str) -> str:
-    """The pod's own TMPDIR, inside its job directory: never shared, removed when the pod ends."""
-    return os.path.join(state_dir, "jobs", job_id, "tmp", pod)
-
-
-def private_dirs(state_dir: str, path: str) -> None:
-    """Create ``path`` and the directories between it and ``state_dir`` as 0700 (others' jobs'
-    logs and commands are not for other local users)."""
-    parts = os.path.relpath(path, state_dir).split(os.sep)
-    current = state_dir
-    for part in parts:
-        current = os.path.join(current, part)
-        try:
-            os.mkdir(current, 0o700)
-        except FileExistsError:
-            pass
-        if os.stat(current).st_mode & 0o077:
-            os.chmod(current, 0o700)
 
 
 def utc_event_time(ts: float) -> str:
@@ -80,37 +49,7 @@ def utc_event_time(ts: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S +0000 UTC", time.gmtime(ts))
 
 
-def _read_rc(path: str) -> Optional[int]:
-    try:
-        with open(path, encoding="ascii") as handle:
-            return int(handle.read().strip())
-    except (OSError, ValueError):
-        return None
-
-
-def process_alive(pid: Optional[int], create_time: Optional[float]) -> bool:
-    """True if ``pid`` is still the process started at ``create_time`` (guards pid reuse)."""
-    import psutil
-
-    if not pid:
-        return False
-    try:
-        proc = psutil.Process(pid)
-        if create_time is not None and abs(proc.create_time() - create_time) > 0.5:
-            return False
-        return proc.status() != psutil.STATUS_ZOMBIE
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
-        return False
-
-
-def _killpg(pid: int, sig: int) -> None:
-    try:
-        os.killpg(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-class Executor:
+class Executor(Adoption):
     """Starts queued jobs as processes and records what happens to them in the store."""
 
     def __init__(
@@ -178,9 +117,9 @@ class Executor:
             self._launch_job(job)
         except Exception as exc:  # noqa: BLE001 - a bad job must not stall every job behind it
             log.warning("job %s failed to launch: %r", job["id"], exc)
-            self._fail_job(job, "FailedLaunch", f"the local server could not start this job: {_reason(exc)}")
+            self._fail_job(job, "FailedLaunch", f"the local server could not start this job: {reason(exc)}")
 
-    def _fail_job(self, job: Dict[str, Any], reason: str, message: str) -> None:
+    def _fail_job(self, job: Dict[str, Any], why: str, message: str) -> None:
         """Mark a job Failed with a Warning event saying why (from Pending or Running)."""
         job_id, now = job["id"], time.time()
         with self._exit_lock:
@@ -190,7 +129,7 @@ class Executor:
                                        exit_code=pod["exit_code"] if pod["exit_code"] is not None else 127)
             if self.store.transition(job_id, [st.PENDING, st.RUNNING, st.STOPPING], status=st.FAILED,
                                      finished_at=now):
-                self.store.add_event(job_id, reason, message, kind="Warning")
+                self.store.add_event(job_id, why, message, kind="Warning")
                 self.store.add_event(job_id, "JobFailed", f"PyTorchJob {job['name']} is failed: {message}")
             self._terminate_job(job_id, self.stop_grace)
 
@@ -201,13 +140,11 @@ class Executor:
             mount = source.get("mountPath") if isinstance(source, dict) else None
             if not mount:
                 continue
-            try:
-                os.makedirs(mount, exist_ok=True)
-            except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
+            problem = prepare_mount(mount)
+            if problem:
                 if self.store.transition(job_id, [st.PENDING], status=st.FAILED, finished_at=now):
-                    self.store.add_event(job_id, "FailedMount", f"cannot create mountPath {mount!r} of "
-                                         f"datasource {source.get('name', '')!r}: {_reason(exc)}",
-                                         kind="Warning")
+                    self.store.add_event(job_id, "FailedMount", f"cannot mount {mount!r} for datasource "
+                                         f"{source.get('name', '')!r}: {problem}", kind="Warning")
                     self.store.add_event(job_id, "JobFailed", f"PyTorchJob {job['name']} is failed "
                                          "because a datasource could not be mounted.")
                 return
@@ -242,7 +179,7 @@ class Executor:
         if "TMPDIR" not in dict(job_envs):  # a job's own TMPDIR wins, as it would in a container
             env["TMPDIR"] = pod_tmpdir(self.state_dir, job["id"], pod["name"])
         env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
-        return env, job_envs + platform
+        return proctree.marked(env, pod_token(job["id"], pod["name"])), job_envs + platform
 
     def _spawn_pod(self, job: Dict[str, Any], pod: Dict[str, Any], replicas: int, port: int) -> None:
         """Start one replica of ``job`` (at launch, or again after a crash cut its launch short)."""
@@ -255,7 +192,8 @@ class Executor:
                env: Dict[str, str], shown: List[Tuple[str, str]]) -> None:
         import psutil
 
-        workdir, log_path, rc_path = pod_paths(self.state_dir, job_id, name)
+        paths = pod_paths(self.state_dir, job_id, name)
+        workdir, log_path, rc_path = paths
         self.store.add_event(job_id, "Pulled", f"Container image \"{image}\" already present on "
                              "machine (local server: the image is not used)", pod=name)
         try:
@@ -264,16 +202,9 @@ class Executor:
             for stale in (rc_path, rc_path + ".tmp"):
                 if os.path.exists(stale):
                     os.unlink(stale)
-            fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-            with open(fd, "ab") as out:
-                os.fchmod(fd, 0o600)
-                proc = subprocess.Popen(
-                    ["bash", "-c", WRAPPER, "job-chain-pod", command, rc_path],
-                    stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                    cwd=workdir, env=env, start_new_session=True, close_fds=True,
-                )
+            proc = start_process(command, paths, env)
         except Exception as exc:  # noqa: BLE001 - OSError, or ValueError for a NUL byte or "A=B"
-            self.store.add_event(job_id, "Failed", f"Error: cannot start container: {_reason(exc)}",
+            self.store.add_event(job_id, "Failed", f"Error: cannot start container: {reason(exc)}",
                                  pod=name, kind="Warning")
             self._finish_pod(job_id, name, 127)
             return
@@ -307,17 +238,18 @@ class Executor:
         code = live.popen.wait()
         self._finish_pod(live.job_id, live.name, code if code >= 0 else 128 - code)
 
-    def _wait_adopted(self, live: LivePod) -> None:
-        while process_alive(live.pid, live.create_time):
-            time.sleep(ADOPTED_POLL)
-        _, _, rc_path = pod_paths(self.state_dir, live.job_id, live.name)
-        code = _read_rc(rc_path)
-        if code is None:  # killed by a signal: no rc file was written
-            code = 143 if live.kill_requested else 137
-        self._finish_pod(live.job_id, live.name, code)
-
     def _finish_pod(self, job_id: str, name: str, code: Optional[int], lost: bool = False) -> None:
-        """Record one replica's end and decide the job's status; wakes the scheduler."""
+        """Record one replica's end and decide the job's status; wakes the scheduler.
+
+        Whatever the replica left running (a background child, one that called setsid) is killed
+        first, so a finished, failed or stopped pod has no process left.
+        """
+        with self._exit_lock:
+            live = self._live.get((job_id, name))
+        left = kill_pod(job_id, name, wait_until=live.stop_deadline if live else None)
+        if left:
+            self.store.add_event(job_id, "Killing", f"Killed {left} process(es) the pod left running when its "
+                                 "command ended", pod=name)
         now = time.time()
         shutil.rmtree(pod_tmpdir(self.state_dir, job_id, name), ignore_errors=True)  # as a container's /tmp
         with self._exit_lock:
@@ -367,17 +299,18 @@ class Executor:
             self.store.add_event(job_id, "JobStopped", f"PyTorchJob {name} is stopped.")
 
     def _terminate_job(self, job_id: str, grace: float) -> None:
-        """SIGTERM every live pod group of a job, SIGKILL whatever is left after ``grace``."""
+        """SIGTERM every live pod group of a job; after ``grace``, SIGKILL each pod's group and
+        whole process tree (a member that ignores SIGTERM, or left the group with setsid)."""
         targets = [p for p in self._live.values() if p.job_id == job_id]
         for pod in targets:
             pod.kill_requested = True
+            pod.stop_deadline = pod.stop_deadline or time.monotonic() + grace
             self.store.add_event(job_id, "Killing", "Stopping container pytorch", pod=pod.name)
-            _killpg(pod.pid, signal.SIGTERM)
+            killpg(pod.pid, signal.SIGTERM)
 
         def finish() -> None:
-            # the group leader (the wrapper) may be gone while members that ignore SIGTERM live
-            for pod in targets:
-                _killpg(pod.pid, signal.SIGKILL)
+            for pod in targets:  # the group id stays the pod's while any member lives
+                kill_pod(pod.job_id, pod.name, pod.pid)
 
         if targets:
             timer = threading.Timer(grace, finish)
@@ -410,95 +343,3 @@ class Executor:
             self._terminate_job(job_id, self.stop_grace)
             self.store.delete_job(job_id)
         self.wake()
-
-    # -- restart ---------------------------------------------------------------------------
-    def adopt(self) -> None:
-        """Watch pods of a previous server that still live; settle those that ended meanwhile.
-
-        A job that cannot be adopted (whatever the error) is failed with an event, so one bad
-        job never keeps the server from starting.
-        """
-        for job in self.store.jobs_with_status([st.RUNNING, st.STOPPING]):
-            try:
-                self._adopt_job(job)
-            except Exception as exc:  # noqa: BLE001
-                log.warning("job %s could not be adopted: %r", job["id"], exc)
-                self._fail_job(job, "FailedAdoption",
-                               f"the restarted local server could not take this job over: {_reason(exc)}")
-
-    def _adopt_job(self, job: Dict[str, Any]) -> None:
-        """Adopt or settle the pods of one Running/Stopping job left by a previous server."""
-        pods = self.store.pods(job["id"])
-        for pod in pods:
-            if pod["finished_at"] is None and pod["status"] == st.PENDING:
-                self._recover_launch(job, pod, len(pods))
-                continue
-            if pod["finished_at"] is not None or pod["status"] != st.RUNNING:
-                continue
-            _, log_path, rc_path = pod_paths(self.state_dir, job["id"], pod["name"])
-            if process_alive(pod["pid"], pod["create_time"]):
-                self._watch_adopted(job, pod["name"], pod["pid"], pod["create_time"], log_path)
-                continue
-            code = _read_rc(rc_path)
-            if code is None:
-                self._finish_pod(job["id"], pod["name"], None, lost=True)
-            else:
-                self._finish_pod(job["id"], pod["name"], code)
-        with self._exit_lock:  # a crash may have cut a previous settle short
-            self._settle(job["id"], time.time())
-            latest = self.store.get_job(job["id"])
-            if latest and latest["status"] == st.STOPPING:  # resume the TERM→KILL sequence
-                self._terminate_job(job["id"], self.stop_grace)
-
-    def _watch_adopted(self, job: Dict[str, Any], name: str, pid: int, create_time: float,
-                       log_path: str) -> None:
-        live = LivePod(job["id"], name, pid, create_time, log_path,
-                       kill_requested=job["status"] == st.STOPPING)
-        with self._exit_lock:
-            self._live[(job["id"], name)] = live
-        self.store.add_event(job["id"], "Adopted", "the restarted local server is watching this pod again",
-                             pod=name)
-        threading.Thread(target=self._wait_adopted, args=(live,), daemon=True, name=f"adopt-{name}").start()
-
-    def _recover_launch(self, job: Dict[str, Any], pod: Dict[str, Any], replicas: int) -> None:
-        """A pod the previous server died launching (job Running, pod never recorded as started).
-
-        Its process may have started (then it is found by its exit-code path in its command line
-        and adopted, or finished from its exit-code file) or not (then it starts now), so the job
-        neither hangs in Running nor runs its command twice.
-        """
-        job_id, name = job["id"], pod["name"]
-        _, log_path, rc_path = pod_paths(self.state_dir, job_id, name)
-        found = _find_pod_process(rc_path)
-        if found is not None:
-            pid, create_time = found
-            shown = self._pod_env(job, pod, replicas, job["master_port"] or 0)[1]
-            self.store.set_pod(job_id, name, status=st.RUNNING, pid=pid, create_time=create_time,
-                               started_at=create_time, env=[{"name": k, "value": v} for k, v in shown])
-            self._watch_adopted(job, name, pid, create_time, log_path)
-            return
-        code = _read_rc(rc_path)
-        if code is not None or job["status"] == st.STOPPING:
-            self._finish_pod(job_id, name, 143 if code is None else code)
-            return
-        self.store.add_event(job_id, "Restarted", "the local server stopped while starting this pod; "
-                             "starting it now", pod=name)
-        self._spawn_pod(job, pod, replicas, job["master_port"] or free_port())
-
-
-def _reason(exc: BaseException) -> str:
-    """An exception as one short line for an event (``strerror`` for OS errors)."""
-    text = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
-    text = " ".join(text.split())
-    return text if len(text) <= 200 else text[:197] + "..."
-
-
-def _find_pod_process(rc_path: str) -> Optional[Tuple[int, float]]:
-    """(pid, create time) of the live pod wrapper whose exit-code file is ``rc_path``, if any."""
-    import psutil
-
-    for proc in psutil.process_iter(["cmdline", "create_time"]):
-        cmdline = proc.info.get("cmdline") or []
-        if len(cmdline) >= 2 and cmdline[-1] == rc_path and "job-chain-pod" in cmdline:
-            return proc.pid, float(proc.info["create_time"])
-    return None

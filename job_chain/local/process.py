@@ -124,14 +124,23 @@ class ServerProcess:
             return []
 
     def kill_pods(self) -> int:
-        """SIGKILL every pod's process group, and so what its script left behind in it.
+        """SIGKILL every pod's process group and every process carrying a pod's mark (what its
+        script left behind, in the group or out of it with setsid).
 
         A pid now held by another process is skipped. A pod whose leader is gone is still
         signalled by group id: Linux gives no new process the id of a group that still exists.
         """
         import psutil
 
-        killed = 0
+        from job_chain import proctree
+        from job_chain.local.pod_process import pod_token
+
+        try:
+            with self.db() as conn:
+                tokens = [pod_token(r["job_id"], r["name"]) for r in conn.execute("SELECT job_id, name FROM pods")]
+        except sqlite3.Error:
+            tokens = []
+        killed = len(proctree.kill_tree(tokens))
         for pid, create_time in self.pod_processes():
             try:
                 if create_time and abs(psutil.Process(pid).create_time() - create_time) > 0.5:

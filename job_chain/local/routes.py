@@ -1,7 +1,7 @@
 """HTTP for the local AIHC server (moto's ``urls.py`` + ``responses.py``): parse, call, answer.
 
-Request pipeline, outermost first: request id → [extra middleware, e.g. fault injection] →
-BCE signature check → routes. Every answer is JSON; every error is ``{"requestId", "code",
+Request pipeline, outermost first: request id → body size cap → [extra middleware, e.g. fault
+injection] → BCE signature check → routes. Every answer is JSON; every error is ``{"requestId", "code",
 "message"}``, including unknown paths and bad JSON. FastAPI is imported at module level because
 it resolves the (string) annotations of the handlers here; only the server imports this module.
 """
@@ -17,7 +17,6 @@ from typing import Any, Awaitable, Callable, Dict, Mapping, Sequence, Tuple
 
 from fastapi import FastAPI, Request, WebSocket
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware import Middleware
@@ -28,6 +27,8 @@ from job_chain.jsonfile import parse_json
 from job_chain.local.auth import check_body_hash, verify, wants_body_hash
 from job_chain.local.backend import Backend
 from job_chain.local.errors import BadRequest, LocalAPIError, NotSupported, error_body
+from job_chain.local.wire import BodyLimitMiddleware
+from job_chain.local.wire import JSONAnswer as JSONResponse  # never fails to encode a stored row
 
 API = "/api/v1/aijobs"
 UNSIGNED_PATHS = frozenset({"/healthz"})
@@ -322,7 +323,7 @@ def create_app(backend: Backend, keys: Mapping[str, str],
 
     # The one place the pipeline is assembled, outermost first.
     app.user_middleware = (
-        [Middleware(RequestIdMiddleware)]
+        [Middleware(RequestIdMiddleware), Middleware(BodyLimitMiddleware)]
         + [Middleware(cls, **options) for cls, options in middleware]
         + [Middleware(AuthMiddleware, keys=keys)]
     )

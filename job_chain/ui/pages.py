@@ -13,6 +13,7 @@ from fastapi.responses import HTMLResponse
 from job_chain.chain.progress import RunStatus, StepStatus
 from job_chain.errors import JobChainError
 from job_chain.redaction import env_secrets
+from job_chain.safe_text import without_surrogates
 from job_chain.session import ChainSession, Run
 from job_chain.ui import views
 from job_chain.ui.catalog import Catalog, Entry
@@ -67,7 +68,9 @@ class Pages:
         self.env.globals.update(csrf=guard.csrf, outcomes=OUTCOMES, run_duration=views.run_duration)
 
     def page(self, template: str, status_code: int = 200, **context: Any) -> HTMLResponse:
-        return HTMLResponse(self.env.get_template(template).render(context), status_code=status_code)
+        # pasted or stored text may hold a lone surrogate ("\udce9"), which UTF-8 cannot carry
+        return HTMLResponse(without_surrogates(self.env.get_template(template).render(context)),
+                            status_code=status_code)
 
     def rel(self, path: str) -> str:
         """A chain file's path relative to the console's directory it was found under."""

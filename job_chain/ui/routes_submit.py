@@ -90,11 +90,16 @@ def register(app: FastAPI, pages: Pages) -> None:
         result["lines"] = lines
         return result
 
+    def checked(result: Dict[str, Any]) -> HTMLResponse:
+        """The check's report: 400 when the chain has problems (the page swaps it in all the same)."""
+        bad = result["chain"] is None or bool(result["loose"])
+        return pages.page("_check.html", 400 if bad else 200, **result, started=None)
+
     @app.post("/submit/check", response_class=HTMLResponse)
     async def submit_check(request: Request) -> HTMLResponse:
         form = await read_form(request)
         result = check_submission(str(form.get("chain") or ""), str(form.get("name") or "chain.json").strip())
-        return pages.page("_check.html", **result, started=None)
+        return checked(result)
 
     @app.post("/submit/run", response_class=HTMLResponse)
     async def submit_run(request: Request) -> HTMLResponse:
@@ -104,7 +109,7 @@ def register(app: FastAPI, pages: Pages) -> None:
         text = str(form.get("chain") or "")
         result = check_submission(text, str(form.get("name") or "chain.json").strip())
         if result["chain"] is None:
-            return pages.page("_check.html", **result, started=None)
+            return checked(result)
         path = result["path"]
         if os.path.exists(path):
             with open(path, encoding="utf-8", errors="replace") as handle:
