@@ -463,9 +463,10 @@ class ChainSession:
             pod: Optional[str] = None, tail: Optional[int] = None) -> str:
         """The log text of one attempt's pod (default: the master pod of the latest attempt).
 
-        With ``tail``, only the last ``tail`` lines are asked of the API (its ``maxLines``).
+        With ``tail``, only the last lines are asked of the API (``maxLines``); a whole log comes page by page.
         """
         from job_chain.aihc.client import pod_names
+        from job_chain.aihc.logpages import log_records
 
         run = self.run(run_id)
         _, chosen = self.attempt(run.run_id, step, attempt)
@@ -475,8 +476,7 @@ class ChainSession:
             if not names:
                 raise UsageError(f"job {chosen.job_id} has no pods yet")
             pod = names[0]
-        # the server cuts the tail (maxLines), so a 100 MB log is not fetched to show 200 lines
-        text = "".join(client.pod_logs(self.chain.pool, chosen.job_id, pod, max_lines=tail).get("logs") or [])
+        text = "".join(log_records(client, self.chain.pool, chosen.job_id, pod, max_lines=tail))
         if tail is not None:
             text = "".join(text.splitlines(True)[-tail:]) if tail else ""
         return text

@@ -95,11 +95,9 @@ def _dry_run(session: Any, first: int, mode: str, secret: Optional[str]) -> None
     plan = session.plan(first, mode)
     host = session.planned_host
     if session.api_version == "v2":
-        from job_chain.aihc.v2 import create_to_v2
+        from job_chain.aihc.v2 import describe_create
 
-        text = (f"POST {host}/?action=CreateJob&resourcePoolId={plan['resourcePoolId']}"
-                f"&clientToken={plan['clientToken']}\nX-API-Version: v2\n"
-                + json.dumps(create_to_v2(plan["body"]), indent=2, ensure_ascii=False))
+        text = describe_create(host, plan["resourcePoolId"], plan["body"], plan["clientToken"])
     else:
         text = (f"POST {host}/api/v1/aijobs?resourcePoolId={plan['resourcePoolId']}&clientToken={plan['clientToken']}\n"
                 + json.dumps(plan["body"], indent=2, ensure_ascii=False))

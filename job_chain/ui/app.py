@@ -12,7 +12,7 @@ import json
 import os
 import re
 import time
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import jinja2
 from fastapi import FastAPI, Request
@@ -21,6 +21,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.concurrency import run_in_threadpool
 
 from job_chain.aihc.client import pod_names
+from job_chain.aihc.logpages import log_records
 from job_chain.aihc.timefmt import parse_time
 from job_chain.chain.model import LABEL_RUN, LABEL_STEP
 from job_chain.chain.progress import RunStatus, StepStatus, job_labels
@@ -212,8 +213,7 @@ def create_app(catalog: Catalog, guard: Guard) -> FastAPI:
                 if pod is None:
                     error = f"job {chosen.job_id} has no pod yet"
                 else:
-                    answer = client.pod_logs(pool, chosen.job_id, pod, max_lines=lines)
-                    text = "".join(answer.get("logs") or [])
+                    text = "".join(log_records(client, pool, chosen.job_id, pod, max_lines=lines))
                     text = "".join(text.splitlines(True)[-lines:])
             except JobChainError as exc:
                 error = str(exc)
@@ -238,20 +238,13 @@ def create_app(catalog: Catalog, guard: Guard) -> FastAPI:
             pod = pod or (pod_names(client.get_job(pool, chosen.job_id)) or [None])[0]
             if pod is None:
                 raise NotFoundError(f"job {chosen.job_id} has no pod yet")
-            # chunks of lines: the answer goes out piece by piece, never joined into one string
-            records = client.pod_logs(pool, chosen.job_id, pod, chunk=2000).get("logs") or []
+            # page by page (nextMarker), records of 2000 lines: never the whole log in memory
+            stream = views.log_download(log_records(client, pool, chosen.job_id, pod, chunk=2000), secrets_of(found))
         except JobChainError as exc:
             raise NotFoundError(str(exc)) from None
-        known = secrets_of(found)
-
-        records.reverse()  # popped from the end: each piece is let go as soon as it is sent
-
-        def stream() -> Iterator[bytes]:
-            while records:
-                yield views.redact(records.pop(), known).encode("utf-8")
 
         name = f"{run.run_id}-step{index}-attempt{chosen.attempt}-{pod}.log"
-        return StreamingResponse(stream(), media_type="text/plain; charset=utf-8",
+        return StreamingResponse(stream, media_type="text/plain; charset=utf-8",
                                  headers={"Content-Disposition": f'attachment; filename="{name}"'})
 
     # -- chart data ------------------------------------------------------------------------------
@@ -270,7 +263,7 @@ def create_app(catalog: Catalog, guard: Guard) -> FastAPI:
             client = found.session.client_for(run)
             pool = found.session.chain.pool
             names = pod_names(client.get_job(pool, chosen.job_id))
-            text = "".join(client.pod_logs(pool, chosen.job_id, names[0], max_lines=CURVE_LINES).get("logs") or []) \
+            text = "".join(log_records(client, pool, chosen.job_id, names[0], max_lines=CURVE_LINES)) \
                 if names else ""
         except JobChainError as exc:
             return JSONResponse({"curves": {}, "error": str(exc), "live": step.active})
