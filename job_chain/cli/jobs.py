@@ -79,8 +79,10 @@ def get_cmd(client: Any, job_id: str, pool: Optional[str], as_json: bool) -> Non
     if as_json:
         echo_json(job)
         return
-    for key in ("name", "jobId", "status", "queue", "priority", "image", "createdAt", "finishedAt"):
-        click.echo(f"{key + ':':<12} {job.get(key) or '-'}")
+    shown = dict(job, queueId=job.get("queue"))  # v1 answers the queue, v2 its queueId: the same here
+    for key in ("name", "jobId", "status", "queueId", "priority", "image", "createdAt", "scheduledAt", "runningAt",
+                "finishedAt"):
+        click.echo(f"{key + ':':<12} {shown.get(key) or '-'}")
     pods = ((job.get("podList") or {}).get("pods")) or []
     print_table(
         ["POD", "PHASE", "NODE", "RESTARTS", "AGE"],
