@@ -50,6 +50,7 @@ class Lifecycle:
     state_dir: str
     stop_grace: float
     schedule_delay: float
+    _closing: bool
 
     def _schedule(self, job: Dict[str, Any], delay: Optional[float] = None, now: bool = True) -> None:
         """Start a Scheduled job's pods after ``delay`` (default ``--schedule-delay``): at once
@@ -65,7 +66,7 @@ class Lifecycle:
     def _start_pods(self, job_id: str) -> None:
         """Scheduled → Running: spawn every pod (a job stopped or deleted meanwhile stays so)."""
         job = self.store.get_job(job_id)
-        if job is None:
+        if job is None or self._closing:  # a stopping server leaves it Scheduled for the next one
             return
         try:
             now = time.time()
