@@ -108,8 +108,12 @@ def follow_logs(client: Any, pool: str, job_id: str, pod: str, tail: Optional[in
     def stream(done: bool, **params: Any) -> Iterator[str]:
         return _complete(lines_of(log_records(client, pool, job_id, pod, **params)), done)
 
+    if tail is None and not follow:  # the whole log as it comes, record by record
+        for record in log_records(client, pool, job_id, pod):
+            click.echo(record, nl=False)
+        return
     if tail is None:
-        emit(stream(not follow))
+        emit(stream(False))
     elif tail:
         emit(deque(stream(not follow, max_lines=tail), maxlen=tail))  # at most tail lines held
     since = time.time()

@@ -146,6 +146,24 @@ def _cut(data: bytes, limit: int) -> bytes:
     return data[:cut or limit]
 
 
+def _block(handle: BinaryIO, pos: int, stop: int, room: int, remaining: Optional[int]) -> Tuple[bytes, bool]:
+    """The whole lines (at most ``remaining``) of [pos, stop) that fit in ``room`` bytes, read in one
+    go; if not even one line fits, the first ``room`` bytes of it (then the bool is True)."""
+    handle.seek(pos)
+    block = handle.read(min(room, stop - pos))
+    if remaining is not None and block.count(b"\n") > remaining:
+        at = -1
+        for _ in range(remaining):
+            at = block.find(b"\n", at + 1)
+        block = block[:at + 1]
+    elif pos + len(block) < stop:  # more follows: end at a line's end
+        cut = block.rfind(b"\n") + 1
+        if cut == 0:
+            return _cut(block, room), True
+        block = block[:cut]
+    return block, False
+
+
 def read_page(path: str, page: Page, end: Optional[int], keyword: Optional[bytes],
               limit: int = MAX_LOG_ANSWER) -> Tuple[List[bytes], Optional[Page]]:
     """(the lines of one answer, the page after it or None at the end). A line may be a piece
@@ -155,12 +173,19 @@ def read_page(path: str, page: Page, end: Optional[int], keyword: Optional[bytes
     with open(path, "rb") as handle:
         stop = handle.seek(0, os.SEEK_END) if end is None else min(end, handle.seek(0, os.SEEK_END))
         pos, remaining, inside = page.offset, page.remaining, page.inside
+        if keyword is None and pos < stop and remaining != 0:  # one read, split in C
+            block, inside = _block(handle, pos, stop, limit, remaining)
+            parts = block.split(b"\n")  # not splitlines: a progress bar's \r is no line end
+            out = [part + b"\n" for part in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
+            size, pos = len(block), pos + len(block)
+            if remaining is not None:
+                remaining -= block.count(b"\n")
         scanned = 0
-        while pos < stop and size < limit and remaining != 0 and scanned < MAX_SCAN:
+        while keyword is not None and pos < stop and size < limit and remaining != 0 and scanned < MAX_SCAN:
             piece = next(_pieces(handle, pos, stop), (pos, b""))[1]
             if not piece:
                 break
-            if keyword is not None and not inside:
+            if not inside:
                 matched, after = _line_matches(handle, pos, stop, keyword)
                 if not matched:
                     scanned += after - pos
