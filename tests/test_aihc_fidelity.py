@@ -18,7 +18,7 @@ from typing import Any, Dict, Iterator, Optional, Tuple
 from urllib.parse import urlencode
 
 import pytest
-from chain_helpers import cli, make_chain
+from chain_helpers import make_chain
 from click.testing import CliRunner
 from conftest import LocalServer, job_body
 
@@ -341,22 +341,27 @@ def test_pool_type_filters_and_an_unknown_queue_is_named(pooled: LocalServer) ->
 
 # -- lifecycle: Scheduled, and fault tolerance ------------------------------------------------------
 def test_a_job_is_seen_scheduled_with_schedule_delay(local_server_factory: Any, tmp_path: Path) -> None:
-    server = local_server_factory(extra_args=["--schedule-delay", "2s"])
+    """In-process looks (milliseconds) inside a 3 s delay, so a loaded machine cannot miss it."""
+    from job_chain.cli import cli as job_chain
+    from job_chain.session import ChainSession
+
+    server = local_server_factory(extra_args=["--schedule-delay", "3s"])
     client = server.client()
     job_id = client.create_job(server.pool, job_body("slow-start", "true"))["jobId"]
     job = server.wait_status(job_id, "Scheduled", timeout=5)
     assert job["scheduledAt"] and job["runningAt"] == "" and job["podList"]["pods"][0]["PodIP"] == ""
     assert v2_client(server).get_job(server.pool, job_id)["status"] == "Scheduled"
-    shown = cli("jobs", "get", job_id, "--pool", server.pool, server=server, check=True).stdout
+    shown = CliRunner().invoke(job_chain, ["jobs", "get", job_id, "--pool", server.pool],
+                               env={"JOB_CHAIN_CREDENTIALS": server.credentials_file}).stdout
     assert re.search(r"queueId:\s+default", shown) and re.search(r"scheduledAt:\s+20", shown)
-    assert re.search(r"runningAt:\s+-", shown)
+    assert re.search(r"runningAt:\s+-", shown) and re.search(r"status:\s+Scheduled", shown)
+    # job-chain treats Scheduled as still going: the run is running, its step Scheduled
+    chain = make_chain(tmp_path, [{"script": "echo hi\n"}], server.pool)
+    session = ChainSession.from_file(str(chain), client=client)
+    status = session.status(session.start().run_id)
+    assert status.steps[0].status == "Scheduled" and status.outcome == "running" and status.steps[0].active
     done = server.wait_status(job_id, "Succeeded", timeout=15)
     assert done["scheduledAt"] <= done["runningAt"] <= done["finishedAt"]
-    # job-chain treats Scheduled as still going: the run is running, the step Scheduled
-    chain = make_chain(tmp_path, [{"script": "echo hi\n"}], server.pool)
-    cli("run", str(chain), server=server, check=True)
-    status = json.loads(cli("status", str(chain), "--json", server=server, check=True).stdout)
-    assert status["steps"][0]["status"] == "Scheduled" and status["outcome"] == "running"
 
 
 def events_of(server: LocalServer, pool: str, job_id: str, reason: str) -> list:

@@ -264,7 +264,7 @@ class Backend:
         since = parse_int("startTime", start, minimum=0)
         until = parse_int("endTime", end, minimum=0)
         limit = parse_int("maxLines", max_lines, minimum=0)
-        group = parse_int("chunkSize", chunk, default_chunk, minimum=0) or 0
+        group = parse_int("chunkSize" if default_chunk else "chunk", chunk, default_chunk, minimum=0) or 0
         keyword = keywords.encode("utf-8") if keywords else None
         _, log_path, _ = pod_paths(self.state_dir, job_id, pod)
         try:
