@@ -158,6 +158,9 @@ def test_v2_create_needs_its_queue_and_matching_queue_id(pooled: LocalServer) ->
     status, answer = v2_raw(pooled, "CreateJob", dict(body, queue="q2"), headers=JOB_V2,
                             resourcePoolId=POOL, queueID="q2")
     assert status == 200 and answer["jobId"]
+    status, answer = v2_raw(pooled, "CreateJob", dict(body, queue="q2", jobType="TFJob"), headers=JOB_V2,
+                            resourcePoolId=POOL)  # AIHC runs it; the local server says it cannot
+    assert (status, answer["code"]) == (501, "NotImplemented") and "PyTorchJob only" in answer["message"]
 
 
 def test_version_header_and_method_are_refused_as_the_service_would(pooled: LocalServer) -> None:

@@ -146,6 +146,9 @@ class BackendV2:
         if fields.get("queue") is None:
             raise BadRequest("queue: required (the job's queue, e.g. \"default\"; Baidu's CreateJob page)",
                              code=INAPPROPRIATE)
+        if fields.get("jobType") in ("TFJob", "MPIJob"):  # the page's other types: AIHC runs them, we cannot
+            raise NotSupported(f"jobType {fields['jobType']} is not supported by the local server (it runs "
+                               "PyTorchJob only)")
         queue = query.get("queueID")
         if queue and isinstance(fields["queue"], str) and queue != fields["queue"]:
             self.pools.find_queue(pool, queue)
