@@ -367,6 +367,19 @@ def test_a_job_is_seen_scheduled_with_schedule_delay(local_server_factory: Any, 
     assert done["scheduledAt"] <= done["runningAt"] <= done["finishedAt"]
 
 
+@pytest.mark.parametrize(("text", "seconds"), [("0", 0.0), ("20s", 20.0), ("1m", 60.0), ("2.5", 2.5),
+                                               ("20.0", 20.0), ("-1", None), ("2d", None), ("soon", None)])
+def test_schedule_delay_takes_durations_and_seconds(text: str, seconds: Optional[float]) -> None:
+    from job_chain.cli import cli as job_chain
+    from job_chain.cli.local import Delay
+
+    if seconds is not None:
+        assert Delay().convert(text, None, None) == seconds  # `local start` passes "20.0" to serve
+    else:
+        result = CliRunner().invoke(job_chain, ["local", "serve", "--schedule-delay", text])
+        assert result.exit_code == 2 and "is not a duration of at most a day" in result.output
+
+
 def events_of(server: LocalServer, pool: str, job_id: str, reason: str) -> list:
     return [e for e in server.client().job_events(pool, job_id)["events"] if e["reason"] == reason]
 

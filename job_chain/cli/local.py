@@ -10,7 +10,7 @@ import click
 
 
 class Delay(click.ParamType):
-    """A duration such as ``20s``, ``1m`` or ``0`` (seconds)."""
+    """A duration such as ``20s``, ``1m``, ``0`` or a number of seconds (``2.5``)."""
 
     name = "duration"
 
@@ -20,8 +20,11 @@ class Delay(click.ParamType):
         if isinstance(value, float):
             return value
         text = str(value).strip()
-        seconds = 0.0 if text in ("0", "0s") else parse_duration(text)
-        if seconds is None or seconds > 86400:
+        try:
+            seconds: Optional[float] = float(text)  # plain seconds, as `local start` passes them on
+        except ValueError:
+            seconds = 0.0 if text == "0s" else parse_duration(text)
+        if seconds is None or not 0 <= seconds <= 86400:
             self.fail(f"{value!r} is not a duration of at most a day (e.g. 20s, 1m, 0)", param, ctx)
         return seconds
 
