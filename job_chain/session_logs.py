@@ -44,6 +44,7 @@ class LogsMixin:
         With ``tail``, only the last ``tail`` lines are asked of the API (its ``maxLines``).
         """
         from job_chain.aihc.client import pod_names
+        from job_chain.aihc.logpages import log_records
 
         run = self.run(run_id)
         _, chosen = self.attempt(run.run_id, step, attempt)
@@ -54,8 +55,8 @@ class LogsMixin:
             if not names:
                 raise UsageError(f"job {chosen.job_id} has no pods yet")
             pod = names[0]
-        # the server cuts the tail (maxLines), so a 100 MB log is not fetched to show 200 lines
-        text = "".join(client.pod_logs(pool, chosen.job_id, pod, max_lines=tail).get("logs") or [])
+        # the server cuts the tail (maxLines); a whole log comes page by page
+        text = "".join(log_records(client, pool, chosen.job_id, pod, max_lines=tail))
         if tail is not None:
             text = "".join(text.splitlines(True)[-tail:]) if tail else ""
         return text

@@ -29,9 +29,13 @@ def test_create_list_detail_shapes(shared_server: LocalServer) -> None:
     listed = client.list_jobs(pool, page_size=100)
     assert set(listed) == {"total", "jobs", "orderBy", "order", "pageNo", "pageSize"}
     entry = next(j for j in listed["jobs"] if j["jobId"] == created["jobId"])
-    assert set(entry) == {"jobId", "name", "resourcePoolId", "command", "createdAt", "finishedAt",
-                          "datasources", "enableFaultTolerance", "labels", "priority", "queue",
-                          "status", "image", "resources", "enableRDMA", "queueingSequence"}
+    seed = {"jobId", "name", "resourcePoolId", "command", "createdAt", "finishedAt", "datasources",
+            "enableFaultTolerance", "labels", "priority", "queue", "status", "image", "resources", "enableRDMA",
+            "queueingSequence"}
+    go_sdk = {"runningAt", "scheduledAt", "customFaultTolerancePattern", "hostNetwork", "replicas", "envs",
+              "jobFramework", "enableBccl", "enableBcclStatus", "enableBcclErrorReason", "k8sUID", "k8sNamespace"}
+    assert set(entry) == seed | go_sdk  # seed 001's list item and the Go SDK's OpenAPIGetJobResponseResult
+    assert entry["runningAt"].endswith("Z") and entry["scheduledAt"] <= entry["runningAt"]
     labels = {lb["key"]: lb["value"] for lb in entry["labels"]}
     assert labels["aijob.cce.baidubce.com/create-from-aihcp-api"] == "true"
     assert labels["aijob.cce.baidubce.com/openapi-jobid"] == created["jobId"]
@@ -43,6 +47,7 @@ def test_create_list_detail_shapes(shared_server: LocalServer) -> None:
     assert pods[0]["objectMeta"]["name"] == "shape-job-master-0"
     assert pods[0]["podStatus"] == {"podPhase": "Succeeded", "status": "Succeeded"}
     assert pods[0]["replicaType"] == "master"
+    assert pods[0]["reason"] == "Completed" and pods[0]["finishedAt"].endswith("Z")  # Go SDK OpenAPIPod
     envs = {e["name"]: e["value"] for e in pods[0]["envs"]}
     assert envs["RANK"] == "0" and envs["WORLD_SIZE"] == "1"
 
@@ -75,7 +80,7 @@ def test_sdk_create_and_lifecycle(shared_server: LocalServer) -> None:
         if logs["logs"]:
             break
         time.sleep(0.05)
-    assert logs == {"jobId": job_id, "podName": pod, "logs": ["from-sdk\n"]}
+    assert logs == {"jobId": job_id, "podName": pod, "logs": ["from-sdk\n"], "nextMarker": ""}  # Go SDK PodLogResult
     nodes = _sdk_dict(sdk.get_aijob_nodes(pool, job_id))["result"]
     assert nodes["jobID"] == job_id and len(nodes["nodeName"]) == 1
     url = _sdk_dict(sdk.get_webterminal(pool, job_id, pod))["result"]["WebTerminalUrl"]
@@ -246,9 +251,11 @@ def test_client_token_is_idempotent_even_concurrently(shared_server: LocalServer
     assert len(results) == 8 and len(set(results)) == 1
     names = [j["name"] for j in client.list_jobs(pool, page_size=100)["jobs"]]
     assert names.count("tok") == 1 and names.count("tok2") == 1
-    # the same token in another pool is another job
-    other = client.create_job("pool-token-2", job_body("tok", "true"), client_token=token)
-    assert other["jobId"] != first["jobId"]
+    # a token names one request: in another pool it is another request, refused as BCE's rule has it
+    with pytest.raises(AIHCError) as info:
+        client.create_job("pool-token-2", job_body("tok", "true"), client_token=token)
+    assert (info.value.status, info.value.code) == (403, "IdempotentParameterMismatch")
+    assert "pool-token" in info.value.message and first["jobId"] in info.value.message
 
 
 def test_metrics_real_cpu_samples(shared_server: LocalServer) -> None:

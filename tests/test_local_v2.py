@@ -48,7 +48,7 @@ def test_official_v2_job_client_runs_unchanged(pooled: LocalServer) -> None:
     assert created["jobName"] == "v2-sdk" and created["requestId"]
     pooled.wait_status(job_id, "Running", pool=POOL)
 
-    detail = data(sdk.DescribeJob(POOL, job_id))
+    detail = data(sdk.DescribeJob(POOL, job_id, needDetail=True))
     assert detail["jobId"] == job_id and detail["command"].startswith("echo from-v2")
     assert detail["jobSpec"]["image"] == "local" and detail["queue"] == "default"
     listed = data(sdk.DescribeJobs(POOL, status="Running", keywork="v2-s"))  # the SDK's spelling
@@ -97,18 +97,19 @@ def test_pools_and_queues_answer_from_state(pooled: LocalServer) -> None:
     v1, v2 = pooled.sdk(), pooled.sdk_v2()
     pools = data(v2.DescribeResourcePools())
     assert pools["totalCount"] == 2
-    assert {p["resourcePoolId"]: p["capacity"] for p in pools["resourcePools"]} == {POOL: 8, "cce-other": None}
-    assert data(v2.DescribeResourcePool(POOL))["queues"] == 2
+    assert {p["resourcePoolId"]: p["maxRunningJobs"] for p in pools["resourcePools"]} == {POOL: 8, "cce-other": None}
+    assert data(v2.DescribeResourcePool(POOL))["nodeNum"] == 1
     queues = data(v2.DescribeQueues(POOL))
-    assert {q["queueName"]: q["capacity"] for q in queues["queues"]} == {"default": 2, "q1": 1}
-    assert data(v2.DescribeQueue(f"{POOL}.q1"))["capacity"] == 1
+    assert {q["queueName"]: q["maxRunningJobs"] for q in queues["queues"]} == {"default": 2, "q1": 1}
+    q1 = next(q["queueId"] for q in queues["queues"] if q["queueName"] == "q1")
+    assert data(v2.DescribeQueue(q1))["maxRunningJobs"] == 1
     assert [q["queueName"] for q in data(v2.DescribeQueues("cce-other"))["queues"]] == ["default"]
 
-    assert {p.resourcePoolId for p in v1.get_all_pools().result.resourcePools} == {POOL, "cce-other"}
-    assert v1.get_pool(POOL).result.capacity == 8
+    assert {p.metadata.id for p in v1.get_all_pools().result.resourcePools} == {POOL, "cce-other"}
+    assert v1.get_pool(POOL).result.resourcePool.maxRunningJobs == 8
     assert v1.get_all_nodes(POOL).result.total == 1
-    assert {q.queueName for q in v1.get_all_queues(POOL).result.queues} == {"default", "q1"}
-    assert v1.get_queue(POOL, "q1").result.capacity == 1
+    assert {q.name for q in v1.get_all_queues(POOL).result.queues} == {"default", "q1"}
+    assert v1.get_queue(POOL, "q1").result.queue.maxRunningJobs == 1
     missing = sdk_error(v1.get_queue, POOL, "nope")
     assert missing.status_code == 404 and missing.code == "NoSuchQueue"
 

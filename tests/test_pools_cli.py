@@ -26,13 +26,15 @@ def pooled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalServer]:
 
 @pytest.mark.parametrize("version", ["v1", "v2"])
 def test_pools_and_queues(pooled: LocalServer, version: str) -> None:
+    from job_chain.aihc.pools import pool_row, queue_row
+
     pools = json.loads(cli("pools", "--json", "--api-version", version, server=pooled, check=True).stdout)
-    assert {p["resourcePoolId"]: p["capacity"] for p in pools} == {"cce-a": 8, "cce-b": None}
+    assert {pool_row(p)["resourcePoolId"]: pool_row(p)["maxRunningJobs"] for p in pools} == {"cce-a": 8, "cce-b": None}
     table = cli("pools", "--api-version", version, server=pooled, check=True).stdout
     assert "cce-a" in table and "cce-b" in table
     queues = json.loads(cli("queues", "--pool", "cce-a", "--json", "--api-version", version,
                             server=pooled, check=True).stdout)
-    assert {q["queueName"]: q["capacity"] for q in queues} == {"default": 2, "gpu": 1}
+    assert {queue_row(q)["queueName"]: queue_row(q)["maxRunningJobs"] for q in queues} == {"default": 2, "gpu": 1}
     assert "gpu" in cli("queues", "--pool", "cce-a", server=pooled, check=True).stdout
     missing = cli("queues", "--pool", "cce-zzz", "--api-version", version, server=pooled)
     assert missing.returncode != 0 and "NoSuchResourcePool" in missing.stderr

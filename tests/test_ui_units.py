@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from job_chain.chain.loader import ChainFileError, check_chain_data
-from job_chain.local.backend import read_log_tail
 from job_chain.redaction import REDACTED, redact
 from job_chain.ui.catalog import find_chain_files
 from job_chain.ui.curves import parse_curves, patterns_for
@@ -89,7 +88,10 @@ def test_chain_discovery_is_bounded(tmp_path: Path) -> None:
 def test_tail_bytes_reads_the_last_lines(lines: int, tmp_path: Path) -> None:
     text = "".join(f"line {n} " + "x" * (n % 300) + "\n" for n in range(3000)) + "partial"
     (tmp_path / "pod.log").write_text(text)
-    got = read_log_tail(str(tmp_path / "pod.log"), 0, lines, 1 << 30).decode()
+    from job_chain.local.logs import first_page, read_page
+
+    path = str(tmp_path / "pod.log")
+    got = b"".join(read_page(path, first_page(path, 0, None, lines, None), None, None, 1 << 30)[0]).decode()
     if lines == 0:
         assert got == ""
     else:

@@ -33,5 +33,6 @@ class JobsAPI(Protocol):
         """``{"events": [...]}`` of a job: where exit codes and failure reasons are told."""
 
     def pod_logs(self, pool: str, job_id: str, pod: str, *, start_time: Optional[int] = None,
-                 max_lines: Optional[int] = None, chunk: Optional[int] = None) -> Dict[str, Any]:
-        """``{"logs": [...]}`` of one pod."""
+                 max_lines: Optional[int] = None, chunk: Optional[int] = None, end_time: Optional[int] = None,
+                 keywords: Optional[str] = None, marker: Optional[str] = None) -> Dict[str, Any]:
+        """``{"logs": [...], "nextMarker": …}``: one page of one pod's log (see :mod:`logpages`)."""

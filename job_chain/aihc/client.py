@@ -306,10 +306,8 @@ class AIHCClient:
             "PUT", _job_path(job_id), params={"resourcePoolId": pool}, body={"priority": priority},
         ))
 
-    def job_events(
-        self, pool: str, job_id: str, *, framework: str = FRAMEWORK,
-        start_time: Optional[str] = None, end_time: Optional[str] = None,
-    ) -> Dict[str, Any]:
+    def job_events(self, pool: str, job_id: str, *, framework: str = FRAMEWORK,
+                   start_time: Optional[str] = None, end_time: Optional[str] = None) -> Dict[str, Any]:
         """GET /api/v1/aijobs/{jobId}/events → ``{"events": [...], "total": N}``."""
         return self._result(self.request("GET", _job_path(job_id, "events"), params={
             "resourcePoolId": pool, "jobFramework": framework,
@@ -318,17 +316,17 @@ class AIHCClient:
 
     def pod_logs(
         self, pool: str, job_id: str, pod: str, *, start_time: Optional[int] = None,
-        max_lines: Optional[int] = None, chunk: Optional[int] = None,
+        max_lines: Optional[int] = None, chunk: Optional[int] = None, end_time: Optional[int] = None,
+        keywords: Optional[str] = None, marker: Optional[str] = None,
     ) -> Dict[str, Any]:
-        """GET .../pods/{podName}/logs → ``{"jobId", "podName", "logs": [...]}``."""
+        """GET .../pods/{podName}/logs → ``{"jobId", "podName", "logs", "nextMarker"}`` (one page:
+        follow ``nextMarker`` with :func:`job_chain.aihc.logpages.log_pages`)."""
         return self._result(self.request("GET", _pod_path(job_id, pod, "logs"), params={
             "resourcePoolId": pool, "startTime": start_time, "maxLines": max_lines, "chunk": chunk,
-        }))
+            "endTime": end_time, "keywords": keywords, "marker": marker}))
 
-    def pod_events(
-        self, pool: str, job_id: str, pod: str, *, framework: str = FRAMEWORK,
-        start_time: Optional[str] = None, end_time: Optional[str] = None,
-    ) -> Dict[str, Any]:
+    def pod_events(self, pool: str, job_id: str, pod: str, *, framework: str = FRAMEWORK,
+                   start_time: Optional[str] = None, end_time: Optional[str] = None) -> Dict[str, Any]:
         """GET .../pods/{podName}/events → ``{"events": [...], "total": N}``."""
         return self._result(self.request("GET", _pod_path(job_id, pod, "events"), params={
             "resourcePoolId": pool, "jobFramework": framework,
@@ -353,16 +351,13 @@ class AIHCClient:
         """GET .../nodes → ``{"jobID", "nodeName": [...]}``."""
         return self._result(self.request("GET", _job_path(job_id, "nodes"), params={"resourcePoolId": pool}))
 
-    def webterminal(
-        self, pool: str, job_id: str, pod: str, *, handshake_timeout: Optional[int] = None,
-        ping_timeout: Optional[int] = None,
-    ) -> Dict[str, Any]:
+    def webterminal(self, pool: str, job_id: str, pod: str, *, handshake_timeout: Optional[int] = None,
+                    ping_timeout: Optional[int] = None) -> Dict[str, Any]:
         """GET .../pods/{podName}/webterminal → ``{"WebTerminalUrl": "ws(s)://..."}``."""
         return self._result(self.request("GET", _pod_path(job_id, pod, "webterminal"), params={
             "resourcePoolId": pool, "handshakeTimeoutSecond": handshake_timeout,
             "pingTimeoutSecond": ping_timeout,
         }))
-
 
     # -- resource pools and queues (the SDK's get_all_pools ... get_queue) ----------------------
     def list_pools(self) -> List[Dict[str, Any]]:

@@ -14,7 +14,8 @@ from job_chain.aihc import v2
 from job_chain.aihc.client import FRAMEWORK, AIHCClient
 from job_chain.aihc.errors import AIHCError
 
-HEADERS = {b"X-API-Version": b"v2"}
+JOB_HEADERS = {b"X-API-Version": b"v2"}  # the job pages' header (and the SDK's job client)
+POOL_HEADERS = {b"version": b"v2"}  # the pool and queue pages' header (and both SDKs')
 
 
 class AIHCClientV2(AIHCClient):
@@ -23,20 +24,38 @@ class AIHCClientV2(AIHCClient):
     api_version = "v2"
     _filters_on_server = True
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._queues: Dict[str, str] = {}  # job id → its queue: a job's queue never changes
+
     def action(self, name: str, pool: Optional[str] = None, body: Optional[Dict[str, Any]] = None,
                *, params: Optional[Dict[str, Any]] = None, retry: bool = True,
                method: str = "POST") -> Dict[str, Any]:
-        """One v2 action; the flat answer (``requestId`` and the action's fields)."""
+        """One v2 action; the flat answer (``requestId`` and the action's fields). Job actions are
+        POST with ``X-API-Version: v2``, pool and queue actions GET with ``version: v2``."""
         query: Dict[str, Any] = {"action": name, "resourcePoolId": pool, **(params or {})}
         clean = {k: v for k, v in (body or {}).items() if v is not None}
         return self.request(method, "/", params=query, body=clean if method == "POST" else None,
-                            retry=retry, headers=HEADERS)
+                            retry=retry, headers=JOB_HEADERS if method == "POST" else POOL_HEADERS)
+
+    def _remember(self, job: Dict[str, Any]) -> Dict[str, Any]:
+        if job.get("jobId") and job.get("queue"):
+            self._queues[str(job["jobId"])] = str(job["queue"])
+        return job
+
+    def _queue_of(self, pool: str, job_id: str) -> Dict[str, Any]:
+        """``{"queueID": …}`` for the 2026 pages that take the job's queue (asked once if unknown)."""
+        if job_id not in self._queues:
+            self.get_job(pool, job_id)
+        return {"queueID": self._queues.get(job_id)}
 
     # -- jobs ------------------------------------------------------------------------------
     def create_job(self, pool: str, body: Dict[str, Any], client_token: Optional[str] = None) -> Dict[str, Any]:
         """CreateJob with the v1 body mapped; retried only with a client token."""
-        answer = self.action("CreateJob", pool, v2.create_to_v2(body), params={"clientToken": client_token},
-                             retry=client_token is not None)
+        mapped = v2.create_to_v2(body)
+        params = v2.create_params(pool, mapped, client_token)
+        answer = self.action("CreateJob", pool, mapped, params=params, retry=client_token is not None)
+        self._remember({"jobId": answer.get("jobId"), "queue": mapped["queue"]})
         return {"jobId": answer.get("jobId"), "jobName": answer.get("jobName")}
 
     def list_jobs(self, pool: str, *, queue: Optional[str] = None, order_by: Optional[str] = None,
@@ -49,10 +68,15 @@ class AIHCClientV2(AIHCClient):
             "pageNumber": page_no, "pageSize": page_size, "status": status or None,
             "keywordType": "name" if name else None, "keyword": name or None,
         })
-        return v2.list_from_v2(answer, page_no or 1, page_size or 10)
+        listed = v2.list_from_v2(answer, page_no or 1, page_size or 10)
+        for job in listed["jobs"]:
+            self._remember(job)
+        return listed
 
     def get_job(self, pool: str, job_id: str) -> Dict[str, Any]:
-        return v2.job_from_v2(self.action("DescribeJob", pool, {"jobId": job_id, "needDetail": True}))
+        """DescribeJob with its pods (``needDetail``), sending the job's ``queueID`` when known."""
+        return self._remember(v2.job_from_v2(self.action("DescribeJob", pool, {"jobId": job_id, "needDetail": True},
+                                                         params={"queueID": self._queues.get(job_id)})))
 
     def delete_job(self, pool: str, job_id: str) -> Dict[str, Any]:
         return self.action("DeleteJob", pool, {"jobId": job_id})
@@ -76,12 +100,18 @@ class AIHCClientV2(AIHCClient):
         return {"events": answer.get("events") or [], "total": answer.get("total", 0)}
 
     def pod_logs(self, pool: str, job_id: str, pod: str, *, start_time: Optional[int] = None,
-                 max_lines: Optional[int] = None, chunk: Optional[int] = None) -> Dict[str, Any]:
-        """DescribeJobLogs: ``startTime`` as ``yyyy-MM-dd HH:mm:ss`` UTC, ``chunkSize`` lines."""
-        answer = self.action("DescribeJobLogs", pool, {"jobId": job_id, "podName": pod,
-                                                       "startTime": v2.log_time(start_time),
-                                                       "chunkSize": max_lines})
-        return {"jobId": job_id, "podName": pod, "logs": answer.get("logs") or []}
+                 max_lines: Optional[int] = None, chunk: Optional[int] = None, end_time: Optional[int] = None,
+                 keywords: Optional[str] = None, marker: Optional[str] = None) -> Dict[str, Any]:
+        """DescribeJobLogs as the 2026 page has it: unix ``startTime``/``endTime``, ``maxLines``,
+        ``keywords``, ``chunkSize`` (lines per record; 0 is sent as "all in one" is v1's), ``marker``."""
+        answer = self.action("DescribeJobLogs", pool, {
+            "jobId": job_id, "podName": pod, "startTime": None if start_time is None else str(start_time),
+            "endTime": None if end_time is None else str(end_time),
+            "maxLines": None if max_lines is None else str(max_lines),
+            "chunkSize": None if chunk is None else str(chunk), "keywords": keywords, "marker": marker,
+        }, params=self._queue_of(pool, job_id))
+        return {"jobId": job_id, "podName": pod, "logs": answer.get("logs") or [],
+                "nextMarker": answer.get("nextMarker") or ""}
 
     def job_metrics(self, pool: str, job_id: str, metric_type: str, *, start_time: Optional[int] = None,
                     end_time: Optional[int] = None, time_step: Optional[int] = None) -> Dict[str, Any]:
@@ -89,27 +119,29 @@ class AIHCClientV2(AIHCClient):
                         code="NotInV2")
 
     def job_nodes(self, pool: str, job_id: str) -> Dict[str, Any]:
-        return v2.nodes_from_v2(self.action("DescribeJobNodeNames", pool, {"jobId": job_id}))
+        return v2.nodes_from_v2(self.action("DescribeJobNodes", pool, {"jobId": job_id},
+                                            params=self._queue_of(pool, job_id)))
 
     def webterminal(self, pool: str, job_id: str, pod: str, *, handshake_timeout: Optional[int] = None,
                     ping_timeout: Optional[int] = None) -> Dict[str, Any]:
-        return v2.webterminal_from_v2(self.action("GetJobWebTerminalUrl", pool, {
+        return v2.webterminal_from_v2(self.action("DescribeJobWebterminal", pool, {
             "jobId": job_id, "podName": pod, "handshakeTimeoutSecond": handshake_timeout,
-            "pingTimeoutSecond": ping_timeout}))
+            "pingTimeoutSecond": ping_timeout}, params=self._queue_of(pool, job_id)))
 
     # -- pools and queues ------------------------------------------------------------------
     def list_pools(self) -> List[Dict[str, Any]]:
+        """DescribeResourcePools of the self-operated (``common``) pools, every page."""
         pools: List[Dict[str, Any]] = []
         page = 1
         while True:
             answer = self.action("DescribeResourcePools", None, method="GET",
                                  params={"resourcePoolType": "common", "pageNumber": page, "pageSize": 100})
-            found = v2.pools_from_v2(answer)
+            found = list(answer.get("resourcePools") or [])
             pools += found
             if len(found) < 100 or len(pools) >= int(answer.get("totalCount") or 0):
                 return pools
             page += 1
 
     def list_queues(self, pool: str) -> List[Dict[str, Any]]:
-        return v2.queues_from_v2(self.action("DescribeQueues", pool, method="GET",
-                                             params={"pageNumber": 1, "pageSize": 1000}))
+        return list(self.action("DescribeQueues", pool, method="GET",
+                                params={"pageNumber": 1, "pageSize": 1000}).get("queues") or [])

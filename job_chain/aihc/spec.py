@@ -1,15 +1,20 @@
-"""The one set of rules for an AIHC create-job body, shared by the chain loader and the local server.
+"""The one set of rules for an AIHC create-job body, in two modes: strict (``job-chain validate``)
+and accepting (the local server).
 
-:func:`body_problems` returns *every* problem as ``(json path relative to the body, message)``,
-e.g. ``("jobSpec.envs[0].name", "'A=B' is not a valid environment variable name")``. The chain
-loader prefixes the paths with ``jobs[i].`` and lists them all; the local server answers 400
-naming them. Keeping both on these rules means a chain that validates is a body the local
-server accepts, and the other way round.
+:func:`body_problems` (strict) returns *every* problem as ``(json path relative to the body,
+message)``, e.g. ``("jobSpec.envs[0].name", "'A=B' is not a valid environment variable name")``,
+an unknown key included, with a "did you mean" hint: a typo such as ``"replica": 2`` must not
+silently run one pod. :func:`accepted_body` (accepting) applies the same rules but *ignores* an
+unknown key, as BCE's API rule asks of every service ("all unrecognisable items should be
+ignored", the InappropriateJSON row of BCE's common error table), and returns the ignored paths
+so the local server can log them. One set of rules, so a chain that validates is a body the
+local server accepts, and what the local server accepts is what AIHC takes.
 
-Known keys come from seed 001 (the create-job request table and its example) and the SDK's
-create bodies (``baidubce/services/aihc``: ``chain_info_temp.py``, the ``JobSpec`` and
-``Datasource`` models). Anything else is refused with a "did you mean" hint, so a typo such as
-``"replica": 2`` cannot silently run one pod.
+Known keys: seed 001's create table, Baidu's current CreateJob page (``Hmayv96tj``, 2026-01),
+the Python SDK's ``JobConfig``/``JobSpec``/``Resource``/``Datasource`` models
+(``baidubce/services/aihc/modules/job/job_model.py``) and the Go SDK's
+``OpenAPIJobCreateRequest``/``OpenAPIAIJobSpec``/``OpenAPIDatasource``
+(``services/aihc/api/v1/aiJob.go``). docs/api-v2.md lists each with its source.
 """
 
 from __future__ import annotations
@@ -29,21 +34,54 @@ FRAMEWORK = "PyTorchJob"
 ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # use with fullmatch
 _PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
-TOP_KEYS = frozenset({"name", "queue", "jobFramework", "jobSpec", "faultTolerance", "labels", "priority",
-                      "datasources", "enableBccl", "faultToleranceConfig"})
-SPEC_KEYS = frozenset({"command", "image", "replicas", "resources", "enableRDMA", "envs",
-                       "imageConfig", "hostNetwork"})
-ENV_KEYS = frozenset({"name", "value"})
-LABEL_KEYS = frozenset({"key", "value"})
-DATASOURCE_KEYS = frozenset({"type", "name", "mountPath", "options"})
-RESOURCE_KEYS = frozenset({"name", "quantity"})
 MAX_REPLICAS = 2**31 - 1  # a Kubernetes int32 field; the local server caps lower (its own capacity)
 # Linux takes at most 32 pages per argument or environment string (MAX_ARG_STRLEN, with its
 # closing NUL), and a job's command is one argument of ``bash -c``; all of them together at most
 # ARG_MAX, 2 MiB with the default 8 MiB stack (less what the platform adds: PATH, RANK, ...).
 MAX_ARG_BYTES = 32 * 4096 - 1
 MAX_ARGS_TOTAL = 2 * 1024 * 1024 - 128 * 1024
-_BOOLEANS = {"faultTolerance": "", "enableBccl": "", "enableRDMA": "jobSpec.", "hostNetwork": "jobSpec."}
+# a Kubernetes resource quantity, as the SDK's ``Resource`` model sends it ("8", "1.5", "16Gi")
+QUANTITY_RE = re.compile(r"[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?")
+
+
+class Shape:
+    """The keys an object may hold, and the objects (or lists of objects) nested under some."""
+
+    def __init__(self, keys: FrozenSet[str], children: Optional[Dict[str, Tuple[str, Shape]]] = None) -> None:
+        self.keys = keys
+        self.children = children or {}
+
+
+def _keys(*names: str) -> FrozenSet[str]:
+    return frozenset(names)
+
+
+LEAF = Shape(frozenset())
+# seed 001's create table, its tensorboardConfig (2025 v1 page), Baidu's CreateJob page (2026:
+# faultToleranceArgs, alertConfig, retentionPeriod), the SDK's JobConfig (resourcePoolId in the
+# body) and the Go SDK's OpenAPIJobCreateRequest (codeSource … runningTimeoutStopTimeUnit)
+BODY = Shape(_keys("name", "queue", "jobFramework", "jobSpec", "faultTolerance", "labels", "priority",
+                   "datasources", "enableBccl", "faultToleranceConfig", "faultToleranceArgs",
+                   "tensorboardConfig", "alertConfig", "retentionPeriod", "resourcePoolId", "codeSource",
+                   "logCollectionFilePatterns", "requiredNodeAffinity", "preferredNodeAffinity",
+                   "runningTimeoutStopTimeUnit"), {
+    "jobSpec": ("object", Shape(_keys("command", "image", "replicas", "resources", "enableRDMA", "envs",
+                                      "imageConfig", "hostNetwork", "privileged"), {
+        "envs": ("list", Shape(_keys("name", "value"))),
+        "resources": ("list", Shape(_keys("name", "quantity"))),
+        "imageConfig": ("object", Shape(_keys("username", "password"))),
+    })),
+    "labels": ("list", Shape(_keys("key", "value"))),
+    "datasources": ("list", Shape(_keys("type", "name", "mountPath", "options", "id", "sourcePath"))),
+    # the Go SDK's OpenAPIJobFaultToleranceConfig
+    "faultToleranceConfig": ("object", Shape(_keys("enabledHangDetection", "hangDetectionTimeoutMinutes",
+                                                    "faultToleranceLimit", "customFaultTolerancePattern"))),
+})
+_BOOLEANS = {"faultTolerance": "", "enableBccl": "", "enableRDMA": "jobSpec.", "hostNetwork": "jobSpec.",
+             "privileged": "jobSpec."}
+_STRINGS = ("faultToleranceArgs", "retentionPeriod", "runningTimeoutStopTimeUnit", "resourcePoolId")
+_STRING_LISTS = ("logCollectionFilePatterns", "requiredNodeAffinity", "preferredNodeAffinity")
+_OBJECTS = ("tensorboardConfig", "alertConfig", "codeSource", "faultToleranceConfig")
 
 Problem = Tuple[str, str]
 
@@ -166,6 +204,40 @@ def unknown_keys(obj: Dict[str, Any], known: FrozenSet[str], where: str) -> List
     return [(key_path(where, key), "unknown key" + hint(key, known)) for key in unknown]
 
 
+def _unknown_in(obj: Any, shape: Shape, where: str) -> List[Problem]:
+    """Every unknown key of ``obj`` and of the objects nested in it that ``shape`` describes."""
+    if not isinstance(obj, dict):
+        return []
+    problems = unknown_keys(obj, shape.keys, where) if shape.keys else []
+    for key, (kind, child) in shape.children.items():
+        value = obj.get(key)
+        if kind == "object":
+            problems += _unknown_in(value, child, key_path(where, key))
+        elif isinstance(value, list):
+            for k, item in enumerate(value):
+                problems += _unknown_in(item, child, f"{key_path(where, key)}[{k}]")
+    return problems
+
+
+def _without_unknown(obj: Any, shape: Shape, where: str, ignored: List[str]) -> Any:
+    """A copy of ``obj`` without the keys ``shape`` does not know (their paths go to ``ignored``)."""
+    if not isinstance(obj, dict):
+        return obj
+    out = {}
+    for key, value in obj.items():
+        path = key_path(where, key)
+        if shape.keys and key not in shape.keys:
+            ignored.append(path)
+            continue
+        kind, child = shape.children.get(key, ("", LEAF))
+        if kind == "object":
+            value = _without_unknown(value, child, path, ignored)
+        elif kind == "list" and isinstance(value, list):
+            value = [_without_unknown(item, child, f"{path}[{k}]", ignored) for k, item in enumerate(value)]
+        out[key] = value
+    return out
+
+
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -228,7 +300,8 @@ def priority_problem(priority: Any) -> Optional[str]:
 
 def body_problems(body: Any, *, max_replicas: Optional[int] = None, command_room: int = 0,
                   also_known: FrozenSet[str] = frozenset()) -> List[Problem]:
-    """Every problem of a create-job body, as (path relative to the body, message).
+    """Every problem of a create-job body, as (path relative to the body, message): strict
+    mode (``job-chain validate``), where an unknown key is a problem with a "did you mean" hint.
 
     ``max_replicas`` adds a cap (the local server runs each replica as a process on one machine).
     ``jobSpec.command`` is the command itself: the chain loader resolves script files first, and
@@ -238,8 +311,29 @@ def body_problems(body: Any, *, max_replicas: Optional[int] = None, command_room
     """
     if not isinstance(body, dict):
         return [("", f"must be an object (an AIHC create-job body), found {json_type(body)}")]
-    problems: List[Problem] = unknown_keys({k: v for k, v in body.items() if k not in also_known},
-                                           TOP_KEYS | also_known, "")
+    top = {k: v for k, v in body.items() if k not in also_known}
+    shape = Shape(BODY.keys | also_known, BODY.children) if also_known else BODY
+    return _unknown_in(top, shape, "") + _value_problems(body, max_replicas, command_room) + surrogate_problems(body)
+
+
+def accepted_body(body: Any, *, max_replicas: Optional[int] = None) -> Tuple[Any, List[Problem], List[str]]:
+    """Accepting mode (the local server, as AIHC): (the body without unknown keys, its problems,
+    the paths of the keys ignored). The same rules as :func:`body_problems`, but an item the
+    service does not recognise is ignored, as BCE's API rule asks. A lone surrogate is refused
+    anywhere, ignored keys included: nothing could log or store it."""
+    if not isinstance(body, dict):
+        return body, body_problems(body), []
+    surrogates = surrogate_problems(body)
+    if surrogates:
+        return body, surrogates, []
+    ignored: List[str] = []
+    clean = _without_unknown(body, BODY, "", ignored)
+    return clean, _value_problems(clean, max_replicas), ignored
+
+
+def _value_problems(body: Dict[str, Any], max_replicas: Optional[int], command_room: int = 0) -> List[Problem]:
+    """Every problem of a body's values (types, names, required fields), unknown keys aside."""
+    problems: List[Problem] = []
     name_problem = job_name_problem(body.get("name"))
     if name_problem:
         problems.append(("name", name_problem))
@@ -255,38 +349,25 @@ def body_problems(body: Any, *, max_replicas: Optional[int] = None, command_room
         holder = body.get("jobSpec") if where else body
         if isinstance(holder, dict) and holder.get(key) is not None and not isinstance(holder[key], bool):
             problems.append((where + key, f"must be true or false, found {describe(holder[key])}"))
+    for key in _STRINGS:
+        _string(body, key, "", problems)
+    for key in _STRING_LISTS:
+        value = body.get(key)
+        if value is not None and (not isinstance(value, list) or not all(isinstance(v, str) for v in value)):
+            problems.append((key, f"must be a list of strings, found {describe(value)}"))
+    for key in _OBJECTS:
+        if body.get(key) is not None and not isinstance(body[key], dict):
+            problems.append((key, f"must be an object, found {json_type(body[key])}"))
+    _fault_tolerance_problems(body.get("faultToleranceConfig"), problems)
 
     spec = body.get("jobSpec")
     if not isinstance(spec, dict):
         problems.append(("jobSpec", "required (an object with image, command, replicas)"))
     else:
-        problems.extend(unknown_keys(spec, SPEC_KEYS, "jobSpec"))
-        _string(spec, "image", "jobSpec", problems, required=True)
-        _string(spec, "command", "jobSpec", problems, required=True)
-        replicas = spec.get("replicas", 1)
-        if not _is_int(replicas) or not 1 <= replicas <= MAX_REPLICAS:
-            problems.append(("jobSpec.replicas", f"must be a positive integer, found {describe(replicas)}"))
-        elif max_replicas is not None and replicas > max_replicas:
-            problems.append(("jobSpec.replicas", f"at most {max_replicas} on the local server, found {replicas}"))
-        for ew, env in _objects(spec.get("envs"), "jobSpec.envs", "name and value", problems):
-            problems.extend(unknown_keys(env, ENV_KEYS, ew))
-            env_name = _string(env, "name", ew, problems, required=True)
-            if env_name is not None:
-                problem = env_name_problem(env_name)
-                if problem:
-                    problems.append((f"{ew}.name", problem))
-            _string(env, "value", ew, problems)
-        for rw, resource in _objects(spec.get("resources"), "jobSpec.resources", "name and quantity", problems):
-            problems.extend(unknown_keys(resource, RESOURCE_KEYS, rw))
-            _string(resource, "name", rw, problems, required=True)
-            quantity = resource.get("quantity")
-            if quantity is not None and (isinstance(quantity, bool) or not isinstance(quantity, (int, float))
-                                         or quantity < 0):
-                problems.append((f"{rw}.quantity", f"must be a number >= 0, found {describe(quantity)}"))
+        _spec_problems(spec, max_replicas, problems)
         problems.extend(argument_problems(spec, command_room))
 
     for lw, label in _objects(body.get("labels"), "labels", "key and value", problems):
-        problems.extend(unknown_keys(label, LABEL_KEYS, lw))
         _string(label, "key", lw, problems, required=True)
         if label.get("value") is None:
             problems.append((f"{lw}.value", "required (a string; \"\" for none)"))
@@ -294,14 +375,72 @@ def body_problems(body: Any, *, max_replicas: Optional[int] = None, command_room
             _string(label, "value", lw, problems)
 
     for dw, source in _objects(body.get("datasources"), "datasources", "type, name and mountPath", problems):
-        problems.extend(unknown_keys(source, DATASOURCE_KEYS, dw))
-        _string(source, "type", dw, problems)
-        _string(source, "name", dw, problems)
+        for key in ("type", "name", "id", "sourcePath"):
+            _string(source, key, dw, problems)
         mount = _string(source, "mountPath", dw, problems, required=True)
         if mount is not None and not posixpath.isabs(mount):
             problems.append((f"{dw}.mountPath", f"must be an absolute path, found {describe(mount)}"))
-    problems.extend(surrogate_problems(body))
     return problems
+
+
+def _spec_problems(spec: Dict[str, Any], max_replicas: Optional[int], problems: List[Problem]) -> None:
+    _string(spec, "image", "jobSpec", problems, required=True)
+    _string(spec, "command", "jobSpec", problems, required=True)
+    replicas = spec.get("replicas", 1)
+    if not _is_int(replicas) or not 1 <= replicas <= MAX_REPLICAS:
+        problems.append(("jobSpec.replicas", f"must be a positive integer, found {describe(replicas)}"))
+    elif max_replicas is not None and replicas > max_replicas:
+        problems.append(("jobSpec.replicas", f"at most {max_replicas} on the local server, found {replicas}"))
+    for ew, env in _objects(spec.get("envs"), "jobSpec.envs", "name and value", problems):
+        env_name = _string(env, "name", ew, problems, required=True)
+        if env_name is not None:
+            problem = env_name_problem(env_name)
+            if problem:
+                problems.append((f"{ew}.name", problem))
+        _string(env, "value", ew, problems)
+    for rw, resource in _objects(spec.get("resources"), "jobSpec.resources", "name and quantity", problems):
+        _string(resource, "name", rw, problems, required=True)
+        problem = quantity_problem(resource.get("quantity"))
+        if problem:
+            problems.append((f"{rw}.quantity", problem))
+    config = spec.get("imageConfig")
+    if config is not None and not isinstance(config, dict):
+        problems.append(("jobSpec.imageConfig", f"must be an object with username and password, "
+                                                f"found {json_type(config)}"))
+    elif config:
+        for key in ("username", "password"):
+            _string(config, key, "jobSpec.imageConfig", problems)
+
+
+def quantity_problem(quantity: Any) -> Optional[str]:
+    """Why a resource ``quantity`` is not a number >= 0 or a quantity string ("8", "16Gi")."""
+    if quantity is None:
+        return None
+    if isinstance(quantity, str):
+        if QUANTITY_RE.fullmatch(quantity):
+            return None
+        return f"must be a number >= 0 or a quantity such as \"8\" or \"16Gi\", found {describe(quantity)}"
+    if isinstance(quantity, bool) or not isinstance(quantity, (int, float)) or not quantity >= 0:
+        return f"must be a number >= 0, found {describe(quantity)}"
+    return None
+
+
+def _fault_tolerance_problems(config: Any, problems: List[Problem]) -> None:
+    """``faultToleranceConfig`` as the Go SDK's OpenAPIJobFaultToleranceConfig types it."""
+    if not isinstance(config, dict):
+        return
+    where = "faultToleranceConfig"
+    for key in ("faultToleranceLimit", "hangDetectionTimeoutMinutes"):
+        value = config.get(key)
+        if value is not None and (not _is_int(value) or not 0 <= value <= 1000):
+            problems.append((f"{where}.{key}", f"must be a whole number from 0 to 1000, found {describe(value)}"))
+    hang = config.get("enabledHangDetection")
+    if hang is not None and not isinstance(hang, bool):
+        problems.append((f"{where}.enabledHangDetection", f"must be true or false, found {describe(hang)}"))
+    patterns = config.get("customFaultTolerancePattern")
+    if patterns is not None and (not isinstance(patterns, list) or not all(isinstance(p, str) for p in patterns)):
+        problems.append((f"{where}.customFaultTolerancePattern",
+                         f"must be a list of strings, found {describe(patterns)}"))
 
 
 def join_path(prefix: str, path: str) -> str:

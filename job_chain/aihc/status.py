@@ -1,4 +1,10 @@
-"""What AIHC job statuses mean for a chain: still going, succeeded, or ended otherwise."""
+"""What AIHC job statuses mean for a chain: still going, succeeded, or ended otherwise.
+
+Every status that is not :data:`TERMINAL` is still going, whatever its name, so a status the
+service adds later keeps a step going rather than ending it. Those known today (:data:`GOING`):
+seed 001's ``Created`` and ``Pending``, v2's ``Scheduled`` (Baidu's DescribeJobs example), the
+local server's ``Scheduled`` (``--schedule-delay``) and the stopping states.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +14,8 @@ SUCCEEDED = frozenset({"Succeeded", "Completed", "Complete"})
 FAILED = frozenset({"Failed", "Error"})
 STOPPED = frozenset({"Stopped", "Stopping", "Terminated", "Terminating", "Deleted"})
 TERMINAL = SUCCEEDED | FAILED | (STOPPED - {"Stopping", "Terminating"})
+GOING = frozenset({"Created", "Pending", "Queueing", "Scheduled", "Running", "Restarting", "Stopping",
+                   "Terminating"})
 
 
 def is_terminal(status: Optional[str]) -> bool:

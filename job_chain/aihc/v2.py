@@ -5,15 +5,20 @@ v2 answers back (ids, statuses, times, pagination) so a chain runs the same on b
 server maps v2 requests onto the same v1 rules and answers in v2 shapes. Both use these
 functions, so a body the client sends is exactly one the server takes.
 
-Where Baidu's pages and the SDK (bce-python-sdk-next ``modules/job``) disagree, the pages win:
-``DescribeJobs`` filters by ``keyword`` (the SDK sends ``keywork``; both are read here).
+Where Baidu's pages and the SDK (bce-python-sdk-next ``modules/job``) disagree, the pages win
+(they describe today's service; docs/api-v2.md lists each case): ``DescribeJobs`` filters by
+``keyword`` (the SDK sends ``keywork``), log times are unix seconds, nodes and web terminal are
+``DescribeJobNodes``/``DescribeJobWebterminal``. One exception: CreateJob's data sources are sent
+as ``dataSources``, the SDK's spelling (the page's table spells ``datasource``); a misread key
+would silently drop a job's mounts, and the SDK's is the one code sends today.
 """
 
 from __future__ import annotations
 
 import calendar
 import time
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
+from urllib.parse import urlencode
 
 V1, V2 = "v1", "v2"
 VERSIONS = (V1, V2)
@@ -32,9 +37,9 @@ ACTIONS: Tuple[Tuple[str, str, str, str], ...] = (
     ("pod_events", "GET /api/v1/aijobs/{jobId}/pods/{podName}/events", "get_pod_events",
      "DescribeJobPodEvents"),
     ("pod_logs", "GET /api/v1/aijobs/{jobId}/pods/{podName}/logs", "get_pod_logs", "DescribeJobLogs"),
-    ("job_nodes", "GET /api/v1/aijobs/{jobId}/nodes", "get_aijob_nodes", "DescribeJobNodeNames"),
-    ("webterminal", "GET /api/v1/aijobs/{jobId}/pods/{podName}/webterminal", "get_pod_webterminal",
-     "GetJobWebTerminalUrl"),
+    ("job_nodes", "GET /api/v1/aijobs/{jobId}/nodes", "get_aijob_nodes", "DescribeJobNodes"),
+    ("webterminal", "GET /api/v1/aijobs/{jobId}/pods/{podName}/webterminal", "get_webterminal",
+     "DescribeJobWebterminal"),
     ("job_metrics", "GET /api/v1/aijobs/{jobId}/metrics", "get_aijob_metrics", "(none)"),
     ("pools", "GET /api/v1/resourcepools", "get_all_pools", "DescribeResourcePools"),
     ("pool", "GET /api/v1/resourcepools/{id}", "get_pool", "DescribeResourcePool"),
@@ -45,8 +50,10 @@ ACTIONS: Tuple[Tuple[str, str, str, str], ...] = (
 
 # v1 create-body key → v2 CreateJob key (top level); jobSpec.command moves to the top.
 _TOP_RENAMES = {"jobFramework": "jobType", "datasources": "dataSources"}
-_TOP_BACK = {v: k for k, v in _TOP_RENAMES.items()}
-V2_TIME = "%Y-%m-%d %H:%M:%S"  # DescribeJobLogs startTime/endTime, UTC
+# v2 spellings of the data sources: the SDK's JobConfig, then the CreateJob page's table
+DATASOURCE_SPELLINGS = ("dataSources", "datasource")
+V2_TIME = "%Y-%m-%d %H:%M:%S"  # the SDK's DescribeJobLogs startTime/endTime (UTC); the pages: unix
+JOB_TYPES = {"PyTorchJob": "pytorch", "TFJob": "tensorflow", "MPIJob": "mpi"}  # DescribeJob's jobType
 
 
 def version_problem(value: Any) -> Optional[str]:
@@ -67,11 +74,36 @@ def create_to_v2(body: Dict[str, Any]) -> Dict[str, Any]:
     return out
 
 
+def create_params(pool: str, body: Dict[str, Any], client_token: Optional[str]) -> Dict[str, str]:
+    """CreateJob's query: ``resourcePoolId``, ``queueID`` (the job's queue, as the 2026 page asks)
+    and ``clientToken``."""
+    params = {"action": "CreateJob", "resourcePoolId": pool, "queueID": str(body.get("queue") or "default")}
+    if client_token:
+        params["clientToken"] = client_token
+    return params
+
+
+def describe_create(host: str, pool: str, body: Dict[str, Any], client_token: Optional[str]) -> str:
+    """The CreateJob request a v1 body becomes, as ``run --dry-run`` prints it."""
+    import json
+
+    v2_body = create_to_v2(body)
+    return (f"POST {host}/?{urlencode(create_params(pool, v2_body, client_token))}\nX-API-Version: v2\n"
+            + json.dumps(v2_body, indent=2, ensure_ascii=False))
+
+
 def create_from_v2(body: Any) -> Any:
-    """A v2 ``CreateJob`` body as the seed-001 body the shared rules check (non-dicts as given)."""
+    """A v2 ``CreateJob`` body as the seed-001 body the shared rules check (non-dicts as given).
+
+    ``jobType`` → ``jobFramework``; ``dataSources`` (the SDK) or else ``datasource`` (the page)
+    → ``datasources``; the top-level ``command`` → ``jobSpec.command``.
+    """
     if not isinstance(body, dict):
         return body
-    out = {_TOP_BACK.get(k, k): v for k, v in body.items() if k != "command"}
+    out = {("jobFramework" if k == "jobType" else k): v for k, v in body.items() if k != "command"}
+    spelled = next((k for k in DATASOURCE_SPELLINGS if k in body), None)
+    if spelled is not None:
+        out["datasources"] = out.pop(spelled)
     spec = body.get("jobSpec")
     if isinstance(spec, dict):
         spec = dict(spec)
@@ -83,43 +115,51 @@ def create_from_v2(body: Any) -> Any:
     return out
 
 
-def job_to_v2(view: Dict[str, Any]) -> Dict[str, Any]:
-    """A v1 job (list item or detail) as a v2 job item."""
+def job_to_v2(view: Dict[str, Any], user_id: str = "", detail: bool = False) -> Dict[str, Any]:
+    """A v1 job (list item or detail) as DescribeJob(s) answers it (Baidu's 2026 DescribeJob
+    page: ``userId``, ``queueId``, ``jobType``, ``jobSpec`` with replicas, envs, imageConfig;
+    the pods with ``needDetail``). A private image's password is never echoed back."""
+    username = str((view.get("imageConfig") or {}).get("username") or "")
     item = {
-        "jobId": view.get("jobId"), "name": view.get("name"), "status": view.get("status"),
-        "resourcePoolId": view.get("resourcePoolId"), "queue": view.get("queue"),
-        "priority": view.get("priority"), "jobType": FRAMEWORK, "command": view.get("command", ""),
+        "jobId": view.get("jobId"), "userId": user_id, "name": view.get("name"), "status": view.get("status"),
         "createdAt": view.get("createdAt", ""), "finishedAt": view.get("finishedAt", ""),
+        "jobType": JOB_TYPES.get(str(view.get("jobFramework") or FRAMEWORK), "pytorch"),
+        "resourcePoolId": view.get("resourcePoolId"), "queueId": view.get("queue"), "queue": view.get("queue"),
+        "priority": view.get("priority"), "command": view.get("command", ""),
         "labels": view.get("labels") or [], "dataSources": view.get("datasources") or [],
         "enableFaultTolerance": view.get("enableFaultTolerance", False),
-        "jobSpec": {"image": view.get("image", ""), "resources": view.get("resources") or [],
-                    "enableRDMA": view.get("enableRDMA", False)},
+        "jobSpec": {"image": view.get("image", ""), "imageConfig": {"username": username, "password": ""},
+                    "replicas": view.get("replicas", 1), "resources": view.get("resources") or [],
+                    "envs": view.get("envs") or [], "enableRDMA": view.get("enableRDMA", False)},
     }
-    if "podList" in view:
+    if detail and "podList" in view:
         item["podList"] = view["podList"]
     return item
 
 
 def job_from_v2(item: Dict[str, Any]) -> Dict[str, Any]:
-    """A v2 job item as the v1 shape the rest of job-chain reads."""
+    """A v2 job item as the v1 shape the rest of job-chain reads (``queueId`` is the queue)."""
     spec = item.get("jobSpec") if isinstance(item.get("jobSpec"), dict) else {}
     view = {
         "jobId": item.get("jobId"), "name": item.get("name"), "status": item.get("status"),
-        "resourcePoolId": item.get("resourcePoolId"), "queue": item.get("queue"),
+        "resourcePoolId": item.get("resourcePoolId"), "queue": item.get("queueId") or item.get("queue"),
         "priority": item.get("priority"), "command": item.get("command", ""),
         "createdAt": item.get("createdAt", ""), "finishedAt": item.get("finishedAt", ""),
+        "scheduledAt": item.get("scheduledAt", ""), "runningAt": item.get("runningAt", ""),
         "labels": item.get("labels") or [], "datasources": item.get("dataSources") or [],
         "image": spec.get("image", item.get("image", "")), "resources": spec.get("resources") or [],
+        "replicas": spec.get("replicas"), "envs": spec.get("envs") or [],
         "enableFaultTolerance": item.get("enableFaultTolerance", False),
-        "enableRDMA": spec.get("enableRDMA", False),
+        "enableRDMA": spec.get("enableRDMA", False), "userId": item.get("userId", ""),
     }
     if "podList" in item:
         view["podList"] = item["podList"]
     return view
 
 
-def list_to_v2(result: Dict[str, Any]) -> Dict[str, Any]:
-    return {"totalCount": result.get("total", 0), "jobs": [job_to_v2(j) for j in result.get("jobs") or []]}
+def list_to_v2(result: Dict[str, Any], user_id: str = "") -> Dict[str, Any]:
+    return {"totalCount": result.get("total", 0),
+            "jobs": [job_to_v2(j, user_id) for j in result.get("jobs") or []]}
 
 
 def list_from_v2(answer: Dict[str, Any], page_no: int, page_size: int) -> Dict[str, Any]:
@@ -127,13 +167,9 @@ def list_from_v2(answer: Dict[str, Any], page_no: int, page_size: int) -> Dict[s
             "jobs": [job_from_v2(j) for j in answer.get("jobs") or []]}
 
 
-def log_time(unix: Optional[int]) -> Optional[str]:
-    """v1's unix ``startTime`` as DescribeJobLogs' ``yyyy-MM-dd HH:mm:ss`` (UTC)."""
-    return None if unix is None else time.strftime(V2_TIME, time.gmtime(unix))
-
-
 def log_time_back(text: Any) -> Optional[int]:
-    """DescribeJobLogs' ``yyyy-MM-dd HH:mm:ss`` (or unix seconds) as unix seconds; None if unset.
+    """DescribeJobLogs' ``startTime``/``endTime`` as unix seconds (None if unset): unix seconds as
+    the 2026 page has them, or ``yyyy-MM-dd HH:mm:ss`` (UTC) as the SDK's docstring does.
 
     Raises ValueError for anything else.
     """
@@ -153,22 +189,5 @@ def webterminal_from_v2(answer: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def nodes_from_v2(answer: Dict[str, Any]) -> Dict[str, Any]:
-    return {"jobID": answer.get("jobId"), "nodeName": list(answer.get("nodeNames") or [])}
-
-
-def queue_id(pool: str, name: str) -> str:
-    """DescribeQueue takes only a queue id: the local server's is ``POOL.NAME``."""
-    return f"{pool}.{name}"
-
-
-def split_queue_id(value: str) -> Tuple[str, str]:
-    pool, _, name = value.partition(".")
-    return pool, name
-
-
-def pools_from_v2(answer: Dict[str, Any]) -> List[Dict[str, Any]]:
-    return list(answer.get("resourcePools") or [])
-
-
-def queues_from_v2(answer: Dict[str, Any]) -> List[Dict[str, Any]]:
-    return list(answer.get("queues") or [])
+    """DescribeJobNodes' ``{jobId, nodes}`` (or the SDK-era ``nodeNames``) as v1's ``{jobID, nodeName}``."""
+    return {"jobID": answer.get("jobId"), "nodeName": list(answer.get("nodes") or answer.get("nodeNames") or [])}

@@ -139,16 +139,14 @@ def _dry_run(session: Any, first: str, mode: str, secret: Optional[str]) -> None
     hidden = [v for v in (session.chain.secret, secret) if v]
     plans = session.plan(first, mode)
     for plan in plans:
+        body = redact(plan["body"], hidden)
         if session.api_version == "v2":
-            from job_chain.aihc.v2 import create_to_v2
+            from job_chain.aihc.v2 import describe_create
 
-            text = (f"POST {host}/?action=CreateJob&resourcePoolId={plan['resourcePoolId']}"
-                    f"&clientToken={plan['clientToken']}\nX-API-Version: v2\n"
-                    + json.dumps(redact(create_to_v2(plan["body"]), hidden), indent=2, ensure_ascii=False))
+            text = describe_create(host, plan["resourcePoolId"], body, plan["clientToken"])
         else:
             text = (f"POST {host}/api/v1/aijobs?resourcePoolId={plan['resourcePoolId']}"
-                    f"&clientToken={plan['clientToken']}\n"
-                    + json.dumps(redact(plan["body"], hidden), indent=2, ensure_ascii=False))
+                    f"&clientToken={plan['clientToken']}\n" + json.dumps(body, indent=2, ensure_ascii=False))
         if len(plans) > 1:
             click.echo(f"# step {plan['step']}")
         click.echo(redact(text, hidden))

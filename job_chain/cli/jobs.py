@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import time
-from typing import Any, List, Optional
+from typing import Any, Optional
 
 import click
 
@@ -83,8 +82,10 @@ def get_cmd(client: Any, job_id: str, pool: Optional[str], as_json: bool) -> Non
     if as_json:
         echo_json(job)
         return
-    for key in ("name", "jobId", "status", "queue", "priority", "image", "createdAt", "finishedAt"):
-        click.echo(f"{key + ':':<12} {job.get(key) or '-'}")
+    shown = dict(job, queueId=job.get("queue"))  # v1 answers the queue, v2 its queueId: the same here
+    for key in ("name", "jobId", "status", "queueId", "priority", "image", "createdAt", "scheduledAt", "runningAt",
+                "finishedAt"):
+        click.echo(f"{key + ':':<12} {shown.get(key) or '-'}")
     pods = ((job.get("podList") or {}).get("pods")) or []
     print_table(
         ["POD", "PHASE", "NODE", "RESTARTS", "AGE"],
@@ -212,79 +213,6 @@ def pod_events_cmd(client: Any, job_id: str, pod: Optional[str], pool: Optional[
     print_table(["TIME", "TYPE", "REASON", "COUNT", "MESSAGE"], events_rows(result.get("events") or []))
 
 
-FOLLOW_OVERLAP = 3  # seconds asked for again on each poll (clock skew, the server's time index)
-FOLLOW_ANCHOR = 20  # lines printed last, found again in the next answer to skip what was shown
-FOLLOW_CATCH_UP = 200  # lines more than the answer asked for when it does not reach back to them
-
-
-def _log_lines(answer: Any) -> List[str]:
-    """The lines of a logs answer, each with its "\\n" (the last one may be unfinished)."""
-    parts = "".join(answer.get("logs") or []).split("\n")
-    return [p + "\n" for p in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
-
-
-def _unseen(shown: List[str], window: List[str]) -> Optional[List[str]]:
-    """The lines of ``window`` after the last ``shown`` lines, or None if it does not reach them.
-
-    The first run of ``shown`` in ``window`` counts (so a repeated line is printed again rather
-    than lost); a window that begins inside ``shown`` is matched by its start.
-    """
-    if not shown or not window:  # nothing written since the last poll
-        return window
-    for i in range(len(window) - len(shown) + 1):
-        if window[i:i + len(shown)] == shown:
-            return window[i + len(shown):]
-    for k in range(min(len(shown), len(window)) - 1, 0, -1):
-        if window[:k] == shown[-k:]:
-            return window[k:]
-    return None
-
-
-def follow_logs(client: Any, pool: str, job_id: str, pod: str, tail: Optional[int],
-                follow: bool, interval: float = 1.0) -> None:
-    """Print a pod's log, then (with ``follow``) new lines until the job ends.
-
-    Following never downloads the whole log again: each poll asks for the lines written since
-    the previous poll (``startTime`` minus :data:`FOLLOW_OVERLAP` seconds; AIHC and the local
-    server both take it) and prints what follows the last lines already printed. If that answer
-    does not reach back to them (the log was quiet for longer than the overlap, or the clocks
-    differ), the last lines are asked for instead (``maxLines``: that answer's length plus
-    :data:`FOLLOW_CATCH_UP`); lines beyond that are not printed twice but may be skipped. An
-    unfinished last line is held back until it ends (or the job does).
-    """
-    from job_chain.aihc.status import is_terminal
-    from job_chain.safe_text import for_stream  # a log's control sequences are shown, not obeyed
-
-    def complete(lines: List[str], done: bool) -> List[str]:
-        return lines[:-1] if not done and lines and not lines[-1].endswith("\n") else lines
-
-    lines = _log_lines(client.pod_logs(pool, job_id, pod, max_lines=tail))
-    if tail is not None:
-        lines = lines[-tail:] if tail else []
-    lines = complete(lines, not follow)
-    click.echo(for_stream("".join(lines)), nl=False)
-    shown = lines[-FOLLOW_ANCHOR:]
-    since = time.time()
-    while follow:
-        done = is_terminal(client.get_job(pool, job_id).get("status"))
-        asked = time.time()
-        window = complete(_log_lines(client.pod_logs(
-            pool, job_id, pod, start_time=max(0, int(since - FOLLOW_OVERLAP)))), done)
-        new = _unseen(shown, window)
-        if new is None:
-            more = len(window) + len(shown) + FOLLOW_CATCH_UP
-            window = complete(_log_lines(client.pod_logs(pool, job_id, pod, max_lines=more)), done)
-            new = _unseen(shown, window)
-        new = window if new is None else new
-        if new:
-            click.echo(for_stream("".join(new)), nl=False)
-            shown = (shown + new)[-FOLLOW_ANCHOR:]
-        since = asked
-        if done:
-            return
-        time.sleep(interval)
-
-
 @jobs.command("logs")
 @click.argument("job_id")
 @click.option("--pod", default=None, help="Pod name (default: the job's first pod).")
@@ -297,11 +225,12 @@ def logs_cmd(client: Any, job_id: str, pod: Optional[str], follow: bool, tail: O
              pool: Optional[str], as_json: bool) -> None:
     """Print a pod's log."""
     from job_chain.aihc.client import naming_pods
+    from job_chain.cli.follow import follow_logs
 
     pool_id = resolve_pool(pool)
     pod_name = _first_pod(client, pool_id, job_id, pod)
     with naming_pods(client, pool_id, job_id, pod_name):
-        if as_json:
+        if as_json:  # one answer, as the API gives it (its nextMarker names the next page)
             echo_json(client.pod_logs(pool_id, job_id, pod_name, max_lines=tail))
             return
         follow_logs(client, pool_id, job_id, pod_name, tail, follow)

@@ -9,6 +9,26 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import click
 
 
+class Delay(click.ParamType):
+    """A duration such as ``20s``, ``1m``, ``0`` or a number of seconds (``2.5``)."""
+
+    name = "duration"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> float:
+        from job_chain.chain.graph import parse_duration
+
+        if isinstance(value, float):
+            return value
+        text = str(value).strip()
+        try:
+            seconds: Optional[float] = float(text)  # plain seconds, as `local start` passes them on
+        except ValueError:
+            seconds = 0.0 if text == "0s" else parse_duration(text)
+        if seconds is None or not 0 <= seconds <= 86400:
+            self.fail(f"{value!r} is not a duration of at most a day (e.g. 20s, 1m, 0)", param, ctx)
+        return seconds
+
+
 def _server_options(func: Callable[..., Any]) -> Callable[..., Any]:
     options = [
         click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on."),
@@ -38,6 +58,9 @@ def _server_options(func: Callable[..., Any]) -> Callable[..., Any]:
                      "5xx, 429, dropped connections, creates lost after commit."),
         click.option("--fault-seed", type=int, default=None, metavar="S",
                      help="Seed for --inject-faults, so the same requests meet the same faults."),
+        click.option("--schedule-delay", type=Delay(), default="0", metavar="DURATION",
+                     help="How long each job stays Scheduled before its pods start, as image pulls "
+                     "make it on AIHC (e.g. 20s, 1m; default 0)."),
     ]
     for option in reversed(options):
         func = option(func)
@@ -53,8 +76,8 @@ def local() -> None:
 @_server_options
 def serve(host: str, port: Optional[int], state_dir: Optional[str], ak: Optional[str],
           sk: Optional[str], max_running: Optional[int], pools: Tuple[str, ...],
-          queues: Tuple[str, ...], stop_grace: float,
-          sample_interval: float, inject_faults: float, fault_seed: Optional[int]) -> None:
+          queues: Tuple[str, ...], stop_grace: float, sample_interval: float, inject_faults: float,
+          fault_seed: Optional[int], schedule_delay: float) -> None:
     """Run the server in the foreground (Ctrl-C stops it; running jobs keep going)."""
     from job_chain.local.server import serve as run
 
@@ -65,15 +88,15 @@ def serve(host: str, port: Optional[int], state_dir: Optional[str], ak: Optional
         middleware.append((FaultInjector, {"rate": inject_faults, "seed": fault_seed}))
     run(host=host, port=port, state_dir=state_dir, ak=ak, sk=sk, max_running=max_running,
         stop_grace=stop_grace, sample_interval=sample_interval, middleware=middleware,
-        pools=pools, queues=queues)
+        pools=pools, queues=queues, schedule_delay=schedule_delay)
 
 
 @local.command()
 @_server_options
 def start(host: str, port: Optional[int], state_dir: Optional[str], ak: Optional[str],
           sk: Optional[str], max_running: Optional[int], pools: Tuple[str, ...],
-          queues: Tuple[str, ...], stop_grace: float,
-          sample_interval: float, inject_faults: float, fault_seed: Optional[int]) -> None:
+          queues: Tuple[str, ...], stop_grace: float, sample_interval: float, inject_faults: float,
+          fault_seed: Optional[int], schedule_delay: float) -> None:
     """Start the server in the background (no-op if one is running)."""
     from job_chain.local import daemon
     from job_chain.local.server import pool_config
@@ -82,7 +105,7 @@ def start(host: str, port: Optional[int], state_dir: Optional[str], ak: Optional
     info = daemon.start(state_dir=state_dir, port=port, host=host, max_running=max_running,
                         pools=pools, queues=queues,
                         stop_grace=stop_grace, sample_interval=sample_interval, ak=ak, sk=sk,
-                        inject_faults=inject_faults, fault_seed=fault_seed)
+                        inject_faults=inject_faults, fault_seed=fault_seed, schedule_delay=schedule_delay)
     click.echo(f"local AIHC server at {info['url']} (pid {info['pid']})")
     if not daemon.answers(info):
         click.echo("(running, but it did not answer /healthz within 1s: busy; clients retry)")

@@ -67,7 +67,8 @@ def _print_attempt(client: Any, pool: str, state: Any, chosen: Any, pod: Optiona
     """One attempt's log; with ``follow``, an attempt still queued (no pod yet) is waited for."""
     from job_chain.aihc.client import naming_pods, pod_names
     from job_chain.aihc.status import is_terminal
-    from job_chain.cli.jobs import _first_pod, follow_logs
+    from job_chain.cli.follow import follow_logs
+    from job_chain.cli.jobs import _first_pod
 
     if pod is None and follow:
         job = client.get_job(pool, chosen.job_id)
@@ -83,7 +84,11 @@ def _print_attempt(client: Any, pool: str, state: Any, chosen: Any, pod: Optiona
 
 
 def _print_all_pods(client: Any, pool: str, state: Any, chosen: Any, tail: Optional[int]) -> None:
+    """Every pod's log (or its last ``tail`` lines), each line prefixed with its pod, page by page."""
+    from collections import deque
+
     from job_chain.aihc.client import pod_names
+    from job_chain.aihc.logpages import lines_of, log_records
     from job_chain.errors import UsageError
     from job_chain.safe_text import for_stream
 
@@ -92,8 +97,6 @@ def _print_all_pods(client: Any, pool: str, state: Any, chosen: Any, tail: Optio
         raise UsageError(f"job {chosen.job_id} has no pods yet")
     click.echo(_where(state, chosen), err=True)
     for name in names:
-        lines = "".join(client.pod_logs(pool, chosen.job_id, name).get("logs") or []).splitlines()
-        if tail is not None:
-            lines = lines[-tail:] if tail else []
-        for line in lines:
-            click.echo(for_stream(f"[{name}] {line}"))
+        lines = lines_of(log_records(client, pool, chosen.job_id, name, max_lines=tail))
+        for line in lines if tail is None else deque(lines, maxlen=tail):
+            click.echo(for_stream(f"[{name}] {line.rstrip(chr(10))}"))

@@ -34,6 +34,7 @@ def _shown(value: Any) -> str:
 @with_client
 def pools(client: Any, as_json: bool) -> None:
     """List the resource pools (v1 /api/v1/resourcepools or v2 DescribeResourcePools)."""
+    from job_chain.aihc.pools import pool_row
     from job_chain.cli.render import print_table
 
     found = client.list_pools()
@@ -43,10 +44,9 @@ def pools(client: Any, as_json: bool) -> None:
     if not found:
         click.echo(_none_here(client, "resource pools"))
         return
-    print_table(["POOL", "NAME", "STATUS", "CAPACITY", "QUEUES", "RUNNING", "PENDING"],
-                [[_shown(p.get("resourcePoolId")), _shown(p.get("name")), _shown(p.get("status")),
-                  _shown(p.get("capacity")), _shown(p.get("queues")), _shown(p.get("runningJobs")),
-                  _shown(p.get("pendingJobs"))] for p in found])
+    keys = ("resourcePoolId", "name", "type", "phase", "region", "nodes", "maxRunningJobs")
+    print_table(["POOL", "NAME", "TYPE", "PHASE", "REGION", "NODES", "MAX RUNNING"],
+                [[_shown(pool_row(p)[k]) for k in keys] for p in found])
 
 
 @click.command()
@@ -55,6 +55,7 @@ def pools(client: Any, as_json: bool) -> None:
 @with_client
 def queues(client: Any, pool: Optional[str], as_json: bool) -> None:
     """List the queues of a resource pool (v1 .../queue or v2 DescribeQueues)."""
+    from job_chain.aihc.pools import queue_row
     from job_chain.cli.render import print_table
 
     found = client.list_queues(resolve_pool(pool))
@@ -64,7 +65,6 @@ def queues(client: Any, pool: Optional[str], as_json: bool) -> None:
     if not found:
         click.echo(_none_here(client, "queues"))
         return
-    print_table(["QUEUE", "POOL", "STATUS", "CAPACITY", "RUNNING", "PENDING"],
-                [[_shown(q.get("queueName")), _shown(q.get("resourcePoolId")), _shown(q.get("status")),
-                  _shown(q.get("capacity")), _shown(q.get("runningJobs")), _shown(q.get("pendingJobs"))]
-                 for q in found])
+    keys = ("queueName", "queueId", "type", "opened", "running", "inqueue", "pending", "maxRunningJobs")
+    print_table(["QUEUE", "ID", "TYPE", "OPEN", "RUNNING", "SCHEDULED", "PENDING", "MAX RUNNING"],
+                [[_shown(queue_row(q)[k]) for k in keys] for q in found])

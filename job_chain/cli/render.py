@@ -8,7 +8,7 @@ from typing import Any, Iterable, Iterator, List, Optional, Sequence, Tuple
 from job_chain.aihc.timefmt import parse_time
 
 STATUS_STYLE = {
-    "Succeeded": "green", "Running": "cyan", "Pending": "yellow", "Created": "yellow",
+    "Succeeded": "green", "Running": "cyan", "Pending": "yellow", "Created": "yellow", "Scheduled": "yellow",
     "Failed": "red", "Stopped": "magenta", "Stopping": "magenta", "not submitted": "dim", "skipped": "dim",
 }
 

@@ -46,8 +46,10 @@ class Adoption:
         A job that cannot be adopted (whatever the error) is failed with an event, so one bad
         job never keeps the server from starting.
         """
-        for job in self.store.jobs_with_status([st.RUNNING, st.STOPPING]):
+        for job in self.store.jobs_with_status(st.ACTIVE):
             try:
+                if job["status"] == st.SCHEDULED and self._adopt_scheduled(job):  # type: ignore[attr-defined]
+                    continue
                 self._adopt_job(job)
             except Exception as exc:  # noqa: BLE001
                 log.warning("job %s could not be adopted: %r", job["id"], exc)

@@ -2,24 +2,35 @@
 
 Each action takes the query parameters and the JSON body as parsed and returns the fields of
 its flat v2 answer (``requestId`` is added by the route). Shapes are mapped by
-:mod:`job_chain.aihc.v2`, so the state, rules and errors are v1's: a job created through one
-API version is the same job through the other.
+:mod:`job_chain.aihc.v2` (jobs) and :mod:`job_chain.local.shapes` (pools, queues), so the state,
+rules and errors are v1's: a job created through one API version is the same job through the
+other. :data:`ACTIONS` says how each action is sent, as its Baidu page gives it: job actions are
+``POST`` with ``X-API-Version: v2``, pool and queue actions ``GET`` with ``version: v2`` (both SDKs
+send these too); a request sent otherwise is refused, as the service would not route it.
 """
 
 from __future__ import annotations
 
+import getpass
+import os
 from typing import Any, Callable, Dict, Mapping, Optional
 
 from job_chain.aihc import v2
+from job_chain.local import shapes
 from job_chain.local.backend import Backend
-from job_chain.local.errors import BadRequest, LocalAPIError, NotSupported
+from job_chain.local.errors import INAPPROPRIATE, BadRequest, LocalAPIError, MethodNotAllowed, NotFound, NotSupported
 
 Query = Mapping[str, str]
 
-JOB_ACTIONS = ("CreateJob", "DescribeJobs", "DescribeJob", "DeleteJob", "ModifyJob", "StopJob",
-               "DescribeJobEvents", "DescribeJobPodEvents", "DescribeJobLogs",
-               "DescribeJobNodeNames", "GetJobWebTerminalUrl")
-POOL_ACTIONS = ("DescribeResourcePools", "DescribeResourcePool", "DescribeQueues", "DescribeQueue")
+JOB = ("POST", "X-API-Version")  # Baidu's job pages (CreateJob Hmayv96tj, DescribeJob Kmayvejf0, …)
+POOL = ("GET", "version")  # the pool and queue pages (DescribeResourcePools dmgrw0t8l, DescribeQueue Jmfcjhru0)
+ACTIONS: Dict[str, Any] = {
+    "CreateJob": JOB, "DescribeJobs": JOB, "DescribeJob": JOB, "DeleteJob": JOB, "ModifyJob": JOB,
+    "StopJob": JOB, "DescribeJobEvents": JOB, "DescribeJobPodEvents": JOB, "DescribeJobLogs": JOB,
+    "DescribeJobNodes": JOB, "DescribeJobWebterminal": JOB,  # the 2026 pages' names
+    "DescribeJobNodeNames": JOB, "GetJobWebTerminalUrl": JOB,  # the SDK's names for the same
+    "DescribeResourcePools": POOL, "DescribeResourcePool": POOL, "DescribeQueues": POOL, "DescribeQueue": POOL,
+}
 # The v2 SDK's other modules: the local server runs training jobs only.
 UNSUPPORTED_WORDS = ("Dataset", "Model", "Service", "DevInstance")
 
@@ -29,30 +40,47 @@ class UnknownAction(LocalAPIError):
     code = "InvalidAction"
 
 
+def _user_id() -> str:
+    """The local server's one user: the account its jobs run as (AIHC answers the account's id)."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return str(os.getuid())
+
+
 def _text(value: Any) -> Optional[str]:
     """A body field as the string the v1 parsers take (numbers allowed, booleans not)."""
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-        raise BadRequest(f"expected a string or number, got {type(value).__name__}")
+        raise BadRequest(f"expected a string or number, got {type(value).__name__}", code=INAPPROPRIATE)
     return str(value)
 
 
 class BackendV2:
-    """One method per v2 action; ``call`` dispatches by name."""
+    """One method per v2 action; ``call`` checks how it was sent and dispatches by name."""
 
     def __init__(self, backend: Backend) -> None:
         self.backend = backend
+        self.pools = backend.pools
+        self.user_id = _user_id()
 
-    def call(self, action: str, query: Query, body: Any) -> Dict[str, Any]:
-        if action in JOB_ACTIONS or action in POOL_ACTIONS:
-            method: Callable[[Query, Any], Dict[str, Any]] = getattr(self, action)
-            return method(query, body)
-        if any(word in action for word in UNSUPPORTED_WORDS):
-            raise NotSupported(f"action {action} is not supported by the local server "
-                               "(it runs training jobs, resource pools and queues only)")
-        raise UnknownAction(f"unknown action {action!r}; the local server knows "
-                            f"{', '.join(JOB_ACTIONS + POOL_ACTIONS)}")
+    def call(self, action: str, method: str, headers: Mapping[str, str], query: Query,
+             body: Any) -> Dict[str, Any]:
+        if action not in ACTIONS:
+            if any(word in action for word in UNSUPPORTED_WORDS):
+                raise NotSupported(f"action {action} is not supported by the local server "
+                                   "(it runs training jobs, resource pools and queues only)")
+            raise UnknownAction(f"unknown action {action!r}; the local server knows {', '.join(ACTIONS)}")
+        wanted_method, header = ACTIONS[action]
+        if method != wanted_method:
+            raise MethodNotAllowed(f"action {action} is sent with {wanted_method} (Baidu's page for "
+                                   f"{action}), not {method}")
+        if headers.get(header.lower()) != "v2":
+            raise BadRequest(f"action {action} needs the header {header}: v2 (Baidu's page for {action}); "
+                             "without it the request is not one of the v2 API")
+        handler: Callable[[Query, Any], Dict[str, Any]] = getattr(self, action)
+        return handler(query, self._body(body))
 
     # -- helpers ---------------------------------------------------------------------------
     @staticmethod
@@ -67,45 +95,72 @@ class BackendV2:
         if body is None:
             return {}
         if not isinstance(body, dict):
-            raise BadRequest("request body must be a JSON object")
+            raise BadRequest("request body must be a JSON object", code=INAPPROPRIATE)
         return body
 
-    def _job_id(self, body: Any) -> str:
-        job_id = self._body(body).get("jobId")
-        if not isinstance(job_id, str) or not job_id:
-            raise BadRequest("jobId is required (body parameter, a string)")
-        return job_id
-
-    def _field(self, body: Any, name: str) -> Optional[str]:
+    @staticmethod
+    def _field(body: Dict[str, Any], name: str) -> Optional[str]:
         try:
-            return _text(self._body(body).get(name))
+            return _text(body.get(name))
         except BadRequest as exc:
-            raise BadRequest(f"{name}: {exc.message}") from None
+            raise BadRequest(f"{name}: {exc.message}", code=INAPPROPRIATE) from None
 
-    def _pod_or_first(self, pool: str, job_id: str, body: Any) -> str:
-        """``podName`` if given, else the job's first pod (the master)."""
-        pod = self._body(body).get("podName")
-        if pod is not None:
-            if not isinstance(pod, str) or not pod:
-                raise BadRequest("podName must be a non-empty string")
-            return pod
-        pods = self.backend.get_job(pool, job_id)["podList"]["pods"]
+    @staticmethod
+    def _required(body: Dict[str, Any], name: str) -> str:
+        value = body.get(name)
+        if not isinstance(value, str) or not value:
+            raise BadRequest(f"{name} is required (body parameter, a non-empty string)", code=INAPPROPRIATE)
+        return value
+
+    def _job(self, query: Query, body: Dict[str, Any]) -> Dict[str, Any]:
+        """The job ``jobId`` names, checked against ``queueID`` when given (the 2026 pages take it)."""
+        pool, job_id = self._pool(query), self._required(body, "jobId")
+        job = self.backend.get_job(pool, job_id)
+        queue = query.get("queueID")
+        if queue and queue != job["queue"]:
+            self.pools.find_queue(pool, queue)  # an unknown queue is named as such
+            raise NotFound(f"job {job_id} is not in queue {queue} of resource pool {pool} (its queue is "
+                           f"{job['queue']}); queueID is the job's queue")
+        return job
+
+    def _pod_or_first(self, job: Dict[str, Any], body: Dict[str, Any]) -> str:
+        """``podName`` if given, else the job's first pod (the SDK's GetJobWebTerminalUrl sends none)."""
+        if body.get("podName") is not None:
+            return self._required(body, "podName")
+        pods = job["podList"]["pods"]
         if not pods:
-            raise BadRequest(f"job {job_id} has no pods; pass podName")
+            raise BadRequest(f"job {job['jobId']} has no pods; pass podName", code=INAPPROPRIATE)
         return str(pods[0]["objectMeta"]["name"])
 
-    # -- jobs ------------------------------------------------------------------------------
-    def CreateJob(self, query: Query, body: Any) -> Dict[str, Any]:  # noqa: N802 (action names)
-        fields = dict(self._body(body))
-        token = query.get("clientToken") or _text(fields.pop("clientToken", None))
-        return self.backend.create_job(self._pool(query), v2.create_from_v2(fields), token or None, api="v2")
+    def _v2_job(self, job: Dict[str, Any], detail: bool) -> Dict[str, Any]:
+        spec = self.backend.store.get_job(job["jobId"]) or {"spec": {}}
+        view = dict(job, imageConfig=(spec["spec"].get("jobSpec") or {}).get("imageConfig"))
+        return v2.job_to_v2(view, self.user_id, detail=detail)
 
-    def DescribeJobs(self, query: Query, body: Any) -> Dict[str, Any]:  # noqa: N802
-        given = self._body(body)
-        keyword = given.get("keyword", given.get("keywork"))  # the docs say keyword, the SDK keywork
-        keyword_type = given.get("keywordType") or "name"
+    # -- jobs ------------------------------------------------------------------------------
+    def CreateJob(self, query: Query, body: Dict[str, Any]) -> Dict[str, Any]:  # noqa: N802 (action names)
+        """CreateJob: ``queue`` is required (the 2026 page) and must match ``queueID`` when given."""
+        fields = dict(body)
+        token = query.get("clientToken") or _text(fields.pop("clientToken", None))
+        pool = self._pool(query)
+        if fields.get("queue") is None:
+            raise BadRequest("queue: required (the job's queue, e.g. \"default\"; Baidu's CreateJob page)",
+                             code=INAPPROPRIATE)
+        if fields.get("jobType") in ("TFJob", "MPIJob"):  # the page's other types: AIHC runs them, we cannot
+            raise NotSupported(f"jobType {fields['jobType']} is not supported by the local server (it runs "
+                               "PyTorchJob only)")
+        queue = query.get("queueID")
+        if queue and isinstance(fields["queue"], str) and queue != fields["queue"]:
+            self.pools.find_queue(pool, queue)
+            raise BadRequest(f"queue: must be the queueID of the query ({queue}), found {fields['queue']!r}",
+                             code=INAPPROPRIATE)
+        return self.backend.create_job(pool, v2.create_from_v2(fields), token or None, api="v2")
+
+    def DescribeJobs(self, query: Query, body: Dict[str, Any]) -> Dict[str, Any]:  # noqa: N802
+        keyword = body.get("keyword", body.get("keywork"))  # the docs say keyword, the SDK keywork
+        keyword_type = body.get("keywordType") or "name"
         if keyword_type not in ("name", "queueName"):
-            raise BadRequest(f"keywordType must be name or queueName, got {keyword_type!r}")
+            raise BadRequest(f"keywordType must be name or queueName, got {keyword_type!r}", code=INAPPROPRIATE)
         queue = self._field(body, "queue") or query.get("queueID")
         name = None
         if keyword:
@@ -115,74 +170,124 @@ class BackendV2:
                 name = _text(keyword)
         result = self.backend.list_jobs(
             self._pool(query), queue, self._field(body, "orderBy"), self._field(body, "order"),
-            self._field(body, "pageNumber"), self._field(body, "pageSize"),
-            self._field(body, "status"), name)
-        return v2.list_to_v2(result)
+            self._field(body, "pageNumber"), self._field(body, "pageSize"), self._field(body, "status"), name)
+        return v2.list_to_v2(result, self.user_id)
 
-    def DescribeJob(self, query: Query, body: Any) -> Dict[str, Any]:  # noqa: N802
-        return v2.job_to_v2(self.backend.get_job(self._pool(query), self._job_id(body)))
+    def DescribeJob(self, query: Query, body: Dict[str, Any]) -> Dict[str, Any]:  # noqa: N802
+        """The job; its pods only with ``needDetail`` true (the 2026 page)."""
+        return self._v2_job(self._job(query, body), detail=body.get("needDetail") is True)
 
-    def DeleteJob(self, query: Query, body: Any) -> Dict[str, Any]:  # noqa: N802
-        return self.backend.delete_job(self._pool(query), self._job_id(body))
+    def DeleteJob(self, query: Query, body: Dict[str, Any]) -> Dict[str, Any]:  # noqa: N802
+        job = self._job(query, body)
+        return self.backend.delete_job(job["resourcePoolId"], job["jobId"])
 
-    def StopJob(self, query: Query, body: Any) -> Dict[str, Any]:  # noqa: N802
-        return self.backend.stop_job(self._pool(query), self._job_id(body))
+    def StopJob(self, query: Query, body: Dict[str, Any]) -> Dict[str, Any]:  # noqa: N802
+        job = self._job(query, body)
+        return self.backend.stop_job(job["resourcePoolId"], job["jobId"])
 
-    def ModifyJob(self, query: Query, body: Any) -> Dict[str, Any]:  # noqa: N802
-        return self.backend.update_job(self._pool(query), self._job_id(body),
-                                       {"priority": self._body(body).get("priority")})
+    def ModifyJob(self, query: Query, body: Dict[str, Any]) -> Dict[str, Any]:  # noqa: N802
+        job = self._job(query, body)
+        return self.backend.update_job(job["resourcePoolId"], job["jobId"], {"priority": body.get("priority")})
 
-    def DescribeJobEvents(self, query: Query, body: Any) -> Dict[str, Any]:  # noqa: N802
-        return self.backend.events(self._pool(query), self._job_id(body), None, v2.FRAMEWORK,
+    def DescribeJobEvents(self, query: Query, body: Dict[str, Any]) -> Dict[str, Any]:  # noqa: N802
+        job = self._job(query, body)
+        return self.backend.events(job["resourcePoolId"], job["jobId"], None, v2.FRAMEWORK,
                                    self._field(body, "startTime"), self._field(body, "endTime"))
 
-    def DescribeJobPodEvents(self, query: Query, body: Any) -> Dict[str, Any]:  # noqa: N802
-        pool, job_id = self._pool(query), self._job_id(body)
-        pod = self._body(body).get("podName")
-        if not isinstance(pod, str) or not pod:
-            raise BadRequest("podName is required (body parameter, a string)")
-        return self.backend.events(pool, job_id, pod, v2.FRAMEWORK,
-                                   self._field(body, "startTime"), self._field(body, "endTime"))
+    def DescribeJobPodEvents(self, query: Query, body: Dict[str, Any]) -> Dict[str, Any]:  # noqa: N802
+        job = self._job(query, body)
+        return self.backend.events(job["resourcePoolId"], job["jobId"], self._required(body, "podName"),
+                                   v2.FRAMEWORK, self._field(body, "startTime"), self._field(body, "endTime"))
 
-    def DescribeJobLogs(self, query: Query, body: Any) -> Dict[str, Any]:  # noqa: N802
-        pool, job_id = self._pool(query), self._job_id(body)
-        pod = self._pod_or_first(pool, job_id, body)
-        try:
-            since = v2.log_time_back(self._body(body).get("startTime"))
-        except (ValueError, OverflowError):
-            raise BadRequest("startTime must be like 2025-05-13 02:22:40 (UTC)") from None
-        return self.backend.logs(pool, job_id, pod, None if since is None else str(since),
-                                 self._field(body, "chunkSize"), None)
+    def DescribeJobLogs(self, query: Query, body: Dict[str, Any]) -> Dict[str, Any]:  # noqa: N802
+        """The 2026 page's parameters (podName required; unix startTime/endTime, or the SDK's
+        ``yyyy-MM-dd HH:mm:ss``; maxLines, keywords, chunkSize = lines per record, default 1;
+        marker → nextMarker). ``logType`` (SDK) is accepted: a local pod has one log, stdout and
+        stderr together."""
+        job = self._job(query, body)
+        times = []
+        for name in ("startTime", "endTime"):
+            try:
+                value = v2.log_time_back(body.get(name))
+            except (ValueError, OverflowError):
+                raise BadRequest(f"{name} must be unix seconds (or like 2025-05-13 02:22:40, UTC)",
+                                 code=INAPPROPRIATE) from None
+            times.append(None if value is None else str(value))
+        keywords = body.get("keywords")
+        if keywords is not None and not isinstance(keywords, str):
+            raise BadRequest("keywords must be a string", code=INAPPROPRIATE)
+        return self.backend.logs(job["resourcePoolId"], job["jobId"], self._required(body, "podName"), times[0],
+                                 self._field(body, "maxLines"), self._field(body, "chunkSize"), end=times[1],
+                                 keywords=keywords or None, marker=self._field(body, "marker") or None,
+                                 default_chunk=1)
 
-    def DescribeJobNodeNames(self, query: Query, body: Any) -> Dict[str, Any]:  # noqa: N802
-        job_id = self._job_id(body)
-        nodes = self.backend.nodes(self._pool(query), job_id)
-        return {"jobId": job_id, "nodeNames": nodes["nodeName"]}
+    def DescribeJobNodes(self, query: Query, body: Dict[str, Any]) -> Dict[str, Any]:  # noqa: N802
+        """``{jobId, nodes}`` (the 2026 page, 2mayvq994)."""
+        job = self._job(query, body)
+        return {"jobId": job["jobId"], "nodes": self.backend.nodes(job["resourcePoolId"], job["jobId"])["nodeName"]}
 
-    def GetJobWebTerminalUrl(self, query: Query, body: Any) -> Dict[str, Any]:  # noqa: N802
-        pool, job_id = self._pool(query), self._job_id(body)
-        pod = self._pod_or_first(pool, job_id, body)
-        answer = self.backend.webterminal(pool, job_id, pod,
+    def DescribeJobNodeNames(self, query: Query, body: Dict[str, Any]) -> Dict[str, Any]:  # noqa: N802
+        """The SDK's name: ``{jobId, nodeNames}``."""
+        answer = self.DescribeJobNodes(query, body)
+        return {"jobId": answer["jobId"], "nodeNames": answer["nodes"]}
+
+    def DescribeJobWebterminal(self, query: Query, body: Dict[str, Any]) -> Dict[str, Any]:  # noqa: N802
+        """``podName`` required (the 2026 page, 9mayvri1t)."""
+        self._required(body, "podName")
+        return self.GetJobWebTerminalUrl(query, body)
+
+    def GetJobWebTerminalUrl(self, query: Query, body: Dict[str, Any]) -> Dict[str, Any]:  # noqa: N802
+        job = self._job(query, body)
+        pod = self._pod_or_first(job, body)
+        answer = self.backend.webterminal(job["resourcePoolId"], job["jobId"], pod,
                                           self._field(body, "handshakeTimeoutSecond"),
                                           self._field(body, "pingTimeoutSecond"))
-        return {"jobId": job_id, "podName": pod, "webTerminalUrl": answer["WebTerminalUrl"]}
+        return {"jobId": job["jobId"], "podName": pod, "webTerminalUrl": answer["WebTerminalUrl"]}
 
     # -- pools and queues ------------------------------------------------------------------
-    def DescribeResourcePools(self, query: Query, body: Any) -> Dict[str, Any]:  # noqa: N802
-        result = self.backend.list_pools(query.get("pageNumber"), query.get("pageSize"))
-        return {"totalCount": result["total"], "resourcePools": result["resourcePools"]}
+    def DescribeResourcePools(self, query: Query, body: Dict[str, Any]) -> Dict[str, Any]:  # noqa: N802
+        """``resourcePoolType`` required and filtering (only ``common`` pools exist locally);
+        ``keywordType``/``keyword``, ``orderBy``/``order`` and pages as the page gives them."""
+        kind = query.get("resourcePoolType")
+        if kind not in shapes.POOL_TYPES:
+            raise BadRequest(f"resourcePoolType must be one of {', '.join(shapes.POOL_TYPES)} (query "
+                             f"parameter), got {kind!r}")
+        keyword_type = query.get("keywordType") or "resourcePoolName"
+        keyword = query.get("keyword") or ""
+        order_by = query.get("orderBy") or "resourcePoolName"
+        order = (query.get("order") or "ASC").upper()
+        for name, value, allowed in (("keywordType", keyword_type, ("resourcePoolName", "resourcePoolId")),
+                                     ("orderBy", order_by, ("resourcePoolName", "resourcePoolId", "createdAt")),
+                                     ("order", order, ("ASC", "DESC"))):
+            if value not in allowed:
+                raise BadRequest(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
+        pools = [p for p in self.backend.store.pools() if kind == shapes.POOL_TYPE and keyword in p["id"]]
+        pools.sort(key=lambda p: p["created_at"] if order_by == "createdAt" else p["id"], reverse=order == "DESC")
+        page, number, size = self.pools.page(pools, query.get("pageNumber"), query.get("pageSize"), 10,
+                                             name="pageNumber")
+        return {"keywordType": keyword_type, "keyword": keyword, "orderBy": order_by, "order": order,
+                "pageNumber": number, "pageSize": size, "totalCount": len(pools),
+                "resourcePools": [shapes.pool_v2(p) for p in page]}
 
-    def DescribeResourcePool(self, query: Query, body: Any) -> Dict[str, Any]:  # noqa: N802
-        return self.backend.get_pool(self._pool(query))
+    def DescribeResourcePool(self, query: Query, body: Dict[str, Any]) -> Dict[str, Any]:  # noqa: N802
+        return shapes.pool_v2(self.pools.configured_pool(self._pool(query)))
 
-    def DescribeQueues(self, query: Query, body: Any) -> Dict[str, Any]:  # noqa: N802
-        result = self.backend.list_queues(self._pool(query), query.get("pageNumber"),
-                                          query.get("pageSize"))
-        return {"totalCount": result["total"], "queues": result["queues"]}
+    def DescribeQueues(self, query: Query, body: Dict[str, Any]) -> Dict[str, Any]:  # noqa: N802
+        """The pool's queues (the Go SDK sends ``PageNumber``/``PageSize``, the Python SDK lower-case)."""
+        pool = self._pool(query)
+        self.pools.configured_pool(pool)
+        keyword = query.get("keyword") or ""
+        queues = [q for q in self.backend.store.queues(pool) if keyword in q["name"]]
+        page, number, size = self.pools.page(queues, query.get("pageNumber") or query.get("PageNumber"),
+                                             query.get("pageSize") or query.get("PageSize"), 10,
+                                             name="pageNumber")
+        return {"pageSize": size, "pageNumber": number, "keyword": keyword,
+                "keywordType": query.get("keywordType") or "queueName", "totalCount": len(queues),
+                "queues": [self.pools.queue_v2(q) for q in page]}
 
-    def DescribeQueue(self, query: Query, body: Any) -> Dict[str, Any]:  # noqa: N802
+    def DescribeQueue(self, query: Query, body: Dict[str, Any]) -> Dict[str, Any]:  # noqa: N802
+        """One queue by its id (``queue-…``, from DescribeQueues); an unknown id is 404 NoSuchQueue."""
         queue = query.get("queueId")
         if not queue:
-            raise BadRequest("queueId is required (query parameter)")
-        pool, name = v2.split_queue_id(queue)
-        return self.backend.get_queue(pool, name)
+            raise BadRequest("queueId is required (query parameter, e.g. queue-h4rzqodsqgfv from DescribeQueues)")
+        return self.pools.queue_v2(self.pools.queue_by_id(queue))

@@ -122,6 +122,7 @@ def start(
     fault_seed: Optional[int] = None,
     pools: Sequence[str] = (),
     queues: Sequence[str] = (),
+    schedule_delay: Optional[float] = None,
 ) -> Dict[str, Any]:
     """Start a background server (or return the one already running); its server.json.
 
@@ -144,7 +145,8 @@ def start(
     for flag, value in (("--port", port), ("--max-running", max_running),
                         ("--stop-grace", stop_grace), ("--sample-interval", sample_interval),
                         ("--inject-faults", inject_faults or None),
-                        ("--fault-seed", fault_seed if inject_faults else None)):
+                        ("--fault-seed", fault_seed if inject_faults else None),
+                        ("--schedule-delay", schedule_delay or None)):
         if value is not None:
             command += [flag, str(value)]
     for flag, values in (("--pool", pools), ("--queue", queues)):

@@ -22,7 +22,12 @@ class LocalAPIError(Exception):
             self.code = code
 
 
+INAPPROPRIATE = "InappropriateJSON"  # BCE: well-formed JSON with a missing or mistyped item
+
+
 class BadRequest(LocalAPIError):
+    """400; ``InvalidParameter`` (ours, for query parameters) unless a BCE code is given."""
+
     status = 400
     code = "InvalidParameter"
 
@@ -50,9 +55,19 @@ class BadAuth(LocalAPIError):
     code = "InvalidHTTPAuthHeader"
 
 
-class Conflict(LocalAPIError):
-    status = 409
-    code = "Conflict"
+class IdempotencyMismatch(LocalAPIError):
+    """A ``clientToken`` reused for another request (another body or pool): 403, as Baidu's
+    error table has it (https://cloud.baidu.com/doc/qianfan/s/Pmh4sv5qa)."""
+
+    status = 403
+    code = "IdempotentParameterMismatch"
+
+
+class MethodNotAllowed(LocalAPIError):
+    """An action sent with another HTTP method than its page gives (ours: no page names a code)."""
+
+    status = 405
+    code = "MethodNotAllowed"
 
 
 class NotSupported(LocalAPIError):

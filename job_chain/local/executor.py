@@ -16,7 +16,6 @@ import logging
 import os
 import shutil
 import signal
-import socket
 import sys
 import threading
 import time
@@ -25,6 +24,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from job_chain import proctree
 from job_chain.local import store as st
 from job_chain.local.adoption import Adoption
+from job_chain.local.lifecycle import Lifecycle
 from job_chain.local.pod_process import (
     SECRET_ENV,
     LivePod,
@@ -49,12 +49,12 @@ def utc_event_time(ts: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S +0000 UTC", time.gmtime(ts))
 
 
-class Executor(Adoption):
+class Executor(Adoption, Lifecycle):
     """Starts queued jobs as processes and records what happens to them in the store."""
 
     def __init__(
         self, store: Store, state_dir: str, server_url: str, credentials_file: str,
-        max_running: Optional[int] = None, stop_grace: float = 10.0,
+        max_running: Optional[int] = None, stop_grace: float = 10.0, schedule_delay: float = 0.0,
     ) -> None:
         self.store = store
         self.state_dir = state_dir
@@ -62,6 +62,7 @@ class Executor(Adoption):
         self.credentials_file = credentials_file
         self.max_running = max_running if max_running and max_running > 0 else None
         self.stop_grace = stop_grace
+        self.schedule_delay = schedule_delay  # seconds a job stays Scheduled before its pods start
         self._cond = threading.Condition()
         self._exit_lock = threading.Lock()
         self._closing = False
@@ -127,8 +128,7 @@ class Executor(Adoption):
                 if pod["finished_at"] is None:
                     self.store.set_pod(job_id, pod["name"], status=st.FAILED, finished_at=now,
                                        exit_code=pod["exit_code"] if pod["exit_code"] is not None else 127)
-            if self.store.transition(job_id, [st.PENDING, st.RUNNING, st.STOPPING], status=st.FAILED,
-                                     finished_at=now):
+            if self.store.transition(job_id, [st.PENDING, *st.ACTIVE], status=st.FAILED, finished_at=now):
                 self.store.add_event(job_id, why, message, kind="Warning")
                 self.store.add_event(job_id, "JobFailed", f"PyTorchJob {job['name']} is failed: {message}")
             self._terminate_job(job_id, self.stop_grace)
@@ -148,18 +148,11 @@ class Executor(Adoption):
                     self.store.add_event(job_id, "JobFailed", f"PyTorchJob {job['name']} is failed "
                                          "because a datasource could not be mounted.")
                 return
-        port = free_port()
-        if not self.store.transition(job_id, [st.PENDING], status=st.RUNNING, started_at=now,
-                                     master_port=port):
-            return
-        pods = self.store.pods(job_id)
-        for pod in pods:
-            name = pod["name"]
-            self.store.add_event(job_id, "SuccessfulCreatePod", f"Created pod: {name}", ts=now)
-            self.store.add_event(job_id, "Scheduled", f"Successfully assigned default/{name} to "
-                                 f"{socket.gethostname()}", pod=name, ts=now)
-            self._spawn_pod(job, pod, len(pods), port)
-        self.store.add_event(job_id, "Started", f"PyTorchJob {job['name']} is running.")
+        if self.store.transition(job_id, [st.PENDING], status=st.SCHEDULED, scheduled_at=now,
+                                 master_port=free_port()):
+            self.store.add_event(job_id, "JobScheduled", f"PyTorchJob {job['name']} is scheduled; its pods are "
+                                 "being created")
+            self._schedule(job)
 
     def _pod_env(self, job: Dict[str, Any], pod: Dict[str, Any], replicas: int,
                  port: int) -> Tuple[Dict[str, str], List[Tuple[str, str]]]:
@@ -285,7 +278,11 @@ class Executor(Adoption):
         all_done = all(p["finished_at"] is not None for p in pods)
         failed = [p for p in pods if p["finished_at"] is not None and p["exit_code"] != 0]
         name, status = job["name"], job["status"]
-        if status == st.RUNNING and failed:
+        if status == st.RUNNING and failed and self._restart(job, failed, now):
+            status = st.SCHEDULED  # fault tolerance: restarted once every pod has ended
+        if status == st.SCHEDULED and all_done:
+            self._relaunch(job, pods)
+        elif status == st.RUNNING and failed:
             if self.store.transition(job_id, [st.RUNNING], status=st.FAILED, finished_at=now):
                 kind = "Master" if failed[0]["replica_type"] == "master" else "Worker"
                 self.store.add_event(job_id, "JobFailed", f"PyTorchJob {name} is failed "
@@ -325,13 +322,14 @@ class Executor(Adoption):
             job = self.store.get_job(job_id)
             if job is None:
                 return
-            if job["status"] == st.PENDING:
-                if self.store.transition(job_id, [st.PENDING], status=st.STOPPED, finished_at=now):
+            live = any(p.job_id == job_id for p in self._live.values())
+            if job["status"] == st.PENDING or job["status"] == st.SCHEDULED and not live:
+                if self.store.transition(job_id, [st.PENDING, st.SCHEDULED], status=st.STOPPED, finished_at=now):
                     self.store.add_event(job_id, "JobStopped", f"PyTorchJob {job['name']} is stopped.")
-            elif job["status"] == st.RUNNING:
-                self.store.transition(job_id, [st.RUNNING], status=st.STOPPING)
+            elif job["status"] in (st.RUNNING, st.SCHEDULED):  # Scheduled with pods: stopping for a restart
+                self.store.transition(job_id, [st.RUNNING, st.SCHEDULED], status=st.STOPPING)
                 self.store.add_event(job_id, "JobStopping", f"PyTorchJob {job['name']} is stopping.")
-                if any(p.job_id == job_id for p in self._live.values()):
+                if live:
                     self._terminate_job(job_id, self.stop_grace)
                 elif self.store.transition(job_id, [st.STOPPING], status=st.STOPPED, finished_at=now):
                     self.store.add_event(job_id, "JobStopped", f"PyTorchJob {job['name']} is stopped.")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import codecs
+import functools
 import json
 import os
 import uuid
@@ -257,8 +258,9 @@ def create_app(backend: Backend, keys: Mapping[str, str],
     @app.get(API + "/{job_id}/pods/{pod}/logs")
     async def pod_logs(request: Request, job_id: str, pod: str) -> JSONResponse:
         p = request.query_params
-        return await answer(request, backend.logs, pool_of(request), job_id, pod,
-                            p.get("startTime"), p.get("maxLines"), p.get("chunk"))
+        return await answer(request, functools.partial(
+            backend.logs, pool_of(request), job_id, pod, p.get("startTime"), p.get("maxLines"), p.get("chunk"),
+            end=p.get("endTime"), keywords=p.get("keywords"), marker=p.get("marker")))
 
     @app.get(API + "/{job_id}/metrics")
     async def job_metrics(request: Request, job_id: str) -> JSONResponse:
@@ -281,24 +283,25 @@ def create_app(backend: Backend, keys: Mapping[str, str],
     @app.get(POOLS)
     async def list_pools(request: Request) -> JSONResponse:
         p = request.query_params
-        return await answer(request, backend.list_pools, p.get("pageNo"), p.get("pageSize"))
+        return await answer(request, backend.pools.list_pools, p.get("pageNo"), p.get("pageSize"))
 
     @app.get(POOLS + "/{pool}")
     async def get_pool(request: Request, pool: str) -> JSONResponse:
-        return await answer(request, backend.get_pool, pool)
+        return await answer(request, backend.pools.get_pool, pool)
 
     @app.get(POOLS + "/{pool}/nodes")
     async def pool_nodes(request: Request, pool: str) -> JSONResponse:
-        return await answer(request, backend.pool_nodes, pool)
+        p = request.query_params
+        return await answer(request, backend.pools.pool_nodes, pool, p.get("pageNo"), p.get("pageSize"))
 
     @app.get(POOLS + "/{pool}/queue")
     async def list_queues(request: Request, pool: str) -> JSONResponse:
         p = request.query_params
-        return await answer(request, backend.list_queues, pool, p.get("pageNo"), p.get("pageSize"))
+        return await answer(request, backend.pools.list_queues, pool, p.get("pageNo"), p.get("pageSize"))
 
     @app.get(POOLS + "/{pool}/queue/{name}")
     async def get_queue(request: Request, pool: str, name: str) -> JSONResponse:
-        return await answer(request, backend.get_queue, pool, name)
+        return await answer(request, backend.pools.get_queue, pool, name)
 
     for prefix in UNSUPPORTED_V1:
         @app.api_route(prefix, methods=["GET", "POST", "PUT", "DELETE"])

@@ -3,7 +3,8 @@
 Registered by :func:`job_chain.local.routes.create_app` beside the v1 routes, behind the same
 request-id and signature middleware: the v2 SDK signs ``/`` with the ``action`` query parameter
 (jobs: its BCE signer; pools and queues: its own requests-based signer over
-``content-type;host;x-bce-date``), and both verify with the one check in :mod:`auth`.
+``content-type;host;x-bce-date``), and both verify with the one check in :mod:`auth`. The method
+and the API-version header each action needs are checked by :class:`BackendV2`.
 """
 
 from __future__ import annotations
@@ -30,4 +31,5 @@ def add_v2_routes(app: FastAPI, backend: Backend,
         if not name:
             raise BadRequest("the v2 API needs ?action=Name (e.g. ?action=DescribeJobs)")
         body: Any = parse_body(await request.body()) if request.method == "POST" else None
-        return await answer_v2(request, actions.call, name, dict(request.query_params), body)
+        return await answer_v2(request, actions.call, name, request.method, request.headers,
+                               dict(request.query_params), body)

@@ -284,6 +284,7 @@ def serve(
     middleware: Sequence[Tuple[Any, Dict[str, Any]]] = (),
     pools: Sequence[str] = (),
     queues: Sequence[str] = (),
+    schedule_delay: float = 0.0,
 ) -> None:
     """Serve until SIGTERM/SIGINT. Pods keep running after the server stops.
 
@@ -321,7 +322,7 @@ def serve(
     store = open_store(files["db"])
     store.configure(*config)
     executor = Executor(store, state_dir, url, files["credentials"], max_running=max_running,
-                        stop_grace=stop_grace)
+                        stop_grace=stop_grace, schedule_delay=schedule_delay)
     sampler = Sampler(store, executor, interval=sample_interval)
     backend = Backend(store, executor, state_dir, url, default_capacity=max_running)
     app = create_app(backend, {access_key: secret_key}, middleware=middleware)

@@ -17,10 +17,11 @@ from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from job_chain.aihc.spec import PRIORITIES
 
-PENDING, RUNNING, STOPPING = "Pending", "Running", "Stopping"
+# Scheduled: given its place (capacity counts it), its pods being created (``--schedule-delay``)
+PENDING, SCHEDULED, RUNNING, STOPPING = "Pending", "Scheduled", "Running", "Stopping"
 SUCCEEDED, FAILED, STOPPED = "Succeeded", "Failed", "Stopped"
 TERMINAL = frozenset({SUCCEEDED, FAILED, STOPPED})
-ACTIVE = frozenset({RUNNING, STOPPING})
+ACTIVE = (SCHEDULED, RUNNING, STOPPING)  # jobs that hold their queue's and pool's capacity
 PRIORITY_RANK = {p: rank for rank, p in enumerate(PRIORITIES)}  # high first
 
 SCHEMA = """
@@ -100,7 +101,6 @@ METRIC_COLUMNS = {
 }
 
 
-
 def _time_range(start: Optional[float], end: Optional[float], args: List[Any]) -> str:
     """SQL for an optional ``ts`` window; appends its parameters to ``args``."""
     clause = ""
@@ -111,6 +111,7 @@ def _time_range(start: Optional[float], end: Optional[float], args: List[Any]) -
         clause += " AND ts<=?"
         args.append(end)
     return clause
+
 
 class Store:
     """All persistent state of one local server (``state_dir/state.db``)."""
@@ -129,11 +130,13 @@ class Store:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.executescript(SCHEMA)
-        columns = {r[1] for r in self._db.execute("PRAGMA table_info(jobs)").fetchall()}
-        if "body_hash" not in columns:  # databases made before idempotency checked the body
-            self._db.execute("ALTER TABLE jobs ADD COLUMN body_hash TEXT")
-        if "api" not in columns:  # which OpenAPI version created the job (v1 or v2)
-            self._db.execute("ALTER TABLE jobs ADD COLUMN api TEXT")
+        # columns added since the first release: the body's hash (idempotency), the API version
+        # that created the job, when it was scheduled, fault-tolerance restarts (job and pods)
+        for table, column, kind in (("jobs", "body_hash", "TEXT"), ("jobs", "api", "TEXT"),
+                                    ("jobs", "scheduled_at", "REAL"), ("jobs", "restarts", "INTEGER"),
+                                    ("pods", "restart_count", "INTEGER")):
+            if column not in {r[1] for r in self._db.execute(f"PRAGMA table_info({table})").fetchall()}:
+                self._db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
 
     def close(self) -> None:
         with self._lock:
@@ -155,10 +158,8 @@ class Store:
         """Insert a Pending job and its pods; return (job, created). Same token → same job
         (the caller compares ``body_hash`` with the stored one to refuse a different body)."""
         with self._lock:
-            if client_token:
-                found = self._db.execute(
-                    "SELECT * FROM jobs WHERE pool=? AND client_token=?", (pool, client_token),
-                ).fetchone()
+            if client_token:  # a token names one request across pools (the caller compares pools)
+                found = self._db.execute("SELECT * FROM jobs WHERE client_token=?", (client_token,)).fetchone()
                 if found:
                     return _job(dict(found)), False
             job_id = f"pytorchjob-{uuid.uuid4()}"
@@ -263,9 +264,8 @@ class Store:
         return self._rows("SELECT * FROM pools ORDER BY id")
 
     def queues(self, pool: Optional[str] = None) -> List[Dict[str, Any]]:
-        if pool is None:
-            return self._rows("SELECT * FROM queues ORDER BY pool, name")
-        return self._rows("SELECT * FROM queues WHERE pool=? ORDER BY name", (pool,))
+        where = "" if pool is None else "WHERE pool=? "
+        return self._rows(f"SELECT * FROM queues {where}ORDER BY pool, name", () if pool is None else (pool,))
 
     def job_counts(self) -> Dict[Tuple[str, str], Dict[str, int]]:
         """{(pool, queue): {status: n}}: what the pool and queue views report."""
@@ -279,8 +279,8 @@ class Store:
         """Pools and queues with as many active jobs as their capacity (None: unlimited;
         a queue without one has ``default_capacity``)."""
         active: Dict[Tuple[str, str], int] = {}
-        for row in self._rows("SELECT pool, queue, COUNT(*) AS n FROM jobs WHERE status IN (?,?)"
-                              " GROUP BY pool, queue", (RUNNING, STOPPING)):
+        for row in self._rows("SELECT pool, queue, COUNT(*) AS n FROM jobs WHERE status IN (?,?,?)"
+                              " GROUP BY pool, queue", ACTIVE):
             active[(row["pool"], row["queue"])] = row["n"]
         pools = [p["id"] for p in self.pools() if p["capacity"] is not None
                  and sum(n for (pool, _), n in active.items() if pool == p["id"]) >= p["capacity"]]
@@ -292,12 +292,10 @@ class Store:
         return pools, queues
 
     def count_active(self) -> int:
-        return self._rows("SELECT COUNT(*) AS n FROM jobs WHERE status IN (?,?)",
-                          (RUNNING, STOPPING))[0]["n"]
+        return self._rows("SELECT COUNT(*) AS n FROM jobs WHERE status IN (?,?,?)", ACTIVE)[0]["n"]
 
     def count_by_status(self) -> Dict[str, int]:
-        return {r["status"]: r["n"] for r in
-                self._rows("SELECT status, COUNT(*) AS n FROM jobs GROUP BY status")}
+        return {r["status"]: r["n"] for r in self._rows("SELECT status, COUNT(*) AS n FROM jobs GROUP BY status")}
 
     def set_job(self, job_id: str, **fields: Any) -> None:
         cols = ", ".join(f"{k}=?" for k in fields)
@@ -326,17 +324,6 @@ class Store:
         for row in rows:
             row["env"] = json.loads(row["env"])
         return rows
-
-    def pods_of(self, job_ids: Iterable[str]) -> Dict[str, List[Dict[str, Any]]]:
-        ids = list(job_ids)
-        out: Dict[str, List[Dict[str, Any]]] = {i: [] for i in ids}
-        if not ids:
-            return out
-        marks = ",".join("?" * len(ids))
-        for row in self._rows(f"SELECT job_id, name FROM pods WHERE job_id IN ({marks})"
-                              " ORDER BY rank", ids):
-            out[row["job_id"]].append(row)
-        return out
 
     def get_pod(self, job_id: str, name: str) -> Optional[Dict[str, Any]]:
         rows = [p for p in self.pods(job_id) if p["name"] == name]
@@ -381,11 +368,13 @@ class Store:
         rows = self._rows(f"SELECT ts, {column} AS v FROM metrics WHERE {where} ORDER BY ts", args)
         return [(r["ts"], r["v"]) for r in rows if r["v"] is not None]
 
-    def log_offset_before(self, job_id: str, pod: str, ts: float) -> int:
-        """Log size at the latest index sample taken at or before ``ts`` (0 if none)."""
-        rows = self._rows("SELECT pos FROM log_index WHERE job_id=? AND pod=? AND ts<=?"
-                          " ORDER BY ts DESC LIMIT 1", (job_id, pod, ts))
-        return int(rows[0]["pos"]) if rows else 0
+    def log_offset(self, job_id: str, pod: str, ts: float, after: bool = False) -> Optional[int]:
+        """Log size at the latest index sample at or before ``ts`` (0 if none), or with ``after``
+        at the first one at or after it (None if none: the log as it is now)."""
+        compare, direction = (">=", "ASC") if after else ("<=", "DESC")
+        rows = self._rows(f"SELECT pos FROM log_index WHERE job_id=? AND pod=? AND ts{compare}?"
+                          f" ORDER BY ts {direction} LIMIT 1", (job_id, pod, ts))
+        return int(rows[0]["pos"]) if rows else (None if after else 0)
 
     # -- webterminal tokens ----------------------------------------------------------------
     def add_token(self, job_id: str, pod: str, ttl: float) -> str:

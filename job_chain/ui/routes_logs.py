@@ -4,15 +4,17 @@ training curves parsed from the log, and the job's monitoring series."""
 from __future__ import annotations
 
 import time
-from typing import Dict, Iterator, List, Optional
+from typing import Dict, List, Optional
 
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 
 from job_chain.aihc.client import pod_names
+from job_chain.aihc.logpages import log_records
 from job_chain.aihc.timefmt import parse_time
 from job_chain.errors import JobChainError
 from job_chain.redaction import redact
+from job_chain.ui import views
 from job_chain.ui.curves import parse_curves, patterns_for
 from job_chain.ui.pages import NotFoundError, Pages, say
 
@@ -36,15 +38,14 @@ def register(app: FastAPI, pages: Pages) -> None:
         else:
             try:
                 client = session.client_for(run)
-                pool = session.chain.pool
+                pool = session.frozen(run).pool
                 if pod is None:
                     names = pod_names(client.get_job(pool, chosen.job_id))
                     pod = names[0] if names else None
                 if pod is None:
                     error = f"job {chosen.job_id} has no pod yet"
                 else:
-                    answer = client.pod_logs(pool, chosen.job_id, pod, max_lines=lines)
-                    text = "".join(answer.get("logs") or [])
+                    text = "".join(log_records(client, pool, chosen.job_id, pod, max_lines=lines))
                     text = "".join(text.splitlines(True)[-lines:])
             except JobChainError as exc:
                 error = say(exc)
@@ -62,40 +63,34 @@ def register(app: FastAPI, pages: Pages) -> None:
         if chosen is None:
             raise NotFoundError(f"step {index} of run {run_id} has not been submitted")
         client = session.client_for(run)
-        pool = session.chain.pool
+        pool = session.frozen(run).pool
         try:
             pod = pod or (pod_names(client.get_job(pool, chosen.job_id)) or [None])[0]
             if pod is None:
                 raise NotFoundError(f"job {chosen.job_id} has no pod yet")
-            # chunks of lines: the answer goes out piece by piece, never joined into one string
-            records = client.pod_logs(pool, chosen.job_id, pod, chunk=2000).get("logs") or []
+            # page by page (nextMarker), records of 2000 lines: never the whole log in memory
+            stream = views.log_download(log_records(client, pool, chosen.job_id, pod, chunk=2000),
+                                        pages.secrets_of(found))
         except JobChainError as exc:
             raise NotFoundError(say(exc)) from None
-        known = pages.secrets_of(found)
-
-        records.reverse()  # popped from the end: each piece is let go as soon as it is sent
-
-        def stream() -> Iterator[bytes]:
-            while records:
-                yield redact(records.pop(), known).encode("utf-8")
 
         name = f"{run.run_id}-step{index}-attempt{chosen.attempt}-{pod}.log"
-        return StreamingResponse(stream(), media_type="text/plain; charset=utf-8",
+        return StreamingResponse(stream, media_type="text/plain; charset=utf-8",
                                  headers={"Content-Disposition": f'attachment; filename="{name}"'})
 
     @app.get("/api/curves/{cid}/{run_id}/{index}")
     def curves(cid: str, run_id: str, index: int, attempt: Optional[int] = None) -> JSONResponse:
         found, run, step, chosen = pages.located(cid, run_id, index, attempt)
         session = pages.session(found)
-        chain_step = session.chain.step(index)
+        chain_step = session.frozen(run).step(index)
         patterns = patterns_for(chain_step.metrics if chain_step else None)
         if chosen is None:
             return JSONResponse({"curves": {}, "live": False})
         try:
             client = session.client_for(run)
-            pool = session.chain.pool
+            pool = session.frozen(run).pool
             names = pod_names(client.get_job(pool, chosen.job_id))
-            text = "".join(client.pod_logs(pool, chosen.job_id, names[0], max_lines=CURVE_LINES).get("logs") or []) \
+            text = "".join(log_records(client, pool, chosen.job_id, names[0], max_lines=CURVE_LINES)) \
                 if names else ""
         except JobChainError as exc:
             return JSONResponse({"curves": {}, "error": say(exc), "live": step.active})
@@ -106,7 +101,7 @@ def register(app: FastAPI, pages: Pages) -> None:
         found = pages.entry(cid)
         session = pages.session(found)
         client = session.client_for(pages.run_of(found, run)) if run else pages.pool_client(found)
-        pool = session.chain.pool
+        pool = session.frozen(run).pool
         try:
             job = client.get_job(pool, job_id)
         except JobChainError as exc:

@@ -11,7 +11,7 @@ import json
 import re
 import time
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from job_chain.aihc.status import FAILED, STOPPED, SUCCEEDED
 from job_chain.chain.loader import key_path
@@ -132,6 +132,28 @@ def timeline(status: RunStatus, width: int = 1180, now: Optional[float] = None) 
                 _dt.datetime.fromtimestamp(start, _dt.timezone.utc).strftime("%m-%d %H:%M:%S")
             ticks.append((label_width + k * (width - label_width - 10) / 4, label))
     return Timeline(rows, width, 4 + len(status.steps) * row_height + 18, row_height, label_width, ticks)
+
+
+def log_download(records: Iterator[str], secrets: Iterable[str]) -> Iterator[bytes]:
+    """A log's records as the download's pieces, secrets redacted. The first page is read now, so
+    a log that cannot be read at all is an error answer; one that cannot be read to its end ends
+    with a line saying so (the answer has started: its status can no longer change)."""
+    from job_chain.errors import JobChainError
+    from job_chain.redaction import redact
+
+    known = list(secrets)
+    first = next(records, None)
+
+    def pieces() -> Iterator[bytes]:
+        if first is not None:
+            yield redact(first, known).encode("utf-8")
+        try:
+            for record in records:
+                yield redact(record, known).encode("utf-8")
+        except JobChainError as exc:
+            yield f"\n[job-chain: the log is cut here: {exc}]\n".encode()
+
+    return pieces()
 
 
 # -- JSON with problems next to their path ---------------------------------------------------------

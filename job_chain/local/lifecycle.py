@@ -1,0 +1,127 @@
+"""A local job's way from queued to running, and back after a failure: Scheduled and fault tolerance.
+
+AIHC reports a job ``Scheduled`` between being given its place and its pods running (Baidu's
+DescribeJobs example answer shows one; the Go SDK's job result has ``scheduledAt`` and
+``runningAt``), and image pulls make that take a while. Locally a job passes ``Pending`` (queued)
+→ ``Scheduled`` (its place taken, counted against its queue and pool) → ``Running``, and stays
+Scheduled for ``--schedule-delay`` seconds (default 0, so tests stay fast), so code tuned here is
+not tuned to an instant cluster.
+
+``faultTolerance``: AIHC restarts a failed job (its pods, all of them) while fault tolerance
+allows. Locally a job with ``"faultTolerance": true`` whose pod exits non-zero is restarted up
+to ``faultToleranceConfig.faultToleranceLimit`` times (the Go SDK's
+``OpenAPIJobFaultToleranceConfig``; :data:`DEFAULT_RESTARTS` when unset): a ``Warning`` event
+``FaultToleranceRestart``, the other pods stopped, then Scheduled → Running again with each
+pod's ``restartCount`` one higher and its log continued. When the limit is reached the job fails
+as any other.
+
+Mixed into :class:`~job_chain.local.executor.Executor`; no HTTP here.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from typing import Any, Dict, List, Optional
+
+from job_chain.local import store as st
+from job_chain.local.shapes import HOSTNAME
+from job_chain.local.store import Store
+
+log = logging.getLogger("job_chain.local")
+DEFAULT_RESTARTS = 3  # AIHC's fault tolerance retries a job up to 3 times unless told otherwise
+
+
+def restart_limit(spec: Dict[str, Any]) -> int:
+    """How many times a failed job restarts: 0 without ``faultTolerance``."""
+    if spec.get("faultTolerance") is not True:
+        return 0
+    limit = (spec.get("faultToleranceConfig") or {}).get("faultToleranceLimit")
+    return limit if isinstance(limit, int) and not isinstance(limit, bool) else DEFAULT_RESTARTS
+
+
+class Lifecycle:
+    """Scheduled, the schedule delay, and restarts; the executor supplies pods and signals."""
+
+    # set by the executor, which also has _spawn_pod, _terminate_job and _fail_job
+    store: Store
+    state_dir: str
+    stop_grace: float
+    schedule_delay: float
+    _closing: bool
+
+    def _schedule(self, job: Dict[str, Any], delay: Optional[float] = None, now: bool = True) -> None:
+        """Start a Scheduled job's pods after ``delay`` (default ``--schedule-delay``): at once
+        when there is none and ``now`` (the caller holds no lock), else from a timer."""
+        wait = self.schedule_delay if delay is None else max(0.0, delay)
+        if wait <= 0 and now:
+            self._start_pods(job["id"])
+            return
+        timer = threading.Timer(wait, self._start_pods, (job["id"],))
+        timer.daemon = True
+        timer.start()
+
+    def _start_pods(self, job_id: str) -> None:
+        """Scheduled → Running: spawn every pod (a job stopped or deleted meanwhile stays so)."""
+        job = self.store.get_job(job_id)
+        if job is None or self._closing:  # a stopping server leaves it Scheduled for the next one
+            return
+        try:
+            now = time.time()
+            fields: Dict[str, Any] = {"status": st.RUNNING}
+            if not job["started_at"]:
+                fields["started_at"] = now
+            if not self.store.transition(job_id, [st.SCHEDULED], **fields):
+                return
+            pods = self.store.pods(job_id)
+            for pod in pods:
+                name = pod["name"]
+                self.store.add_event(job_id, "SuccessfulCreatePod", f"Created pod: {name}", ts=now)
+                self.store.add_event(job_id, "Scheduled", f"Successfully assigned default/{name} to {HOSTNAME}",
+                                     pod=name, ts=now)
+                self._spawn_pod(job, pod, len(pods), job["master_port"])
+            self.store.add_event(job_id, "Started", f"PyTorchJob {job['name']} is running.")
+        except Exception as exc:  # noqa: BLE001 - one job that cannot start fails alone
+            log.warning("job %s failed to start: %r", job_id, exc)
+            self._fail_job(job, "FailedLaunch", f"the local server could not start this job: {exc}")
+
+    def _restart(self, job: Dict[str, Any], failed: List[Dict[str, Any]], now: float) -> bool:
+        """A Running job whose pod failed: True if fault tolerance restarts it (callers hold the lock)."""
+        done, limit = job["restarts"] or 0, restart_limit(job["spec"])
+        if done >= limit or not self.store.transition(job["id"], [st.RUNNING], status=st.SCHEDULED,
+                                                      restarts=done + 1, scheduled_at=now):
+            return False
+        pod = failed[0]
+        self.store.add_event(job["id"], "FaultToleranceRestart", f"PyTorchJob {job['name']}: pod {pod['name']} "
+                             f"exited with code {pod['exit_code']}; fault tolerance restarts the job "
+                             f"({done + 1} of {limit})", kind="Warning")
+        self._terminate_job(job["id"], self.stop_grace)
+        return True
+
+    def _relaunch(self, job: Dict[str, Any], pods: List[Dict[str, Any]]) -> None:
+        """Every pod of a restarting job has ended: start them again (callers hold the lock)."""
+        from job_chain.local.executor import pod_paths
+
+        for pod in pods:
+            rc_path = pod_paths(self.state_dir, job["id"], pod["name"])[2]
+            for stale in (rc_path, rc_path + ".tmp"):  # a crash now must not read the old exit code
+                if os.path.exists(stale):
+                    os.unlink(stale)
+            self.store.set_pod(job["id"], pod["name"], status=st.PENDING, pid=None, create_time=None,
+                               exit_code=None, started_at=None, finished_at=None,
+                               restart_count=(pod["restart_count"] or 0) + 1)
+        self._schedule(job, now=False)
+
+    def _adopt_scheduled(self, job: Dict[str, Any]) -> bool:
+        """At start, a Scheduled job: False if pods are still being stopped for a restart (the
+        executor adopts them); else its pods start after what is left of its delay (True)."""
+        pods = self.store.pods(job["id"])
+        if any(p["status"] == st.RUNNING and p["finished_at"] is None for p in pods):
+            return False
+        if all(p["status"] == st.PENDING for p in pods):
+            self._schedule(job, (job["scheduled_at"] or 0) + self.schedule_delay - time.time(), now=False)
+        else:  # every pod ended for a restart, or the server stopped while resetting them
+            self._relaunch(job, pods)
+        return True

@@ -1,0 +1,53 @@
+"""Query parameters as the local server reads them: whole numbers within bounds, and times.
+
+A parameter that is not what its API takes is a 400 naming it, never a 500 or a silent default.
+"""
+
+from __future__ import annotations
+
+import calendar
+import time
+from typing import Optional
+
+from job_chain.jsonfile import describe
+from job_chain.local.errors import BadRequest
+
+MAX_QUERY_INT = 2**53  # larger numbers in a query are mistakes (and overflow SQLite and floats)
+
+
+def parse_int(name: str, value: Optional[str], default: Optional[int] = None,
+              minimum: Optional[int] = None, maximum: Optional[int] = None) -> Optional[int]:
+    """A query parameter as an int within bounds, or a 400 naming the parameter."""
+    if value is None or value == "":
+        return default
+    text = value.strip()
+    if not text.lstrip("-").isdigit() or len(text) > 20:
+        raise BadRequest(f"{name} must be a whole number, got {describe(value, 40)}")
+    number = int(text)
+    if minimum is not None and number < minimum:
+        raise BadRequest(f"{name} must be at least {minimum}, got {number}")
+    limit = MAX_QUERY_INT if maximum is None else maximum
+    if number > limit:
+        raise BadRequest(f"{name} must be at most {limit}, got {number}")
+    return number
+
+
+def parse_time(name: str, value: Optional[str]) -> Optional[float]:
+    """Event time filters: unix seconds, ``2024-07-15 16:52:50 +0000 UTC`` or ISO ``...Z``."""
+    if value is None or value == "":
+        return None
+    try:
+        number = float(value)
+    except ValueError:
+        pass
+    else:
+        if not 0 <= number <= MAX_QUERY_INT:  # also NaN and inf
+            raise BadRequest(f"{name} must be unix seconds between 0 and {MAX_QUERY_INT}, "
+                             f"got {describe(value, 40)}")
+        return number
+    for fmt in ("%Y-%m-%d %H:%M:%S +0000 UTC", "%Y-%m-%dT%H:%M:%SZ", "%Y-%m-%d %H:%M:%S"):
+        try:
+            return float(calendar.timegm(time.strptime(value, fmt)))
+        except ValueError:
+            continue
+    raise BadRequest(f"{name} must be unix seconds or like 2024-07-15T16:52:50Z, got {describe(value, 40)}")

@@ -1,0 +1,173 @@
+"""The local server's resource pools, queues and nodes in the shapes AIHC answers, v1 and v2.
+
+Field names and types follow Baidu's Go SDK, the most complete public description of these
+answers: v1 ``services/aihc/api/v1/resourcePool.go`` (``ResourcePool`` with nested
+``metadata``/``spec``/``status``, ``Node``, the pages ``ResourcePoolPage``/``NodePage``) and
+``queue.go`` (``Queue``, ``QueuePage``); v2 ``services/aihc/v2/api/resourcepool.go``
+(``ResourcePool``, ``DescribeResourcePoolsResponse``) and ``queue.go`` (``QueueSpec``,
+``ResourceAmount``). Values are this machine's (psutil) and this server's state; what a local
+pool has no notion of is the type's empty value, never an invented number. One local extension:
+``maxRunningJobs``, the ``--pool``/``--queue`` capacity (AIHC bounds queues by resources).
+No HTTP here: :mod:`backend` calls these with rows from the store.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import socket
+import time
+from typing import Any, Dict, Iterable, List, Optional
+
+ROOT_QUEUE = "63a9f0ea7bb98050796b649e85481845"  # parentQueue of a top-level queue (md5 of "root",
+# as Baidu's DescribeQueue example shows it, https://cloud.baidu.com/doc/AIHC/s/Jmfcjhru0)
+REGION = "local"
+POOL_TYPE = "common"  # a self-operated pool (resourcePoolType common); the only kind here
+POOL_TYPES = ("common", "dedicatedV2", "bhcmp", "edge")  # Go SDK ResourcePoolType + the Python SDK's edge
+HOSTNAME = socket.gethostname()
+_ALNUM = "0123456789abcdefghijklmnopqrstuvwxyz"
+
+
+def iso_time(ts: Optional[float]) -> str:
+    """AIHC's timestamps: ``2024-07-16T08:33:43Z``; "" when unset."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts)) if ts else ""
+
+
+def queue_id(pool: str, name: str) -> str:
+    """A queue's id in the service's form (``queue-h4rzqodsqgfv``: "queue-" and 12 lower-case
+    letters and digits), stable for a pool and name so it survives restarts."""
+    number = int(hashlib.sha256(f"{pool}/{name}".encode()).hexdigest(), 16)
+    digits = []
+    for _ in range(12):
+        number, rest = divmod(number, 36)
+        digits.append(_ALNUM[rest])
+    return "queue-" + "".join(digits)
+
+
+def machine() -> Dict[str, int]:
+    """This machine's CPUs and memory (GiB, rounded down): every local queue's capability."""
+    import psutil
+
+    return {"cpu": os.cpu_count() or 1, "memoryGi": psutil.virtual_memory().total >> 30}
+
+
+def _quantity(value: Any) -> float:
+    """A resource quantity ("8", "500m", "16Gi", 2) as a number of its unit (Gi for memory)."""
+    text = str(value).strip()
+    scale = {"m": 1e-3, "Ki": 1 / (1 << 20), "Mi": 1 / 1024, "Gi": 1.0, "Ti": 1024.0}
+    for suffix, factor in scale.items():
+        if text.endswith(suffix):
+            text, unit = text[:-len(suffix)], factor
+            break
+    else:
+        unit = 1.0
+    try:
+        return max(0.0, float(text) * unit)
+    except ValueError:
+        return 0.0
+
+
+def allocated(jobs: Iterable[Dict[str, Any]]) -> Dict[str, float]:
+    """CPUs and memory (Gi) the given active jobs asked for (``jobSpec.resources`` × replicas)."""
+    cpu = memory = 0.0
+    for job in jobs:
+        spec = job["spec"].get("jobSpec") or {}
+        replicas = spec.get("replicas") or 1
+        for resource in spec.get("resources") or []:
+            if isinstance(resource, dict) and resource.get("name") == "cpu":
+                cpu += _quantity(resource.get("quantity")) * replicas
+            elif isinstance(resource, dict) and resource.get("name") == "memory":
+                memory += _quantity(resource.get("quantity")) * replicas
+    return {"cpu": cpu, "memoryGi": memory}
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if value == int(value) else f"{value:g}"
+
+
+class Counts:
+    """How many jobs of a pool or queue are pending, scheduled (in queue) and running."""
+
+    def __init__(self, pending: int = 0, inqueue: int = 0, running: int = 0) -> None:
+        self.pending, self.inqueue, self.running = pending, inqueue, running
+
+
+# -- v1 (/api/v1/resourcepools...) ----------------------------------------------------------------
+def pool_v1(pool: Dict[str, Any], busy_nodes: int) -> Dict[str, Any]:
+    """Go SDK v1 ``ResourcePool``: ``metadata``, ``spec``, ``status`` (no GPUs here)."""
+    created = iso_time(pool["created_at"])
+    return {
+        "metadata": {"createdAt": created, "name": pool["id"], "id": pool["id"], "updatedAt": created},
+        "spec": {"k8sVersion": "", "associatedCpromIds": [], "associatedPfsId": "", "createdBy": "",
+                 "description": "", "forbidDelete": False, "region": REGION},
+        "status": {"gpuDetail": [], "gpuCount": {"total": 0, "used": 0},
+                   "nodeCount": {"total": 1, "used": busy_nodes}, "phase": "running"},
+        "maxRunningJobs": pool["capacity"],
+    }
+
+
+def node_v1(used: Dict[str, float]) -> Dict[str, Any]:
+    """Go SDK v1 ``Node``: this machine (its CPUs and memory; allocated = active jobs' requests)."""
+    import psutil
+
+    return {
+        "chargingType": "", "gpuAllocated": 0, "gpuTotal": 0, "gpuType": "", "instanceId": HOSTNAME,
+        "instanceName": HOSTNAME, "intervention": "unintervened", "nodeName": HOSTNAME,
+        "statusPhase": "ready", "zone": "", "region": REGION, "createdAt": iso_time(psutil.boot_time()),
+        "gpuDescriptor": "", "cpuTotal": os.cpu_count() or 1, "cpuAllocated": int(used["cpu"]),
+        "memoryTotal": psutil.virtual_memory().total, "memoryAllocated": int(used["memoryGi"] * (1 << 30)),
+    }
+
+
+def queue_v1(queue: Dict[str, Any], capacity: Optional[int], counts: Counts,
+             used: Dict[str, float]) -> Dict[str, Any]:
+    """Go SDK v1 ``Queue`` (resource lists are ``{"cpu": "8", "memory": "31"}``, memory in Gi,
+    as Baidu's get_queue example writes them)."""
+    whole = machine()
+
+    def amounts(values: Dict[str, float]) -> Dict[str, str]:
+        return {"cpu": _number(values["cpu"]), "memory": _number(values["memoryGi"])}
+
+    return {
+        "name": queue["name"], "createdTime": iso_time(queue["created_at"]), "description": "",
+        "parentQueue": ROOT_QUEUE, "queueType": "Regular", "state": "Open", "reclaimable": False,
+        "capability": amounts(whole), "deserved": amounts(whole), "guarantee": {"cpu": "0", "memory": "0"},
+        "allocated": amounts(used), "disableOversell": False, "running": counts.running,
+        "inqueue": counts.inqueue, "pending": counts.pending, "opened": True, "maxRunningJobs": capacity,
+    }
+
+
+def page_v1(key: str, items: List[Dict[str, Any]], total: int, number: int, size: int) -> Dict[str, Any]:
+    """The v1 pages (``ResourcePoolPage``, ``NodePage``, ``QueuePage``)."""
+    return {key: items, "total": total, "orderBy": "createdAt", "order": "desc", "pageNo": number,
+            "pageSize": size}
+
+
+# -- v2 (?action=Describe…) -------------------------------------------------------------------------
+def pool_v2(pool: Dict[str, Any]) -> Dict[str, Any]:
+    """Go SDK v2 ``ResourcePool`` (flat; ``phase``, ``type``, ``region``, ``nodeNum``)."""
+    created = iso_time(pool["created_at"])
+    return {"resourcePoolId": pool["id"], "type": POOL_TYPE, "name": pool["id"], "region": REGION,
+            "description": "", "createdAt": created, "updatedAt": created, "phase": "running",
+            "k8sVersion": "", "nodeNum": 1, "maxRunningJobs": pool["capacity"]}
+
+
+def queue_v2(queue: Dict[str, Any], capacity: Optional[int], counts: Counts,
+             used: Dict[str, float]) -> Dict[str, Any]:
+    """Go SDK v2 ``QueueSpec`` (quotas as ``ResourceAmount``: ``milliCPUcores``, ``memoryGi``)."""
+    whole = machine()
+
+    def amounts(values: Dict[str, float]) -> Dict[str, Any]:
+        return {"milliCPUcores": _number(values["cpu"] * 1000), "memoryGi": _number(values["memoryGi"]),
+                "acceleratorCardList": []}
+
+    created = iso_time(queue["created_at"])
+    return {
+        "queueId": queue_id(queue["pool"], queue["name"]), "queueName": queue["name"], "description": "",
+        "queueType": "Regular", "resourcePoolId": queue["pool"], "createdAt": created, "updatedAt": created,
+        "parentQueue": ROOT_QUEUE, "opened": True, "reclaimable": False, "preemptable": False,
+        "disableOversell": False, "capability": amounts(whole), "deserved": amounts(whole),
+        "guarantee": amounts({"cpu": 0, "memoryGi": 0}), "allocated": amounts(used),
+        "runningJobs": counts.running, "inqueueJobs": counts.inqueue, "pendingJobs": counts.pending,
+        "maxRunningJobs": capacity,
+    }
