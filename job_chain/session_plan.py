@@ -55,14 +55,19 @@ class PlanMixin:
         return out
 
     def request(self, run_id: Optional[str], step: Union[int, str], attempt: Optional[int] = None) -> Dict[str, Any]:
-        """The create request run ``run_id`` sends (or sent) for ``step``, from its frozen chain."""
+        """The create request run ``run_id`` sends (or sent) for ``step``: an attempt already
+        submitted as the revision it was submitted with, else as the run's current revision."""
         from job_chain.chain.submit import build_request
 
-        run = self.run(run_id)
-        chain = self.frozen(run)
+        run = self.run(run_id)  # type: ignore[attr-defined]
+        chain = self.frozen(run)  # type: ignore[attr-defined]
         found = self.step_of(chain, step)
-        body = build_request(chain, found.name, run.run_id, attempt or found.first_attempt, mode=run.mode,
-                             host=run.endpoint or None)
+        number = attempt or found.first_attempt
+        sent = self.records.submission(run.run_id, found.name, number)  # type: ignore[attr-defined]
+        if sent and isinstance(sent.get("revision"), int) and 0 < sent["revision"] != chain.revision:
+            chain = self.records.frozen(run.run_id, revision=sent["revision"]) or chain  # type: ignore[attr-defined]
+            found = chain.named(found.name) or found
+        body = build_request(chain, found.name, run.run_id, number, mode=run.mode, host=run.endpoint or None)
         return {"resourcePoolId": chain.pool, "body": body}
 
     def step_of(self, chain: Chain, step: Union[int, str]) -> Step:

@@ -250,8 +250,9 @@ def test_console_error_text_is_never_html(console: Console, browser: Any, home: 
 
 def test_console_step_links_are_urls_with_step_n(console: Console, browser: Any, home: Path, shared_server: Any,
                                                  tmp_path: Path) -> None:
-    """A step's link is /run/CHAIN/RUN?step=N: clicked it opens the panel in place (and the address
-    bar says so); opened as a URL (a new tab, a link sent to a colleague) the page opens with it."""
+    """A step's link is /run/CHAIN/RUN?step=NAME (its number works too): clicked it opens the panel
+    in place (and the address bar says so); opened as a URL (a new tab, a link sent to a colleague)
+    the page opens with it."""
     chain = chain_in(home, "links", [{"name": "prep", "script": "echo prep\n"},
                                      {"name": "train", "script": "echo train\n"}], shared_server.pool)
     cli("run", str(chain), "--follow", server=shared_server, check=True)
@@ -259,16 +260,16 @@ def test_console_step_links_are_urls_with_step_n(console: Console, browser: Any,
     page = f"{console.url}/run/{cid}/{run_id}"
     browser.get(page)
     wait_for(browser, lambda b: attr(b, "#outcome", "data-outcome") == "succeeded")
-    assert attr(browser, "#step-row-1 td.id a", "href") == f"/run/{cid}/{run_id}?step=1"
+    assert attr(browser, "#step-row-1 td.id a", "href") == f"/run/{cid}/{run_id}?step=train"
     assert browser.execute_script("return document.querySelector('#graph a').getAttribute('href');") == \
-        f"/run/{cid}/{run_id}?step=0"
+        f"/run/{cid}/{run_id}?step=prep"
     browser.execute_script("window.__sameDocument = 'yes';")
     css(browser, "#step-row-1 td.id a").click()
     wait_for(browser, lambda b: b.find_elements("css selector", "#step-detail-1"))
     assert browser.execute_script("return window.__sameDocument;") == "yes"  # no reload
-    assert browser.current_url == page + "?step=1"
+    assert browser.current_url == page + "?step=train"
     attempt = attr(browser, "#step-detail-1 dd a.chip", "href")
-    assert attempt == f"/run/{cid}/{run_id}?step=1&attempt=1"
+    assert attempt == f"/run/{cid}/{run_id}?step=train&attempt=1"
     browser.get(console.url + attempt)  # as a shared link: the step's panel is open at once
     wait_for(browser, lambda b: b.find_elements("css selector", "#step-detail-1 a.chip.sel"))
     wait_for(browser, lambda b: "train" in css(b, "#log-text").text)

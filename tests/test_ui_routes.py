@@ -179,19 +179,56 @@ def test_log_tail_and_full_download(console: Console, home: Path, shared_server:
     assert [line for line in text.splitlines() if line.isdigit()] == [str(n) for n in range(1, 200001)]
 
 
-def test_retry_a_failed_step(console: Console, home: Path, shared_server: Any) -> None:
-    chain = chain_in(home, "flaky", [{"script": "test -e \"$SHARED/ok\" || { touch \"$SHARED/ok\"; exit 3; }\n"}],
+def test_resume_from_the_console_shows_the_changes_then_submits(console: Console, home: Path,
+                                                               shared_server: Any) -> None:
+    chain = chain_in(home, "flaky", [{"script": "echo first"}, {"script": "echo broken >&2; exit 3\n"}],
                      shared_server.pool)
     (chain.parent / "shared").mkdir()
     cli("run", str(chain), "--follow", server=shared_server)
     run_id = latest_run(chain)
     cid = chain_id(str(chain))
     live = requests.get(f"{console.url}/fragment/run/{cid}/{run_id}").text
-    assert 'data-outcome="failed"' in live and "Retry step 0" in live
+    assert 'data-outcome="failed"' in live and 'id="resume"' in live
+    assert 'id="failed-steps"' in live and "step-1 · exit 3" in live and 'id="stop"' not in live
+    (chain.parent / "step-1.sh").write_text("echo fixed\n")  # the fix goes in through resume
+    preview = requests.post(f"{console.url}/action/{cid}/{run_id}/preview", headers=csrf(console)).text
+    assert "~ step-1: changed (script content (step-1.sh))" in html.unescape(preview)
+    assert "step-1 · attempt 2" in preview and 'id="resume-now"' in preview
+    assert len(json.loads(cli("status", str(chain), "--json", server=shared_server).stdout)["steps"][1]
+               ["attempts"]) == 1  # previewing submits nothing
     answer = requests.post(f"{console.url}/action/{cid}/{run_id}/resume", headers=csrf(console))
-    assert "submitted step step-0 attempt 2" in answer.text and answer.headers["HX-Trigger"] == "refresh-run"
+    assert "submitted step-1 attempt 2" in answer.text and answer.headers["HX-Trigger"] == "refresh-run"
     status = wait_outcome(chain, shared_server, "succeeded")
-    assert [a["status"] for a in status["steps"][0]["attempts"]] == ["Failed", "Succeeded"]
+    assert [a["status"] for a in status["steps"][1]["attempts"]] == ["Failed", "Succeeded"]
+    assert status["revision"] == 2
+    page = requests.get(f"{console.url}/run/{cid}/{run_id}?step=step-1&attempt=1").text
+    assert 'id="revision"' in requests.get(f"{console.url}/fragment/run/{cid}/{run_id}").text
+    assert f"/fragment/step/{cid}/{run_id}/step-1?attempt=1" in page
+    step = requests.get(f"{console.url}/fragment/step/{cid}/{run_id}/step-1?attempt=1").text
+    assert "echo broken" in html.unescape(step)  # the request attempt 1 ran, from revision 1
+    stopped = requests.post(f"{console.url}/action/{cid}/{run_id}/stop", headers=csrf(console)).text
+    assert f"run {run_id} already succeeded" in stopped and 'class="message error"' in stopped
+
+
+def test_console_steers_a_run_whose_file_is_gone_and_deletes_finished_runs(console: Console, home: Path,
+                                                                           shared_server: Any) -> None:
+    chain = chain_in(home, "gone", [{"script": "sleep 60"}], shared_server.pool)
+    cli("run", str(chain), server=shared_server, check=True)
+    run_id = latest_run(chain)
+    cid = chain_id(str(chain))
+    chain.unlink()
+    page = requests.get(f"{console.url}/run/{cid}/{run_id}").text  # (finds the new chain at once)
+    assert 'id="file-problem"' in page and "frozen copy" in page
+    assert run_id in requests.get(f"{console.url}/").text
+    stopped = requests.post(f"{console.url}/action/{cid}/{run_id}/stop", headers=csrf(console)).text
+    assert f"run {run_id} stopped" in stopped
+    end = __import__("time").monotonic() + 30
+    while 'data-outcome="stopped"' not in requests.get(f"{console.url}/fragment/run/{cid}/{run_id}").text:
+        assert __import__("time").monotonic() < end
+        __import__("time").sleep(0.3)
+    deleted = requests.post(f"{console.url}/action/{cid}/{run_id}/delete", headers=csrf(console))
+    assert "deleted" in deleted.text and deleted.headers["HX-Redirect"] == f"/?chain={cid}"
+    assert not (chain.parent / "chain_info.json.runs" / run_id).exists()
 
 
 def test_submit_saves_privately_and_starts_a_run(console: Console, home: Path, shared_server: Any) -> None:
@@ -214,13 +251,34 @@ def test_submit_saves_privately_and_starts_a_run(console: Console, home: Path, s
     assert "file name" in bad_name.text
 
 
+def test_two_quick_save_and_run_clicks_start_one_run(console: Console, home: Path, shared_server: Any) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    text = json.dumps({"resourcePoolId": shared_server.pool,
+                       "jobs": [{"name": "twice", "jobSpec": {"command": "sleep 30", "image": "local"}}]})
+
+    def click(_: int) -> requests.Response:
+        return requests.post(console.url + "/submit/run", headers=csrf(console),
+                             data={"name": "twice.json", "chain": text})
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        answers = list(pool.map(click, range(2)))
+    started = [a for a in answers if "HX-Redirect" in a.headers]
+    assert len(started) == 1, [a.text for a in answers]
+    refused = next(a for a in answers if "HX-Redirect" not in a.headers)
+    assert "is still going" in refused.text
+    runs = [p for p in (home / "twice.json.runs").iterdir() if p.name[0] != "."]
+    assert len(runs) == 1
+    cli("stop", str(home / "twice.json"), server=shared_server)
+
+
 def test_jobs_page_links_runs_and_shows_events(console: Console, home: Path, shared_server: Any) -> None:
     chain = chain_in(home, "jobs", [{"script": "exit 4\n"}], shared_server.pool)
     cli("run", str(chain), "--follow", server=shared_server)
     run_id = latest_run(chain)
     cid = chain_id(str(chain))
     jobs = requests.get(console.url + "/jobs").text
-    assert f'href="/run/{cid}/{run_id}?step=0"' in jobs  # the job's step opens with its run
+    assert f'href="/run/{cid}/{run_id}?step=step-0"' in jobs  # the job's step (by name) opens with its run
     job_id = first_job(chain, shared_server)
     page = requests.get(f"{console.url}/job/{cid}/{job_id}").text
     assert "Failed" in page and "step-0-master-0" in page and "exit" in page.lower()

@@ -222,13 +222,14 @@ class RunRecords:
                 out.append({k: data.get(k) for k in ("revision", "created", "reason", "changes", "digest")})
         return sorted(out, key=lambda r: int(r.get("revision") or 0))
 
-    def frozen(self, run_id: str, run: Optional[Dict[str, Any]] = None) -> Optional[Any]:
-        """The chain the run runs now (its current revision), or None for a run recorded before runs
-        were frozen. Raises :class:`RecordDamaged` when the copy cannot be read."""
+    def frozen(self, run_id: str, run: Optional[Dict[str, Any]] = None,
+               revision: Optional[int] = None) -> Optional[Any]:
+        """The chain the run runs now (its current revision, or ``revision``), or None for a run
+        recorded before runs were frozen. Raises :class:`RecordDamaged` when the copy cannot be read."""
         from job_chain.chain.frozen import FrozenDamaged, thaw
 
         run = run if run is not None else self.require_run(run_id)
-        number = run.get("revision")
+        number = revision if revision is not None else run.get("revision")
         if not isinstance(number, int) or number < 1:
             return None
         if (run_id, number) not in self._frozen:
@@ -261,10 +262,13 @@ class RunRecords:
         except OSError:
             return False
 
-    def record_submission(self, run_id: str, step: str, attempt: int, job_id: str, job_name: str) -> bool:
-        """Note a created job; False (not an error) when the record is not writable here."""
+    def record_submission(self, run_id: str, step: str, attempt: int, job_id: str, job_name: str,
+                          revision: int = 0) -> bool:
+        """Note a created job (and the revision of the chain it ran); False (not an error) when the
+        record is not writable here."""
         return self._write(run_id, _name("step", step, attempt), {
-            "step": step, "attempt": attempt, "jobId": job_id, "jobName": job_name, "submitted": time.time()})
+            "step": step, "attempt": attempt, "jobId": job_id, "jobName": job_name, "submitted": time.time(),
+            "revision": revision})
 
     def submission(self, run_id: str, step: str, attempt: int) -> Optional[Dict[str, Any]]:
         """The recorded submission; None when absent or its job id is not one (a planted file)."""

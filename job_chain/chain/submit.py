@@ -143,5 +143,5 @@ def submit_step(
     result = client.create_job(chain.pool, body, client_token=client_token(run_id, step, attempt))
     job_id, job_name = result.get("jobId", ""), result.get("jobName") or body["name"]
     if records:
-        records.record_submission(run_id, name, attempt, job_id, job_name)
+        records.record_submission(run_id, name, attempt, job_id, job_name, chain.revision)
     return {"jobId": job_id, "jobName": job_name, "created": "yes"}

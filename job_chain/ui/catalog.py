@@ -1,6 +1,7 @@
 """Which chain files the console shows, and one :class:`ChainSession` per file (reused while unchanged).
 
-A chain file is a ``*.json`` with a sibling ``*.json.runs/`` directory (its recorded runs). The
+A chain file is a ``*.json`` with a sibling ``*.json.runs/`` directory (its recorded runs; the
+file itself may be broken or gone: its runs are steered from their frozen copies). The
 search is bounded in depth and count, so pointing the console at ``/`` stays quick.
 """
 
@@ -43,7 +44,8 @@ def find_chain_files(paths: List[str], max_depth: int = MAX_DEPTH, limit: int = 
                              and d not in SKIP_DIRS and depth < max_depth)
             names = set(files)
             runs_dirs = {d for d in os.listdir(folder) if d.endswith(".json.runs")} if depth <= max_depth else set()
-            for name in sorted(names):
+            # a chain file with recorded runs, or the runs of one that is gone (steerable from them)
+            for name in sorted(names | {d[: -len(".runs")] for d in runs_dirs}):
                 if name.endswith(".json") and name + ".runs" in runs_dirs:
                     found.append(os.path.join(folder, name))
                     if len(found) >= limit:
@@ -112,8 +114,11 @@ class Catalog:
                 return cached[1]
         try:
             # no place of its own: each run is steered where it was recorded to run (a --local
-            # console must not answer "drop --local" about a cloud run); new runs: see Pages
-            entry = Entry(chain_id(path), path, ChainSession.from_file(path))
+            # console must not answer "drop --local" about a cloud run); new runs: see Pages. A
+            # broken or missing file still shows its runs, from their frozen copies.
+            session = ChainSession.from_file(path, strict=False)
+            problem = session.chain_problem
+            entry = Entry(chain_id(path), path, session, str(problem).splitlines()[0] if problem else "")
         except JobChainError as exc:
             entry = Entry(chain_id(path), path, None, str(exc).splitlines()[0])
         with self._lock:

@@ -100,23 +100,45 @@ class Pages:
             raise NotFoundError(say(exc)) from None
 
     @staticmethod
-    def step_of(status: RunStatus, index: int) -> StepStatus:
+    def step_of(status: RunStatus, key: str) -> StepStatus:
+        """The step a URL names: by its name (``?step=train``), or by its number (``?step=2``)."""
         for step in status.steps:
-            if step.index == index:
+            if step.name == key or (key.isdigit() and step.index == int(key)):
                 return step
-        raise NotFoundError(f"run {status.run_id} has no step {index}")
+        raise NotFoundError(f"run {status.run_id} has no step {key!r}")
 
     @staticmethod
     def pick_attempt(step: StepStatus, attempt: Optional[int]) -> Any:
-        if not step.attempts:
+        if not step.attempts and not step.history:
             return None
-        tries = {a.attempt: a for a in step.attempts}
+        tries = {a.attempt: a for a in step.history + step.attempts}
         return tries.get(attempt if attempt is not None else max(tries)) or tries[max(tries)]
 
-    def secrets_of(self, found: Entry) -> List[str]:
-        """The strings never shown: the chain's SK and its steps' secret-looking env values."""
-        chain = self.session(found).chain
-        return [s for s in [chain.secret] + env_secrets([step.body for step in chain.steps]) if s]
+    def secrets_of(self, found: Entry, run: Optional[Run] = None) -> List[str]:
+        """The strings never shown: the chain's SK and its steps' secret-looking env values (of the
+        file when it can be read, and of the run's frozen chain)."""
+        session = self.session(found)
+        chains = [session.chain] if session.chain_problem is None else []
+        keys: List[Optional[str]] = [c.secret for c in chains]
+        if run is not None:
+            try:
+                chains.append(session.frozen(run))
+            except JobChainError:
+                pass
+            keys.append(session.records.credentials(run.run_id).get("sk"))
+        bodies = [step.body for chain in chains for step in chain.steps]
+        return sorted({s for s in keys + env_secrets(bodies) if s})
+
+    def pool_of(self, found: Entry) -> Optional[str]:
+        """The chain's pool: the file's, else (a broken or missing file) its newest run's."""
+        session = self.session(found)
+        if session.chain_problem is None:
+            return session.chain.pool
+        runs = session.runs()
+        try:
+            return session.frozen(runs[0]).pool if runs else None
+        except JobChainError:
+            return None
 
     def pool_client(self, found: Entry) -> Any:
         """A client for the chain's pool: where its newest run runs (else where a new one would)."""
@@ -126,9 +148,9 @@ class Pages:
             return session.client_for(runs[0])
         return ChainSession(session.chain, local=self.catalog.local).client_for(None)
 
-    def located(self, cid: str, run_id: str, index: int, attempt: Optional[int] = None) -> Any:
+    def located(self, cid: str, run_id: str, key: str, attempt: Optional[int] = None) -> Any:
         """(entry, run, step, chosen attempt) a step URL names, each a 404 when it does not exist."""
         found = self.entry(cid)
         run = self.run_of(found, run_id)
-        step = self.step_of(self.catalog.status(found, run.run_id), index)
+        step = self.step_of(self.catalog.status(found, run.run_id), key)
         return found, run, step, self.pick_attempt(step, attempt)

@@ -29,7 +29,9 @@ def register(app: FastAPI, pages: Pages) -> None:
         seen: Dict[str, Entry] = {}
         for found in catalog.entries():
             if found.session is not None:
-                seen.setdefault(found.session.chain.pool, found)
+                pool = pages.pool_of(found)
+                if pool:
+                    seen.setdefault(pool, found)
         return list(seen.values())
 
     def job_rows() -> Tuple[List[Dict[str, Any]], List[str]]:
@@ -41,7 +43,7 @@ def register(app: FastAPI, pages: Pages) -> None:
         rows, errors = [], []
         now = _dt.datetime.now(_dt.timezone.utc)
         for found in pools():
-            pool = pages.session(found).chain.pool
+            pool = pages.pool_of(found) or ""
             try:
                 client = pages.pool_client(found)
                 for n, job in enumerate(client.iter_jobs(pool, order_by="createdAt", order="desc")):
@@ -72,7 +74,7 @@ def register(app: FastAPI, pages: Pages) -> None:
     def job_page(request: Request, cid: str, job_id: str) -> HTMLResponse:
         found = pages.entry(cid)
         client = pages.pool_client(found)
-        pool = pages.session(found).chain.pool
+        pool = pages.pool_of(found) or ""
         try:
             job = client.get_job(pool, job_id)
         except JobChainError as exc:

@@ -26,10 +26,10 @@ METRICS = ("CpuUsage", "MemoryUsage", "GpuUsage", "GpuMemoryUsage")
 
 
 def register(app: FastAPI, pages: Pages) -> None:
-    @app.get("/fragment/log/{cid}/{run_id}/{index}", response_class=HTMLResponse)
-    def log_fragment(request: Request, cid: str, run_id: str, index: int, attempt: Optional[int] = None,
+    @app.get("/fragment/log/{cid}/{run_id}/{step_key}", response_class=HTMLResponse)
+    def log_fragment(request: Request, cid: str, run_id: str, step_key: str, attempt: Optional[int] = None,
                      pod: Optional[str] = None, lines: int = LOG_LINES) -> HTMLResponse:
-        found, run, step, chosen = pages.located(cid, run_id, index, attempt)
+        found, run, step, chosen = pages.located(cid, run_id, step_key, attempt)
         session = pages.session(found)
         lines = max(1, min(lines, MAX_LOG_LINES))
         text, error = "", ""
@@ -49,19 +49,19 @@ def register(app: FastAPI, pages: Pages) -> None:
                     text = "".join(text.splitlines(True)[-lines:])
             except JobChainError as exc:
                 error = say(exc)
-        text = redact(text, pages.secrets_of(found))
+        text = redact(text, pages.secrets_of(found, run))
         live = step.active and chosen is not None and chosen.attempt == step.attempt
         return pages.page("_log.html", entry=found, run=run, step=step, chosen=chosen, pod=pod, text=text,
                           error=error, lines=lines, live=live, shown=text.count("\n"),
                           more=min(lines * 10, MAX_LOG_LINES))
 
-    @app.get("/download/log/{cid}/{run_id}/{index}")
-    def download_log(cid: str, run_id: str, index: int, attempt: Optional[int] = None,
+    @app.get("/download/log/{cid}/{run_id}/{step_key}")
+    def download_log(cid: str, run_id: str, step_key: str, attempt: Optional[int] = None,
                      pod: Optional[str] = None) -> Response:
-        found, run, step, chosen = pages.located(cid, run_id, index, attempt)
+        found, run, step, chosen = pages.located(cid, run_id, step_key, attempt)
         session = pages.session(found)
         if chosen is None:
-            raise NotFoundError(f"step {index} of run {run_id} has not been submitted")
+            raise NotFoundError(f"step {step_key} of run {run_id} has not been submitted")
         client = session.client_for(run)
         pool = session.frozen(run).pool
         try:
@@ -70,19 +70,19 @@ def register(app: FastAPI, pages: Pages) -> None:
                 raise NotFoundError(f"job {chosen.job_id} has no pod yet")
             # page by page (nextMarker), records of 2000 lines: never the whole log in memory
             stream = views.log_download(log_records(client, pool, chosen.job_id, pod, chunk=2000),
-                                        pages.secrets_of(found))
+                                        pages.secrets_of(found, run))
         except JobChainError as exc:
             raise NotFoundError(say(exc)) from None
 
-        name = f"{run.run_id}-step{index}-attempt{chosen.attempt}-{pod}.log"
+        name = f"{run.run_id}-{step.name}-attempt{chosen.attempt}-{pod}.log"
         return StreamingResponse(stream, media_type="text/plain; charset=utf-8",
                                  headers={"Content-Disposition": f'attachment; filename="{name}"'})
 
-    @app.get("/api/curves/{cid}/{run_id}/{index}")
-    def curves(cid: str, run_id: str, index: int, attempt: Optional[int] = None) -> JSONResponse:
-        found, run, step, chosen = pages.located(cid, run_id, index, attempt)
+    @app.get("/api/curves/{cid}/{run_id}/{step_key}")
+    def curves(cid: str, run_id: str, step_key: str, attempt: Optional[int] = None) -> JSONResponse:
+        found, run, step, chosen = pages.located(cid, run_id, step_key, attempt)
         session = pages.session(found)
-        chain_step = session.frozen(run).step(index)
+        chain_step = session.frozen(run).named(step.name)
         patterns = patterns_for(chain_step.metrics if chain_step else None)
         if chosen is None:
             return JSONResponse({"curves": {}, "live": False})

@@ -67,9 +67,10 @@ def register(app: FastAPI, pages: Pages) -> None:
                 "dag": dag.layout(status.steps)}
 
     @app.get("/run/{cid}/{run_id}", response_class=HTMLResponse)
-    def run_page(request: Request, cid: str, run_id: str, step: Optional[int] = None,
+    def run_page(request: Request, cid: str, run_id: str, step: Optional[str] = None,
                  attempt: Optional[int] = None) -> HTMLResponse:
-        """The run; ``?step=N`` (and ``&attempt=A``) opens that step's panel: the links steps carry."""
+        """The run; ``?step=NAME`` (or its number; ``&attempt=A``) opens that step's panel: the links
+        steps carry."""
         context = run_context(cid, run_id)
         return pages.page("run.html", selected=step, attempt=attempt, **context)
 
@@ -77,14 +78,15 @@ def register(app: FastAPI, pages: Pages) -> None:
     def run_fragment(request: Request, cid: str, run_id: str) -> HTMLResponse:
         return pages.page("_run_live.html", **run_context(cid, run_id))
 
-    @app.get("/fragment/step/{cid}/{run_id}/{index}", response_class=HTMLResponse)
-    def step_fragment(request: Request, cid: str, run_id: str, index: int,
+    @app.get("/fragment/step/{cid}/{run_id}/{step_key}", response_class=HTMLResponse)
+    def step_fragment(request: Request, cid: str, run_id: str, step_key: str,
                       attempt: Optional[int] = None) -> HTMLResponse:
-        found, run, step, chosen = pages.located(cid, run_id, index, attempt)
+        found, run, step, chosen = pages.located(cid, run_id, step_key, attempt)
         session = pages.session(found)
         try:
-            # the request this run sends for the step, from its frozen chain
-            plan = redact(session.request(run.run_id, index, step.attempt or None), pages.secrets_of(found))
+            # the request this run sends for the step (its chosen attempt), from its frozen chain
+            plan = redact(session.request(run.run_id, step.name, chosen.attempt if chosen else None),
+                          pages.secrets_of(found, run))
             request_json = json.dumps(plan, indent=2, ensure_ascii=False)
         except JobChainError as exc:
             request_json = f"(cannot build the request: {exc})"
@@ -92,7 +94,7 @@ def register(app: FastAPI, pages: Pages) -> None:
         pod_error = ""
         if chosen is not None:
             try:
-                pods = pod_names(session.client_for(run).get_job(session.chain.pool, chosen.job_id))
+                pods = pod_names(session.client_for(run).get_job(session.frozen(run).pool, chosen.job_id))
             except JobChainError as exc:
                 pod_error = say(exc)
         return pages.page("_step.html", entry=found, run=run, step=step, chosen=chosen, pods=pods,
@@ -100,25 +102,35 @@ def register(app: FastAPI, pages: Pages) -> None:
 
     @app.post("/action/{cid}/{run_id}/{action}", response_class=HTMLResponse)
     async def act(request: Request, cid: str, run_id: str, action: str) -> HTMLResponse:
+        """stop; preview (what resume would change and submit); resume; delete (a run not going)."""
         found = pages.entry(cid)
         run = pages.run_of(found, run_id)
         session = pages.session(found)
+        redirect = ""
         try:
             if action == "stop":
                 stopped = await run_in_threadpool(session.stop, run.run_id)
                 message = f"run {run.run_id} stopped" + (
-                    f": stopped step {', '.join(str(s.index) for s in stopped)}" if stopped else "")
+                    f": stopped {', '.join(s.name for s in stopped)}" if stopped else "")
+            elif action == "preview":
+                plan = await run_in_threadpool(session.preview_resume, run.run_id)
+                return pages.page("_resume_plan.html", entry=found, run=run, plan=plan)
             elif action == "resume":
                 submitted = await run_in_threadpool(session.resume, run.run_id)
                 message = ("every step already succeeded: nothing to resume" if not submitted else
-                           "submitted " + ", ".join(f"step {s.step} attempt {s.attempt} (job {s.job_id})"
+                           "submitted " + ", ".join(f"{s.step} attempt {s.attempt} (job {s.job_id})"
                                                     for s in submitted))
+            elif action == "delete":
+                await run_in_threadpool(session.delete_run, run.run_id)
+                message, redirect = f"run {run.run_id} deleted (its jobs stay in AIHC)", f"/?chain={found.id}"
             else:
-                raise NotFoundError(f"no action {action!r}: stop or resume")
+                raise NotFoundError(f"no action {action!r}: stop, preview, resume or delete")
             ok = True
         except JobChainError as exc:
             message, ok = say(exc), False
         catalog.forget(found, run.run_id)
         response = pages.page("_message.html", message=message, ok=ok)
         response.headers["HX-Trigger"] = "refresh-run"
+        if redirect and ok:
+            response.headers["HX-Redirect"] = redirect
         return response

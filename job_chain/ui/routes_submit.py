@@ -38,18 +38,22 @@ def register(app: FastAPI, pages: Pages) -> None:
     catalog = pages.catalog
 
     @app.get("/submit", response_class=HTMLResponse)
-    def submit_page(request: Request, clone: str = "", step: Optional[int] = None) -> HTMLResponse:
-        """The submit form; ``?clone=CHAIN&step=N`` fills it with that step's job as a one-step chain."""
+    def submit_page(request: Request, clone: str = "", step: Optional[str] = None,
+                    run: Optional[str] = None) -> HTMLResponse:
+        """The submit form; ``?clone=CHAIN&step=NAME`` (or its number) fills it with that step's job
+        as a one-step chain: as the chain file has it, or with ``&run=RUN`` as that run ran it."""
         text, name = "", "chain.json"
         if clone and step is not None:
             found = pages.entry(clone)
-            chain = pages.session(found).chain
-            chosen = chain.step(step)
+            session = pages.session(found)
+            chain = session.frozen(pages.run_of(found, run)) if run else session.chain
+            chosen = chain.named(step) or (chain.step(int(step)) if step.isdigit() else None)
             if chosen is None:
-                raise NotFoundError(f"{found.path} has no step {step}")
+                raise NotFoundError(f"{found.path} has no step {step!r}")
             job = dict(chosen.body, jobSpec=dict(chosen.body["jobSpec"], command=chosen.script))
-            if chosen.retries or chosen.metrics:
-                job["jobChain"] = {k: v for k, v in (("retries", chosen.retries), ("metrics", chosen.metrics)) if v}
+            settings = {k: v for k, v in chosen.settings_raw.items() if k in ("retries", "metrics")}
+            if settings:
+                job["jobChain"] = settings
             text = json.dumps({"resourcePoolId": chain.pool, "jobs": [job]}, indent=2, ensure_ascii=False)
             name = re.sub(r"[^A-Za-z0-9._-]", "-", f"{chosen.name}-clone.json").lstrip(".-") or "clone.json"
         return pages.page("submit.html", home=catalog.home, text=text, name=name)
