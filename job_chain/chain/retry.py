@@ -31,7 +31,8 @@ class Decision:
 def decide(step: Step, attempt: int, exit_code: int, causes: Sequence[str] = ()) -> Decision:
     """The decision for ``attempt`` of ``step`` failing with ``exit_code``; ``causes``: the classes of
     this revision's failed attempts up to and including this one, oldest first."""
-    cause = causes[-1] if causes else "unknown"
+    causes = list(causes) or ["unknown"]  # this attempt's cause is always counted
+    cause = causes[-1]
     code_ok = step.retry_on is None or exit_code in step.retry_on or exit_code == TIMED_OUT
     if step.retry_budgets is None:
         used = attempt - step.first_attempt + 1
