@@ -46,6 +46,9 @@ from job_chain.jsonfile import describe, json_type
 
 GENERATED_BY = "aiak-gen"
 STEPS = ("convert", "preprocess", "train")
+# a training step's retries per failure cause: the platform's failures again, a hang once, never
+# its own errors, running out of memory or its timeout (those fail the same way again)
+TRAIN_RETRIES = {"infra": 3, "hang": 1, "oom": 0, "timeout": 0, "user": 0}
 SCRIPT_NAMES: Dict[str, str] = {
     "convert": "aiak_convert.sh",
     "preprocess": "aiak_preprocess.sh",
@@ -630,6 +633,11 @@ def generate_chain(
         job["jobChain"] = {"generatedBy": GENERATED_BY}
         if depends_on:
             job["jobChain"]["dependsOn"] = depends_on
+        if step.kind == "train":  # Megatron checkpoints in SAVE: a retry after an infra failure resumes there
+            save = next(e["value"] for e in step.envs if e["name"] == "SAVE")
+            job["jobChain"]["retries"] = dict(TRAIN_RETRIES)
+            if save.startswith("/"):  # (a relative mount is refused below, for itself)
+                job["jobChain"]["checkpoint"] = {"dir": save}
         jobs.append(job)
     chain["jobs"] = jobs
     scripts = step_scripts(with_eval=bool(spec.evals))
