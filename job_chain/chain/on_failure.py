@@ -66,10 +66,11 @@ def handle(hop: Any, step: Step, attempt: int, exit_code: int, log: Any) -> int:
             f"{failure.line[:300]}")
     if decision.retry:
         return hop.submit([(step.name, attempt + 1)], (step.name, attempt), exit_code, resume=resume)
-    chain = hop.chain
-    log(f"step {step.name} failed with exit code {exit_code}: {failure.explanation or 'see its log'} "
-        + ("" if step.is_handler else "The steps that need it will not start. " if chain.graph
-           else "The chain stops here. ")
+    if failure.explanation:
+        log(f"step {step.name}: what to do: {failure.explanation}")
+    log(f"step {step.name} failed with exit code {exit_code}; "
+        + ("" if step.is_handler else "the steps that need it will not start. " if hop.chain.graph
+           else "the chain stops here. ")
         + f"Fix it, then continue with: {hop.resume_hint}")
     if not step.is_handler:
         hop.me_code[step.name] = exit_code

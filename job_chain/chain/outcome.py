@@ -253,7 +253,8 @@ def failure_reason(chain: Chain, failed: List[StepStatus]) -> str:
             tries = f" (attempt {state.attempt - step.first_attempt + 1})" if state.attempt > step.first_attempt else ""
         elif retries:
             tries = f" (attempt {state.attempt - step.first_attempt + 1} of {retries + 1})"  # type: ignore[union-attr]
-        why = f": {state.failure.summary()}" if state.failure is not None else ""
+        known = state.failure is not None and state.failure.cls != "unknown"
+        why = f": {state.failure.summary()}" if known else ""  # type: ignore[union-attr]
         return f"step {state.name} failed{code}{tries}{why}"
 
     if len(failed) == 1:
