@@ -78,6 +78,12 @@ def test_diagnose_on_each_corpus_case(case: Dict[str, Any]) -> None:
 SIGNATURE_PATTERNS = {s.name: s.pattern for s in SIGNATURES}
 
 
+def test_the_documented_catalogue_is_the_catalogue() -> None:
+    text = (Path(__file__).resolve().parent.parent / "docs" / "failures.md").read_text()
+    rows = re.findall(r"^\| `([a-z0-9-]+)` \| (\w+) \|", text, re.MULTILINE)
+    assert rows == [(s.name, s.cls) for s in SIGNATURES]
+
+
 def test_diagnose_says_what_is_wrong_with_its_arguments(tmp_path: Path) -> None:
     missing = CliRunner().invoke(job_chain_cli, ["diagnose", str(tmp_path / "nope.log")])
     assert missing.exit_code == 2 and "nope.log: no such file" in missing.output
