@@ -63,7 +63,15 @@ def test_an_nccl_timeout_is_retried_within_the_infra_budget_and_a_missing_module
             'echo "ModuleNotFoundError: No module named \'apex\'" >&2; exit 1\n')
     chain = write(tmp_path, shared_server.pool, [
         {"name": "train", "script": once, "jobChain": {"retries": {"infra": 2, "user": 0}}}])
-    s, run, final = run_to_end(chain, shared_server)
+    followed = invoke(shared_server, "run", str(chain), "--follow")
+    assert followed.exit_code == 1, followed.output
+    assert ("step train: attempt 1 failed: infra (nccl-watchdog-timeout on pod train-master-0); retrying as "
+            "attempt 2; infra budget 1 left") in followed.output
+    assert ("step train: attempt 2 failed: user (python-module-not-found on pod train-master-0); not retried: "
+            "its retries give user failures no budget") in followed.output
+    s = ChainSession.from_file(str(chain), client=shared_server.client(max_retries=3))
+    run = s.run()
+    final = s.status(run.run_id)
     assert final.outcome is Outcome.FAILED
     data = json.loads(invoke(shared_server, "status", str(chain), "--json").output)
     assert causes_of(data) == ["infra", "user"]

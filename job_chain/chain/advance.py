@@ -238,6 +238,8 @@ class _Hop:
                 self.records.record_advance_failure(self.run_id, me.name, attempt, message)
             log(f"step {me.name} {'succeeded' if succeeded else 'failed'}, but {message}. Continue with "
                 f"'{self.resume_hint}'")
+            if not succeeded:
+                self._step_failed(me)
             return EXIT_ADVANCE_FAILED if succeeded else 1
         if not succeeded:
             self._step_failed(me)
@@ -281,7 +283,7 @@ class _Hop:
         from job_chain.chain.notify import notify
 
         mine = [a for a in self.attempts if self.chain.resolve(a.step) is me]
-        hours = run_hours(self.chain, mine, failing=me.name)
+        hours = run_hours(self.chain, mine, failing=me.name) if mine else None
         notify(self.chain, self.records, self.run_id, "stepFailed", step=me.name, status="failed",
                exit_code=self.me_code.get(me.name), failure=self.me_failure.get(me.name), gpu=hours, log=log)
 

@@ -16,7 +16,7 @@ from job_chain.aihc.errors import AIHCError
 from job_chain.chain.classify import TAIL_BYTES, Failure, classify, tail_text
 from job_chain.chain.model import Chain, Step
 
-TAIL_LINES = 5000  # asked of the API per pod; the text is then cut to TAIL_BYTES
+TAIL_LINES = 2000  # asked of the API per pod (training lines are ~100-300 bytes); then cut to TAIL_BYTES
 MAX_PODS = 256  # a bound on what one classification reads (256 × 256 KB)
 _FAILED_PHASES = ("Failed", "Unknown")
 
