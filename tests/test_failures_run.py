@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List
 
+from chain_helpers import write_chain
 from click.testing import CliRunner, Result
 from conftest import LocalServer
 
@@ -20,24 +21,6 @@ from job_chain.cli import cli as job_chain_cli
 NCCL_TIMEOUT = ("[rank1]:[E1206 18:44:12.715298746 ProcessGroupNCCL.cpp:607] [Rank 1] Watchdog caught collective "
                 "operation timeout: WorkNCCL(SeqNum=7753, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, "
                 "Timeout(ms)=600000) ran for 600061 milliseconds before timing out.")
-
-
-def write(directory: Path, pool: str, jobs: List[Dict[str, Any]]) -> Path:
-    """jobs: {"name", "script", optional "replicas", "resources", "jobChain"}, sharing ``directory/shared``."""
-    shared = directory / "shared"
-    shared.mkdir(parents=True, exist_ok=True)
-    bodies = []
-    for spec in jobs:
-        (directory / f"{spec['name']}.sh").write_text(spec["script"])
-        body: Dict[str, Any] = {"name": spec["name"], "jobSpec": {
-            "command": f"{spec['name']}.sh", "image": "local", "replicas": spec.get("replicas", 1),
-            "envs": [{"name": "SHARED", "value": str(shared)}], "resources": spec.get("resources", [])}}
-        if spec.get("jobChain"):
-            body["jobChain"] = spec["jobChain"]
-        bodies.append(body)
-    path = directory / "chain_info.json"
-    path.write_text(json.dumps({"resourcePoolId": pool, "jobs": bodies}, indent=2))
-    return path
 
 
 def invoke(server: LocalServer, *args: str) -> Result:
@@ -61,7 +44,7 @@ def test_an_nccl_timeout_is_retried_within_the_infra_budget_and_a_missing_module
             f'echo "{NCCL_TIMEOUT}" >&2; exit 1; fi\n'
             'echo "Traceback (most recent call last):" >&2\n'
             'echo "ModuleNotFoundError: No module named \'apex\'" >&2; exit 1\n')
-    chain = write(tmp_path, shared_server.pool, [
+    chain = write_chain(tmp_path, shared_server.pool, [
         {"name": "train", "script": once, "jobChain": {"retries": {"infra": 2, "user": 0}}}])
     followed = invoke(shared_server, "run", str(chain), "--follow")
     assert followed.exit_code == 1, followed.output
@@ -93,7 +76,7 @@ def test_the_cause_is_found_in_a_worker_pods_log_while_the_masters_says_nothing(
         tmp_path: Path, shared_server: LocalServer) -> None:
     worker_fails = ('if [ "$RANK" = 1 ]; then echo "ncclRemoteError: A call failed possibly due to a network error '
                     'or a remote process exiting prematurely." >&2; exit 1; fi\nsleep 30\n')
-    chain = write(tmp_path, shared_server.pool, [
+    chain = write_chain(tmp_path, shared_server.pool, [
         {"name": "train", "script": worker_fails, "replicas": 2, "jobChain": {"retries": {"infra": 0}}}])
     _, _, final = run_to_end(chain, shared_server)
     assert final.outcome is Outcome.FAILED
@@ -110,7 +93,7 @@ def test_a_users_rule_comes_before_the_builtins_and_has_its_own_budget(tmp_path:
                                                                         shared_server: LocalServer) -> None:
     diverges = ('echo "iteration 300 | lm loss: nan"; echo "loss is nan at iteration 300" >&2\n'
                 'echo "AssertionError: Rank 3: found NaN in local grad norm in backward pass" >&2; exit 1\n')
-    chain = write(tmp_path, shared_server.pool, [
+    chain = write_chain(tmp_path, shared_server.pool, [
         {"name": "train", "script": diverges, "jobChain": {
             "failureRules": [{"match": r"loss is nan at iteration \d+", "class": "nan"}],
             "retries": {"nan": 1, "user": 3}}}])
@@ -133,7 +116,7 @@ def test_a_retry_is_told_the_last_complete_checkpoint(tmp_path: Path, shared_ser
     resumes = ('if [ -n "$JOB_CHAIN_RESUME_ITERATION" ]; then\n'
                '  echo "$JOB_CHAIN_RESUME_ITERATION $JOB_CHAIN_RESUME_CHECKPOINT" > "$SHARED/resumed"; exit 0; fi\n'
                'echo "OSError: [Errno 5] Input/output error" >&2; exit 1\n')
-    chain = write(tmp_path, shared_server.pool, [
+    chain = write_chain(tmp_path, shared_server.pool, [
         {"name": "train", "script": resumes,
          "jobChain": {"retries": {"infra": 2}, "checkpoint": {"dir": str(checkpoints)}}}])
     s, run, final = run_to_end(chain, shared_server)
@@ -150,7 +133,7 @@ def test_gpu_hours_of_a_2x8_gpu_step_with_a_failed_first_attempt_match_the_wall_
         tmp_path: Path, shared_server: LocalServer) -> None:
     twice = ('sleep 4\nif [ ! -f "$SHARED/tried-$RANK" ]; then touch "$SHARED/tried-$RANK"\n'
              '  echo "RuntimeError: CUDA error: uncorrectable ECC error encountered" >&2; exit 1; fi\n')
-    chain = write(tmp_path, shared_server.pool, [
+    chain = write_chain(tmp_path, shared_server.pool, [
         {"name": "train", "script": twice, "replicas": 2, "resources": [{"name": "nvidia.com/gpu", "quantity": 8}],
          "jobChain": {"retries": {"infra": 1}}}])
     _, run, final = run_to_end(chain, shared_server)
@@ -174,7 +157,7 @@ def test_gpu_hours_of_a_2x8_gpu_step_with_a_failed_first_attempt_match_the_wall_
 
 
 def test_a_timeout_is_shown_as_a_timeout(tmp_path: Path, shared_server: LocalServer) -> None:
-    chain = write(tmp_path, shared_server.pool, [
+    chain = write_chain(tmp_path, shared_server.pool, [
         {"name": "train", "script": "echo started; sleep 60", "jobChain": {"timeout": "2s"}}])
     _, _, final = run_to_end(chain, shared_server)
     assert final.outcome is Outcome.FAILED and final.steps[0].exit_code == 124
@@ -188,7 +171,7 @@ def test_a_timeout_is_shown_as_a_timeout(tmp_path: Path, shared_server: LocalSer
 def test_local_fault_makes_a_pod_die_with_an_infra_signature_and_the_step_is_retried(
         tmp_path: Path, shared_server: LocalServer) -> None:
     once = 'if [ -f "$SHARED/killed" ]; then echo second; exit 0; fi\ntouch "$SHARED/killed"\nsleep 60\n'
-    chain = write(tmp_path, shared_server.pool, [
+    chain = write_chain(tmp_path, shared_server.pool, [
         {"name": "train", "script": once, "jobChain": {"retries": {"infra": 1}}}])
     s = ChainSession.from_file(str(chain), client=shared_server.client(max_retries=3))
     run = s.start()
