@@ -193,7 +193,8 @@ class _Hop:
                 states[step.index] = graph.SUCCEEDED
             elif item.status in FAILED or (code is not None and code != 0):
                 code = code if code is not None else 1
-                causes = [self._kept_cause(name, a.attempt) for a in counted if a.status in FAILED or a is item]
+                causes = [self._kept_cause(name, a.attempt) for a in counted if a.status in FAILED or a is item] \
+                    if step.retry_budgets is not None else []  # budgets per cause need them
                 states[step.index] = graph.RETRY_DUE if step.may_retry(item.attempt, code, causes) else graph.FAILED
             elif item.status in STOPPED:
                 states[step.index] = graph.STOPPED
