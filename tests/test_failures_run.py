@@ -131,7 +131,7 @@ def test_a_retry_is_told_the_last_complete_checkpoint(tmp_path: Path, shared_ser
 
 def test_gpu_hours_of_a_2x8_gpu_step_with_a_failed_first_attempt_match_the_wall_clock(
         tmp_path: Path, shared_server: LocalServer) -> None:
-    twice = ('sleep 4\nif [ ! -f "$SHARED/tried-$RANK" ]; then touch "$SHARED/tried-$RANK"\n'
+    twice = ('sleep 8\nif [ ! -f "$SHARED/tried-$RANK" ]; then touch "$SHARED/tried-$RANK"\n'
              '  echo "RuntimeError: CUDA error: uncorrectable ECC error encountered" >&2; exit 1; fi\n')
     chain = write_chain(tmp_path, shared_server.pool, [
         {"name": "train", "script": twice, "replicas": 2, "resources": [{"name": "nvidia.com/gpu", "quantity": 8}],
@@ -144,7 +144,7 @@ def test_gpu_hours_of_a_2x8_gpu_step_with_a_failed_first_attempt_match_the_wall_
             f"SELECT id, started_at, finished_at FROM jobs WHERE id IN ({','.join('?' * len(ids))})", ids)}
     wall = [16 * spans[i] / 3600 for i in ids]  # 2 replicas x 8 GPUs x the time each job ran
     step = final.steps[0]
-    # within 5%: a job ends a moment after its advance (the pod exits, the server notices)
+    # within 5%: a job ends a moment after its advance (its process exits, the server notices; ~0.4 s under load)
     assert abs(step.gpu_hours - sum(wall)) <= 0.05 * sum(wall), (step.gpu_hours, wall)
     assert abs(step.lost_gpu_hours - wall[0]) <= 0.05 * wall[0], (step.lost_gpu_hours, wall)
     data = json.loads(invoke(shared_server, "status", str(chain), "--json").output)

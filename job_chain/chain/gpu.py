@@ -50,7 +50,7 @@ def running_window(attempt: Any, submitted: Optional[float] = None, ended: Optio
     else:
         end = attempt.finished.timestamp()
         if ended is not None and 0 <= ended - end < _SLACK:
-            end = ended  # the advance that ended the job, to the millisecond
+            end = ended  # both are before the true end: the later one is nearer (the advance ends the job)
     return start, max(start, end)
 
 
