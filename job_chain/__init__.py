@@ -26,6 +26,7 @@ _EXPORTS = {
     "JobChainError": "job_chain.errors", "UsageError": "job_chain.errors", "RunNotFound": "job_chain.errors",
     "RunStillActive": "job_chain.errors", "RunTimeout": "job_chain.errors",
     "CredentialsMissing": "job_chain.errors", "ChainFileInvalid": "job_chain.errors",
+    "Failure": "job_chain.chain.classify", "classify_files": "job_chain.chain.classify",
 }
 __all__ = ["__version__", *_EXPORTS]
 

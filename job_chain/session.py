@@ -45,6 +45,22 @@ def _ignore(message: str) -> None:
     pass
 
 
+def _fact_keys(chain: Chain, attempts: List[Any]) -> List[Tuple[str, int]]:
+    """The (step, attempt) pairs whose record facts a look needs: where a job did not succeed, the
+    furthest step's (its advance), and every attempt of a step with GPUs or a checkpoint (their
+    ends and checkpoints). A 500-step run of CPU steps reads a handful of files."""
+    from job_chain.chain.gpu import gpus_per_replica
+
+    keys: List[Tuple[str, int]] = []
+    for a in attempts:
+        step = chain.resolve(a.step)
+        wanted = (a.terminal and a.status not in SUCCEEDED) or a is attempts[-1] or (
+            step is not None and (step.checkpoint is not None or gpus_per_replica(step.body) > 0))
+        if wanted:
+            keys += [(a.step, a.attempt)] + ([(step.name, a.attempt)] if step is not None else [])
+    return keys
+
+
 class ChainSession(PlacesMixin, PlanMixin, ResumeMixin, WatchMixin, LogsMixin):
     """One chain file and the runs recorded beside it, and the AIHC API they run on.
 
@@ -164,6 +180,8 @@ class ChainSession(PlacesMixin, PlanMixin, ResumeMixin, WatchMixin, LogsMixin):
 
         run = self.run(run_id)
         chain = self.frozen(run)
+        submissions = self.records.submissions(run.run_id)
+        client: Optional[JobsAPI] = None
         if self.records.start_refused(run.run_id):
             attempts: List[Any] = []  # it never started: nothing to ask the API (which may be why)
             endpoint = run.endpoint
@@ -171,17 +189,16 @@ class ChainSession(PlacesMixin, PlanMixin, ResumeMixin, WatchMixin, LogsMixin):
             cache, final = self.records.cached_attempts(run.run_id)
             client = self.client_for(run)
             attempts, known, settled = observe(client, chain.pool, run.run_id, cache=cache, final=final,
-                                               first_job_id=self.records.first_job_id(run.run_id),
+                                               first_job_id=submissions[0]["jobId"] if submissions else None,
                                                since=run.started.timestamp())
             if known != cache or settled != final:
                 self.records.save_attempts(run.run_id, known, settled)
             endpoint = run.endpoint or getattr(client, "endpoint", "")
-        # the record matters only where a job did not succeed, and for the furthest step's advance
-        keys: List[Tuple[str, int]] = []
-        for a in [a for a in attempts if a.terminal and a.status not in SUCCEEDED] + attempts[-1:]:
-            step = chain.resolve(a.step)
-            keys += [(a.step, a.attempt)] + ([(step.name, a.attempt)] if step is not None else [])
-        facts = self.records.facts(run.run_id, keys=keys)
+        facts = self.records.facts(run.run_id, keys=_fact_keys(chain, attempts), submissions=submissions)
+        if client is not None:  # why each failed attempt failed: from the record, else its logs (once)
+            from job_chain.chain.causes import explain_failures
+
+            explain_failures(client, chain, self.records, run.run_id, attempts, facts)
         status = summarize(chain, attempts, facts, run_id=run.run_id, now=now, local=run.local, endpoint=endpoint,
                            first_step=run.first_step)
         status.revisions = self.records.revisions(run.run_id)
@@ -293,10 +310,15 @@ class ChainSession(PlacesMixin, PlanMixin, ResumeMixin, WatchMixin, LogsMixin):
         chain = self.frozen(run)
         client = self.client_for(run)
         finish = f"'job-chain resume {shlex.quote(self.path)} --run {run.run_id}'"
+        resume = None
+        if attempt > 1 and chain.named(name) is not None:  # a resumed step continues from its last checkpoint
+            from job_chain.chain.checkpoint import last_complete
+
+            resume = last_complete(chain.named(name).checkpoint)  # type: ignore[union-attr]
         try:
             result = submit_with_deadline(
                 lambda: submit_step(client, chain, name, run.run_id, attempt, records=self.records, mode=mode,
-                                    context=context),
+                                    context=context, resume=resume),
                 SUBMIT_DEADLINE)
         except KeyboardInterrupt:
             raise SubmitInterrupted(

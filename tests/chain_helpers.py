@@ -77,7 +77,7 @@ def wait_outcome(chain: Path, server: Any, wanted: str, timeout: float = 60) -> 
 
 
 def write_chain(directory: Path, pool: str, jobs: List[Dict[str, Any]], **top: Any) -> Path:
-    """jobs: {"name", "script", optional jobChain settings} sharing ``directory/shared``."""
+    """jobs: {"name", "script", optional jobChain settings, replicas, resources} sharing ``directory/shared``."""
     shared = directory / "shared"
     shared.mkdir(parents=True, exist_ok=True)
     bodies = []
@@ -85,6 +85,7 @@ def write_chain(directory: Path, pool: str, jobs: List[Dict[str, Any]], **top: A
         (directory / f"{spec['name']}.sh").write_text(spec["script"])
         body: Dict[str, Any] = {"name": spec["name"], "jobSpec": {
             "command": f"{spec['name']}.sh", "image": "local", "envs": [{"name": "SHARED", "value": str(shared)}]}}
+        body["jobSpec"].update({k: spec[k] for k in ("replicas", "resources") if k in spec})
         if spec.get("jobChain"):
             body["jobChain"] = spec["jobChain"]
         bodies.append(body)

@@ -113,7 +113,9 @@ def test_seed_input_without_mount_path(tmp_path: Path) -> None:
         assert set(envs(job)) <= set(STEP_ENV_NAMES[step])
         assert all(isinstance(e["value"], str) for e in job["jobSpec"]["envs"])
         assert job["datasources"] == [{"type": "pfs", "name": "pfs-abc", "mountPath": "/root/pfs"}]
-        assert job["jobChain"] == {"generatedBy": "aiak-gen"}
+        training = {"retries": {"infra": 3, "hang": 1, "oom": 0, "timeout": 0, "user": 0},
+                    "checkpoint": {"dir": train["SAVE"]}} if step == "train" else {}
+        assert job["jobChain"] == {"generatedBy": "aiak-gen", **training}  # a training resumes after infra failures
         assert job["queue"] == "default" and job["priority"] == "normal"
         assert job["jobFramework"] == "PyTorchJob" and job["jobSpec"]["image"] == IMAGE
     gpu = chain["jobs"][2]["jobSpec"]
@@ -929,7 +931,7 @@ def test_eval_steps_depend_on_the_last_training_and_the_report_on_every_eval(
     for before, job in zip(training, training[1:]):
         assert job["jobChain"]["dependsOn"] == [before["name"]]
     for job, bench in zip((e1, e2, e3), ("ceval", "MMLU", "gsm8k")):
-        assert job["jobChain"] == {"generatedBy": "aiak-gen", "dependsOn": [last_train]}
+        assert job["jobChain"] == {"generatedBy": "aiak-gen", "dependsOn": [last_train]}  # evals: no retries
         assert job["jobSpec"]["command"] == "aiak_eval.sh" and job["jobSpec"]["replicas"] == 1
         env = envs(job)
         assert set(env) <= set(STEP_ENV_NAMES["eval"]) and "EVAL_COMMAND" not in env
@@ -958,7 +960,7 @@ def test_without_eval_the_chain_stays_a_line_without_eval_scripts(tmp_path: Path
     assert gen(tmp_path, dict(SEED_INPUT, EVAL=["ceval"]), *STORAGE).exit_code == 0
     assert gen(tmp_path, SEED_INPUT, *STORAGE).exit_code == 0  # regenerated without EVAL
     chain = load(tmp_path)
-    assert all(j["jobChain"] == {"generatedBy": "aiak-gen"} for j in chain["jobs"])
+    assert all(set(j["jobChain"]) <= {"generatedBy", "retries", "checkpoint"} for j in chain["jobs"])
     assert not check_chain_data(chain, str(tmp_path / "chain_info.json"), local=True).graph
 
 

@@ -231,7 +231,9 @@ def test_a_failed_graph_run_names_the_failed_step_everywhere(tmp_path: Path, sha
         assert [x.name for x in final.failed_steps] == ["train"] and [x.name for x in final.current] == ["train"]
         status = json.loads(invoke(shared_server, "status", str(chain), "--json").output)
         assert status["failedSteps"] == [{"step": 1, "name": "train", "exitCode": 3,
-                                          "reason": status["steps"][1]["reason"]}]
+                                          "reason": status["steps"][1]["reason"],
+                                          "failure": {"class": "unknown", "signature": None, "line": None,
+                                                      "pod": None}}]
         listed = json.loads(invoke(shared_server, "runs", str(chain), "--json").output)[0]
         assert [c["name"] for c in listed["current"]] == ["train"]
         table = invoke(shared_server, "runs", str(chain)).output

@@ -211,6 +211,32 @@ def test_dag_run_page_draws_columns_edges_and_the_exit_handler(console: Console,
     shot(browser, tmp_path, "run-dag")
 
 
+def test_a_failed_step_shows_its_cause_and_the_run_its_gpu_hours(console: Console, browser: Any, home: Path,
+                                                                  shared_server: Any, tmp_path: Path) -> None:
+    folder = home / "causes"
+    folder.mkdir()
+    (folder / "train.sh").write_text('sleep 1; echo "ModuleNotFoundError: No module named \'apex\'" >&2; exit 1\n')
+    chain = folder / "chain_info.json"
+    chain.write_text(json.dumps({"resourcePoolId": shared_server.pool, "jobs": [{
+        "name": "train", "jobSpec": {"command": "train.sh", "image": "local", "replicas": 2,
+                                     "resources": [{"name": "nvidia.com/gpu", "quantity": 8}]},
+        "jobChain": {"retries": {"infra": 2, "user": 0}}}]}))
+    run_id = start_run(chain, shared_server)
+    browser.get(f"{console.url}/run/{_cid(chain)}/{run_id}")
+    wait_for(browser, lambda b: attr(b, "#outcome", "data-outcome") == "failed")
+    wait_for(browser, lambda b: b.find_elements("css selector", "#gpu-hours"))
+    assert css(browser, "#gpu-hours").text.startswith("GPU-hours ") and "lost in failed attempts" in css(
+        browser, "#gpu-hours").text
+    assert "user (python-module-not-found on pod train-" in css(browser, "#step-row-0 .reason").text
+    browser.execute_script("document.querySelector('#step-row-0 a').click();")
+    wait_for(browser, lambda b: b.find_elements("css selector", "#cause"))
+    cause = css(browser, "#cause").text
+    assert "python-module-not-found" in cause and "ModuleNotFoundError: No module named 'apex'" in cause
+    assert "not retried: its retries give user failures no budget" in css(browser, "#retry-note").text
+    assert css(browser, "#step-gpu-hours").text
+    shot(browser, tmp_path, "run-failed-cause")
+
+
 def _cid(chain: Path) -> str:
     from job_chain.ui.catalog import chain_id
 

@@ -51,6 +51,9 @@ from job_chain.errors import UsageError
 
 GENERATED_BY = "aiak-gen"
 STEPS = ("convert", "preprocess", "train")
+# a training step's retries per failure cause: the platform's failures again, a hang once, never
+# its own errors, running out of memory or its timeout (those fail the same way again)
+TRAIN_RETRIES = {"infra": 3, "hang": 1, "oom": 0, "timeout": 0, "user": 0}
 SCRIPT_NAMES: Dict[str, str] = {
     "convert": "aiak_convert.sh",
     "preprocess": "aiak_preprocess.sh",
@@ -73,12 +76,13 @@ def _depends_on(steps: List[Step], names: List[str]) -> List[List[str]]:
 
 
 def training_settings(spec: AiakSpec, step: Step) -> Dict[str, Any]:
-    """The ``jobChain`` settings only a training job gets; the one place to add them.
-
-    Empty today. Per-cause retry budgets and the Megatron checkpoint directory (``SAVE``:
-    ``step.env("SAVE")``) belong here once the chain core knows those settings.
-    """
-    return {}
+    """The ``jobChain`` settings only a training job gets: retries per failure cause, and the
+    Megatron checkpoint directory (``SAVE``), so a retry after an infra failure resumes there."""
+    settings: Dict[str, Any] = {"retries": dict(TRAIN_RETRIES)}
+    save = step.env("SAVE") or ""
+    if save.startswith("/"):  # (a relative mount is refused elsewhere, for itself)
+        settings["checkpoint"] = {"dir": save}
+    return settings
 
 
 def job_settings(spec: AiakSpec, step: Step, depends_on: List[str]) -> Dict[str, Any]:

@@ -97,32 +97,36 @@ def advance(
     if current is None:
         log(f"step {step} is not in run {run_id}'s chain; nothing to do")
         return exit_code or EXIT_ADVANCE_FAILED
+    mode = mode or ("inline" if records is None else "job")
+    code = _advance(chain, current, client, run_id, attempt, exit_code, records, resume_hint, deadline, mode,
+                    reconnect)
+    if records is not None and mode == "job":  # this job ends now: its end, to the millisecond (GPU-hours)
+        records.record_advance_end(run_id, current.name, attempt)
+    return code
+
+
+def _advance(chain: Chain, current: Step, client: JobsAPI, run_id: str, attempt: int, exit_code: int,
+             records: Optional[RunRecords], resume_hint: str, deadline: float, mode: str,
+             reconnect: Optional[Callable[[], Any]]) -> int:
     name = current.name
     if records is not None:
-        records.record_exit(run_id, name, attempt, exit_code)  # before anything can fail: status shows it
+        checkpoint = None
+        if current.checkpoint is not None:
+            from job_chain.chain.checkpoint import last_complete
+
+            checkpoint = last_complete(current.checkpoint)
+        # before anything can fail: status shows it
+        records.record_exit(run_id, name, attempt, exit_code, checkpoint[0] if checkpoint else None)
     if records is not None and records.is_stopped(run_id):
         log(f"run {run_id} was stopped by the user; not submitting anything")
         return exit_code
     started = ((records.get_run(run_id) or {}).get("started") if records else None) or run_started(run_id)
-    hop = _Hop(chain, client, run_id, records, mode or ("inline" if records is None else "job"), started,
-               deadline, reconnect, resume_hint)
+    hop = _Hop(chain, client, run_id, records, mode, started, deadline, reconnect, resume_hint)
 
     if exit_code != 0:
-        if current.may_retry(attempt, exit_code):
-            log(f"step {name} failed with exit code {exit_code}; retrying it as attempt {attempt + 1} "
-                f"of {current.first_attempt + current.retries}")
-            return hop.submit([(name, attempt + 1)], (name, attempt), exit_code)
-        log(f"step {name} failed with exit code {exit_code}; "
-            + ("" if current.is_handler else "the steps that need it will not start. " if chain.graph
-               else "the chain stops here. ")
-            + f"Fix it, then continue with: {resume_hint}")
-        if not current.is_handler:
-            from job_chain.chain.notify import notify
+        from job_chain.chain import on_failure
 
-            notify(chain, records, run_id, "stepFailed", step=name, status="failed", exit_code=exit_code, log=log)
-            hop.me_code[name] = exit_code
-            hop.finish(current, attempt, succeeded=False)
-        return exit_code
+        return on_failure.handle(hop, current, attempt, exit_code, log)
 
     replicas = int(current.body.get("jobSpec", {}).get("replicas", 1))
     self_pod = os.environ.get("POD_NAME") or os.environ.get("HOSTNAME") or ""
@@ -148,7 +152,20 @@ class _Hop:
         self.chain, self.client, self.run_id, self.records, self.mode = chain, client, run_id, records, mode
         self.started, self.deadline, self.reconnect, self.resume_hint = started, deadline, reconnect, resume_hint
         self.latest: Dict[str, Any] = {}  # step name -> its latest attempt, as states() last saw it
+        self.attempts: List[Any] = []  # every attempt of the run, as states() last saw them
         self.me_code: Dict[str, int] = {}  # the finishing step's own exit code (the record may be elsewhere)
+        self.me_failure: Dict[str, Any] = {}  # and why it failed
+
+    def job_id(self, name: str, attempt: int) -> Optional[str]:
+        """The job of (step, attempt): from the record, else by its labels."""
+        from job_chain.chain.submit import find_submitted
+
+        entry = self.records.submission(self.run_id, name, attempt) if self.records else None
+        if entry:
+            return str(entry["jobId"])
+        found = submit_with_deadline(lambda: find_submitted(self.client, self.chain.pool, self.run_id, name, attempt,
+                                                            self.started), self.deadline, on_unreachable=self.refresh)
+        return str(found["jobId"]) if found else None
 
     # -- the run as a graph ------------------------------------------------------------------
     def states(self, me: Step, me_succeeded: bool) -> Dict[int, str]:
@@ -163,7 +180,7 @@ class _Hop:
                             since=self.started, explain_failures=False),
             self.deadline, on_unreachable=self.refresh)
         states: Dict[int, str] = {}
-        self.latest = {}
+        self.latest, self.attempts = {}, list(attempts)
         for name, items in by_step(self.chain, attempts).items():
             step = self.chain.named(name)
             counted = [a for a in items if step is not None and a.attempt >= step.first_attempt]
@@ -176,13 +193,22 @@ class _Hop:
                 states[step.index] = graph.SUCCEEDED
             elif item.status in FAILED or (code is not None and code != 0):
                 code = code if code is not None else 1
-                states[step.index] = graph.RETRY_DUE if step.may_retry(item.attempt, code) else graph.FAILED
+                causes = [self._kept_cause(name, a.attempt) for a in counted if a.status in FAILED or a is item] \
+                    if step.retry_budgets is not None else []  # budgets per cause need them
+                states[step.index] = graph.RETRY_DUE if step.may_retry(item.attempt, code, causes) else graph.FAILED
             elif item.status in STOPPED:
                 states[step.index] = graph.STOPPED
             else:
                 states[step.index] = graph.ACTIVE
         states[me.index] = graph.SUCCEEDED if me_succeeded else graph.FAILED
         return states
+
+    def _kept_cause(self, name: str, attempt: int) -> str:
+        """A failed attempt's class as the record keeps it (a hop never reads another step's logs)."""
+        from job_chain.chain.classify import Failure
+
+        kept = Failure.from_record(self.records.failure(self.run_id, name, attempt)) if self.records else None
+        return kept.cls if kept is not None else "unknown"
 
     def finish(self, me: Step, attempt: int, *, succeeded: bool) -> int:
         """Start what ``me`` ending made ready; if the run ended, its handlers and notifications.
@@ -213,7 +239,11 @@ class _Hop:
                 self.records.record_advance_failure(self.run_id, me.name, attempt, message)
             log(f"step {me.name} {'succeeded' if succeeded else 'failed'}, but {message}. Continue with "
                 f"'{self.resume_hint}'")
+            if not succeeded:
+                self._step_failed(me)
             return EXIT_ADVANCE_FAILED if succeeded else 1
+        if not succeeded:
+            self._step_failed(me)
         plan = graph.plan(self.chain, states, stopped=stopped)
         code = 0
         if plan.ready:
@@ -248,18 +278,26 @@ class _Hop:
             states = self.states(me, succeeded)
         return states
 
+    def _step_failed(self, me: Step) -> None:
+        """``stepFailed``: this step failed with no retry left (with why, and its GPU-hours so far)."""
+        from job_chain.chain.gpu import run_hours
+        from job_chain.chain.notify import notify
+
+        mine = [a for a in self.attempts if self.chain.resolve(a.step) is me]
+        hours = run_hours(self.chain, mine, failing=me.name) if mine else None
+        notify(self.chain, self.records, self.run_id, "stepFailed", step=me.name, status="failed",
+               exit_code=self.me_code.get(me.name), failure=self.me_failure.get(me.name), gpu=hours, log=log)
+
     def _ended(self, plan: Any, states: Dict[int, str], stopped: bool) -> None:
         from job_chain.chain import graph
+        from job_chain.chain.gpu import run_hours
         from job_chain.chain.notify import notify
+        from job_chain.chain.on_failure import failed_details
 
         outcome = "stopped" if stopped else ("failed" if plan.failed else "succeeded")
         failed = [s.name for s in self.chain.steps if not s.is_handler and states.get(s.index) == graph.FAILED]
-        details = []
-        for name in failed:
-            item = self.latest.get(name)
-            code = self.records.script_exit(self.run_id, name, item.attempt) if self.records and item else None
-            details.append({"name": name, "exitCode": code if code is not None else self.me_code.get(name),
-                            "reason": (item.reason if item else "") or None})
+        details = failed_details(self, failed)
+        failing = next(iter(self.me_code), None)
         if plan.handlers:
             round_ = self.records.round(self.run_id) if self.records else 0
             names = ", ".join(self.chain.step(i).name for i in plan.handlers)  # type: ignore[union-attr]
@@ -269,7 +307,8 @@ class _Hop:
                         None, 0, context)
         else:
             log(f"the run ended: {outcome}")
-        notify(self.chain, self.records, self.run_id, outcome, status=outcome, failed=details, log=log)
+        notify(self.chain, self.records, self.run_id, outcome, status=outcome, failed=details,
+               gpu=run_hours(self.chain, self.attempts, failing=failing), log=log)
 
     # -- submitting --------------------------------------------------------------------------
     def refresh(self) -> None:
@@ -279,14 +318,15 @@ class _Hop:
             self.client = fresh
 
     def submit(self, targets: List[Tuple[str, int]], origin: Optional[Tuple[str, int]], exit_code: int,
-               context: Optional[Dict[str, str]] = None) -> int:
-        """Submit each (step, attempt); on giving up, record it for status and say how to resume."""
+               context: Optional[Dict[str, str]] = None, resume: Optional[Tuple[int, str]] = None) -> int:
+        """Submit each (step, attempt); on giving up, record it for status and say how to resume.
+        ``resume``: the checkpoint a retry resumes from (in its environment and its record)."""
         for target, next_attempt in targets:
             try:
                 result = submit_with_deadline(
                     lambda t=target, a=next_attempt: submit_step(  # type: ignore[misc]
                         self.client, self.chain, t, self.run_id, a, records=self.records, mode=self.mode,
-                        since=self.started, context=context),
+                        since=self.started, context=context, resume=resume),
                     self.deadline, on_unreachable=self.refresh,
                 )
             except AIHCError as exc:

@@ -4,12 +4,31 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 SETTINGS_KEY = "jobChain"  # per-job chain settings, stripped before submission
 LABEL_RUN = "job-chain/run"
 LABEL_STEP = "job-chain/step"
 LABEL_ATTEMPT = "job-chain/attempt"
+
+
+@dataclass(frozen=True)
+class FailureRule:
+    """A user's own failure signature (``jobChain.failureRules``): tried before the built-in ones."""
+
+    name: str  # how the cause names it: ``failureRules[0]`` unless the rule says
+    cls: str
+    pattern: str
+    explanation: str = ""
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """Where a step saves Megatron-style checkpoints (``jobChain.checkpoint``): ``dir/tracker`` names the
+    last complete iteration, whose directory is ``dir/iter_0000200``."""
+
+    dir: str
+    tracker: str = "latest_checkpointed_iteration.txt"
 
 
 @dataclass
@@ -27,6 +46,9 @@ class Step:
     hang_timeout: Optional[float] = None  # seconds without output before the step is killed (exit 124)
     retry_on: Optional[Tuple[int, ...]] = None  # exit codes that may be retried (plus 124); None: any
     metrics: Dict[str, str] = field(default_factory=dict)  # training-curve name -> regex (jobChain.metrics)
+    retry_budgets: Optional[Dict[str, int]] = None  # retries per failure class; None: ``retries`` for any failure
+    failure_rules: Tuple[FailureRule, ...] = ()
+    checkpoint: Optional[Checkpoint] = None
     # the run's view of the step (a frozen revision); a chain loaded from a file has the defaults
     settings_raw: Dict[str, Any] = field(default_factory=dict, repr=False)  # jobChain as written, frozen as is
     first_attempt: int = 1  # attempts before this one ran an earlier revision of the step (resume --rerun)
@@ -37,12 +59,13 @@ class Step:
     def is_handler(self) -> bool:
         return self.run_on is not None
 
-    def may_retry(self, attempt: int, exit_code: int) -> bool:
+    def may_retry(self, attempt: int, exit_code: int, causes: Sequence[str] = ()) -> bool:
         """Whether a failure of ``attempt`` with ``exit_code`` gets another attempt (retries count from
-        the step's first attempt in this revision)."""
-        if attempt - self.first_attempt + 1 > self.retries:
-            return False
-        return self.retry_on is None or exit_code in self.retry_on or exit_code == 124
+        the step's first attempt in this revision). ``causes``: the failure classes of this revision's
+        failed attempts up to ``attempt``, for budgets per cause (see :mod:`job_chain.chain.retry`)."""
+        from job_chain.chain.retry import decide
+
+        return decide(self, attempt, exit_code, causes).retry
 
     @property
     def name(self) -> str:

@@ -1,7 +1,8 @@
 """Webhook notifications: a POST per run event, at most once, never failing the chain.
 
-Events: ``stepFailed`` (a step failed with no retry left), and ``failed`` / ``succeeded`` /
-``stopped`` when the run ended; ``failed`` names the steps that failed. Formats: plain ``json``,
+Events: ``stepFailed`` (a step failed with no retry left, with why), and ``failed`` /
+``succeeded`` / ``stopped`` when the run ended; ``failed`` names the steps that failed and why.
+Each carries the GPU-hours spent (and lost in failed attempts). Formats: plain ``json``,
 or the text-message bodies of Feishu, DingTalk, WeCom and Slack incoming webhooks. A claim file
 in the run record makes each (run, round, event, step) go out at most once however many jobs
 notice it — a resumed run that fails again notifies again; a webhook that keeps failing is
@@ -23,7 +24,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from job_chain.chain.model import Chain
 
@@ -32,21 +33,32 @@ TIMEOUT = 10.0
 
 
 def message(chain: Chain, run_id: str, event: str, step: Optional[str], status: str,
-            exit_code: Optional[int], failed: Optional[List[Dict[str, Any]]] = None) -> Dict[str, Any]:
-    """The facts of one event, and the command that shows more."""
+            exit_code: Optional[int], failed: Optional[List[Dict[str, Any]]] = None, failure: Any = None,
+            gpu: Optional[Tuple[float, float]] = None) -> Dict[str, Any]:
+    """The facts of one event, and the command that shows more. ``failure``: why the step failed
+    (stepFailed); ``gpu``: (GPU-hours, of which lost in failed attempts) of the step or run."""
     look = f"job-chain status {shlex.quote(chain.path)} --run {run_id}"
     if step is not None and event == "stepFailed":
         look = f"job-chain logs {shlex.quote(chain.path)} --run {run_id} --step {shlex.quote(step)}"
     where = f" step {step}" if step is not None else ""
     code = f", exit code {exit_code}" if exit_code is not None else ""
     text = f"job-chain: run {run_id} of {chain.path}:{where} {status}{code}"
+    if failure is not None:
+        text += f": {failure.summary()}"
     if failed:
         text += " — " + "; ".join(
             f"{f['name']} failed" + (f" with exit code {f['exitCode']}" if f.get("exitCode") is not None else "")
-            + (f" ({f['reason']})" if f.get("reason") else "") for f in failed)
+            + (f" ({f.get('cause') or f['reason']})" if f.get("cause") or f.get("reason") else "") for f in failed)
+    if gpu is not None:
+        text += f". GPU-hours: {gpu[0]:.2f}" + (f" ({gpu[1]:.2f} lost in failed attempts)" if gpu[1] else "")
     text += f". See: {look}"
-    return {"event": event, "chain": chain.path, "run": run_id, "step": step, "name": step, "status": status,
-            "exitCode": exit_code, "failedSteps": failed or [], "command": look, "text": text}
+    facts = {"event": event, "chain": chain.path, "run": run_id, "step": step, "name": step, "status": status,
+             "exitCode": exit_code, "failedSteps": failed or [], "command": look, "text": text}
+    if failure is not None:
+        facts["failure"] = failure.as_json()
+    if gpu is not None:
+        facts["gpuHours"], facts["lostGpuHours"] = round(gpu[0], 4), round(gpu[1], 4)
+    return facts
 
 
 def body(fmt: str, facts: Dict[str, Any]) -> Dict[str, Any]:
@@ -114,6 +126,7 @@ def _safe(url: str) -> str:
 
 def notify(chain: Chain, records: Any, run_id: str, event: str, *, step: Optional[str] = None,
            status: str = "", exit_code: Optional[int] = None, failed: Optional[List[Dict[str, Any]]] = None,
+           failure: Any = None, gpu: Optional[Tuple[float, float]] = None,
            log: Optional[Callable[[str], None]] = None) -> int:
     """Send ``event`` to every hook that asks for it, once per round; the number of hooks that took it."""
     hooks: List[Dict[str, Any]] = [h for h in chain.notify if event in (h.get("on") or ["failed"])]
@@ -124,5 +137,5 @@ def notify(chain: Chain, records: Any, run_id: str, event: str, *, step: Optiona
     if records is not None and not records.claim(run_id, claim):
         return 0
     say = log or (lambda text: print(f"job-chain: {text}", file=sys.stderr, flush=True))
-    facts = message(chain, run_id, event, step, status or event, exit_code, failed)
+    facts = message(chain, run_id, event, step, status or event, exit_code, failed, failure, gpu)
     return sum(post(h["url"], body(h.get("format", "json"), facts), say) for h in hooks)

@@ -63,14 +63,14 @@ def summarize(chain: Chain, attempts: Iterable[Attempt], facts: RunFacts, *, run
     steps: List[StepStatus] = []
     states: Dict[int, str] = {}
     for step in chain.steps:
-        every = found_by_step.get(step.name, [])
+        every = [_with_facts(a, step, facts, now) for a in found_by_step.get(step.name, [])]
         found = [_with_script_exit(a, step, facts) for a in every if a.attempt >= step.first_attempt]
         history = [a for a in every if a.attempt < step.first_attempt]
         next_attempt = max(step.first_attempt, every[-1].attempt + 1 if every else 1)
         if not found:
             status = SKIPPED if step.excluded else NOT_SUBMITTED
-            steps.append(StepStatus(step.index, step.name, status, reason=step.excluded or "", history=history,
-                                    next_attempt=next_attempt))
+            steps.append(_add_hours(StepStatus(step.index, step.name, status, reason=step.excluded or "",
+                                               history=history, next_attempt=next_attempt)))
             if step.excluded:
                 states[step.index] = graph.SUCCEEDED  # what follows it may run
             continue
@@ -87,6 +87,8 @@ def summarize(chain: Chain, attempts: Iterable[Attempt], facts: RunFacts, *, run
             state.reason = (f"the script succeeded; its job ended {latest.status} while starting what follows"
                             + (f": {gave_up}" if gave_up else ""))
             state.attempts = found[:-1] + [replace(latest, status="Succeeded", exit_code=0)]
+        _add_hours(state)
+        _add_notes(step, state)
         steps.append(state)
         states[step.index] = _planner_state(step, state)
     plan = graph.plan(chain, states, stopped=facts.stopped)
@@ -100,6 +102,11 @@ def summarize(chain: Chain, attempts: Iterable[Attempt], facts: RunFacts, *, run
                      graph=chain.graph or bool(chain.handlers), revision=chain.revision, digest=chain.digest)
 
 
+def causes(attempts: Iterable[Attempt]) -> List[str]:
+    """The failure classes of the failed ones among ``attempts``, in order (``unknown`` where not known)."""
+    return [a.failure.cls if a.failure is not None else "unknown" for a in attempts if a.status in FAILED]
+
+
 def _planner_state(step: Step, state: StepStatus) -> str:
     from job_chain.chain import graph
 
@@ -109,8 +116,46 @@ def _planner_state(step: Step, state: StepStatus) -> str:
         return graph.ACTIVE
     if state.status in FAILED:
         code = state.exit_code if state.exit_code is not None else 1
-        return graph.RETRY_DUE if step.may_retry(state.attempt, code) else graph.FAILED
+        return graph.RETRY_DUE if step.may_retry(state.attempt, code, causes(state.attempts)) else graph.FAILED
     return graph.STOPPED
+
+
+def _with_facts(item: Attempt, step: Step, facts: RunFacts, now: float) -> Attempt:
+    """The attempt with what the record adds: why it failed, its checkpoints, its GPU-hours."""
+    from dataclasses import replace
+
+    from job_chain.chain.gpu import attempt_hours, gpus
+
+    failure = fact(facts.failures, step, item.attempt) if item.status in FAILED else None
+    hours = attempt_hours(gpus(step.body), item, fact(facts.submitted, step, item.attempt),
+                          fact(facts.ended, step, item.attempt), now)
+    return replace(item, failure=failure, checkpoint_iteration=fact(facts.checkpoints, step, item.attempt),
+                   resume_from=fact(facts.resumed, step, item.attempt), gpu_hours=hours)
+
+
+def _add_notes(step: Step, state: StepStatus) -> None:
+    """What followed each failed attempt, in the words the advancing job used (``--follow`` says it)."""
+    from job_chain.chain.retry import decide, retry_sentence
+
+    for position, item in enumerate(state.attempts):
+        if item.status not in FAILED or item.failure is None:
+            continue
+        code = item.exit_code if item.exit_code is not None else 1
+        decision = decide(step, item.attempt, code, causes(state.attempts[:position + 1]))
+        after = state.attempts[position + 1] if position + 1 < len(state.attempts) else None
+        resume = after.resume_from[0] if after is not None and after.resume_from else None
+        if resume is None and decision.retry and step.checkpoint is not None:
+            resume = item.checkpoint_iteration
+        state.notes[item.attempt] = retry_sentence(step, item.attempt, decision, item.failure, resume)
+
+
+def _add_hours(state: StepStatus) -> StepStatus:
+    """The step's GPU-hours over all its attempts, and the part spent in failed ones."""
+    every = state.history + state.attempts
+    known = [a for a in every if a.gpu_hours is not None]
+    state.gpu_hours = sum(a.gpu_hours or 0.0 for a in known) if known else None
+    state.lost_gpu_hours = sum(a.gpu_hours or 0.0 for a in known if a.status in FAILED) if known else None
+    return state
 
 
 def _with_script_exit(item: Attempt, step: Step, facts: RunFacts) -> Attempt:
@@ -164,7 +209,7 @@ def _outcome(chain: Chain, steps: List[StepStatus], plan: Any, facts: RunFacts, 
         if step is None or step.is_handler or not state.submitted or state.status not in FAILED:
             continue
         code = state.exit_code if state.exit_code is not None else 1
-        if step.may_retry(state.attempt, code):
+        if step.may_retry(state.attempt, code, causes(state.attempts)):
             why = fact(facts.advance_failed, step, state.attempt)
             with_code = f" with exit code {state.exit_code}" if state.exit_code is not None else ""
             if why:
@@ -203,9 +248,14 @@ def failure_reason(chain: Chain, failed: List[StepStatus]) -> str:
         step = chain.step(state.index)
         retries = step.retries if step else 0
         code = f" with exit code {state.exit_code}" if state.exit_code is not None else ""
-        tries = (f" (attempt {state.attempt - step.first_attempt + 1} of {retries + 1})"  # type: ignore[union-attr]
-                 if retries else "")
-        return f"step {state.name} failed{code}{tries}"
+        tries = ""
+        if step is not None and step.retry_budgets is not None:
+            tries = f" (attempt {state.attempt - step.first_attempt + 1})" if state.attempt > step.first_attempt else ""
+        elif retries:
+            tries = f" (attempt {state.attempt - step.first_attempt + 1} of {retries + 1})"  # type: ignore[union-attr]
+        known = state.failure is not None and state.failure.cls != "unknown"
+        why = f": {state.failure.summary()}" if known else ""  # type: ignore[union-attr]
+        return f"step {state.name} failed{code}{tries}{why}"
 
     if len(failed) == 1:
         return one(failed[0])

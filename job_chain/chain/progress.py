@@ -64,26 +64,46 @@ class Attempt:
     finished: Optional[_dt.datetime] = None
     exit_code: Optional[int] = None
     reason: str = ""
+    running: Optional[_dt.datetime] = None  # when its pods started running (AIHC's runningAt), if the API says
+    # what the run record adds (see outcome.summarize): why it failed, checkpoints, GPU-hours
+    failure: Optional[Any] = None  # a job_chain.chain.classify.Failure
+    checkpoint_iteration: Optional[int] = None  # the last complete checkpoint when it ended
+    resume_from: Optional[Tuple[int, str]] = None  # (iteration, directory) this attempt was told to resume from
+    gpu_hours: Optional[float] = None
 
     @property
     def terminal(self) -> bool:
         return self.status in TERMINAL
 
     def as_json(self) -> Dict[str, Any]:
-        return {"attempt": self.attempt, "jobId": self.job_id, "status": self.status, "exitCode": self.exit_code,
-                "reason": self.reason or None, "started": iso(self.started), "finished": iso(self.finished)}
+        data = {"attempt": self.attempt, "jobId": self.job_id, "status": self.status, "exitCode": self.exit_code,
+                "reason": self.reason or None, "started": iso(self.started), "finished": iso(self.finished),
+                "failure": self.failure.as_json() if self.failure is not None else None,
+                "gpuHours": _hours(self.gpu_hours)}
+        if self.checkpoint_iteration is not None:
+            data["checkpointIteration"] = self.checkpoint_iteration
+        if self.resume_from is not None:
+            data["resumeFrom"] = {"iteration": self.resume_from[0], "checkpoint": self.resume_from[1]}
+        return data
 
     def to_cache(self) -> Dict[str, Any]:
-        return dict(self.as_json(), step=self.step)
+        return {"step": self.step, "attempt": self.attempt, "jobId": self.job_id, "status": self.status,
+                "exitCode": self.exit_code, "reason": self.reason or None, "started": iso(self.started),
+                "finished": iso(self.finished), "runningAt": iso(self.running)}
 
     @classmethod
     def from_cache(cls, data: Mapping[str, Any]) -> Optional[Attempt]:
         try:
             return cls(str(data["step"]), int(data["attempt"]), str(data["jobId"]), str(data["status"]),
                        _parse_iso(data.get("started")), _parse_iso(data.get("finished")),
-                       None if data.get("exitCode") is None else int(data["exitCode"]), str(data.get("reason") or ""))
+                       None if data.get("exitCode") is None else int(data["exitCode"]), str(data.get("reason") or ""),
+                       _parse_iso(data.get("runningAt")))
         except (KeyError, TypeError, ValueError):
             return None
+
+
+def _hours(value: Optional[float]) -> Optional[float]:
+    return None if value is None else round(value, 4)
 
 
 def _parse_iso(text: Any) -> Optional[_dt.datetime]:
@@ -113,6 +133,9 @@ class StepStatus:
     run_on: Optional[str] = None  # "failure" | "always" for an exit handler
     history: List[Attempt] = field(default_factory=list)  # attempts of an earlier revision (before a --rerun)
     next_attempt: int = 1  # the attempt number the step's next submission gets
+    gpu_hours: Optional[float] = None  # over every attempt (this revision's and earlier ones)
+    lost_gpu_hours: Optional[float] = None  # of those, in failed attempts
+    notes: Dict[int, str] = field(default_factory=dict)  # failed attempt -> what followed, in words
 
     @property
     def submitted(self) -> bool:
@@ -136,17 +159,33 @@ class StepStatus:
     def is_handler(self) -> bool:
         return self.run_on is not None
 
+    @property
+    def failure(self) -> Optional[Any]:
+        """Why the latest attempt failed (a :class:`~job_chain.chain.classify.Failure`), when known."""
+        return self.attempts[-1].failure if self.attempts else None
+
+    def why(self) -> str:
+        """Why the step stands where it does, in words: its latest failure's cause, or (while a retry
+        runs) what the attempt before it failed of, else AIHC's reason."""
+        if self.failure is not None:
+            return self.failure.summary()
+        earlier = [a for a in self.attempts[:-1] if a.failure is not None]
+        if self.active and earlier:
+            return f"after attempt {earlier[-1].attempt} failed: {earlier[-1].failure.summary()}"
+        return self.reason
+
     def what_failed(self) -> str:
-        """``train (exit code 1: reason)``: how a failed step is named to people."""
+        """``train (exit code 1: infra (nccl-watchdog-timeout on pod …))``: how a failed step is named to people."""
         code = f"exit code {self.exit_code}" if self.exit_code is not None else self.status.lower()
-        reason = f": {self.reason}" if self.reason else ""
-        return f"{self.name} ({code}{reason})"
+        why = self.failure.summary() if self.failure is not None else self.reason
+        return f"{self.name} ({code}{': ' + why if why else ''})"
 
     def as_json(self) -> Dict[str, Any]:
         data = {"step": self.index, "name": self.name, "status": self.status, "jobId": self.job_id or None,
                 "attempt": self.attempt or None, "exitCode": self.exit_code, "reason": self.reason or None,
                 "started": iso(self.started), "finished": iso(self.finished), "duration": self.duration(),
-                "dependsOn": self.depends_on, "runOn": self.run_on, "attempts": [a.as_json() for a in self.attempts]}
+                "dependsOn": self.depends_on, "runOn": self.run_on, "gpuHours": _hours(self.gpu_hours),
+                "lostGpuHours": _hours(self.lost_gpu_hours), "attempts": [a.as_json() for a in self.attempts]}
         if self.history:
             data["earlierAttempts"] = [a.as_json() for a in self.history]
         return data
@@ -196,13 +235,23 @@ class RunStatus:
         submitted = [s for s in self.steps if s.submitted and not s.is_handler]
         return submitted[-1:]
 
+    @property
+    def gpu_hours(self) -> float:
+        return sum(s.gpu_hours or 0.0 for s in self.steps)
+
+    @property
+    def lost_gpu_hours(self) -> float:
+        return sum(s.lost_gpu_hours or 0.0 for s in self.steps)
+
     def as_json(self) -> Dict[str, Any]:
         return {"run": self.run_id, "chain": self.chain_path, "outcome": self.outcome.value,
                 "reason": self.reason or None, "started": iso(self.started), "firstStep": self.first_step,
                 "local": self.local, "endpoint": self.endpoint or None, "graph": self.graph,
                 "revision": self.revision or None, "digest": self.digest or None,
-                "revisions": self.revisions,
-                "failedSteps": [{"step": s.index, "name": s.name, "exitCode": s.exit_code, "reason": s.reason or None}
+                "revisions": self.revisions, "gpuHours": _hours(self.gpu_hours),
+                "lostGpuHours": _hours(self.lost_gpu_hours),
+                "failedSteps": [{"step": s.index, "name": s.name, "exitCode": s.exit_code, "reason": s.reason or None,
+                                 "failure": s.failure.as_json() if s.failure is not None else None}
                                 for s in self.failed_steps],
                 "steps": [s.as_json() for s in self.steps]}
 
@@ -226,7 +275,8 @@ def attempt_of(job: Mapping[str, Any], run_id: str) -> Optional[Attempt]:
         return None
     status = str(job.get("status") or "Unknown")
     return Attempt(step, attempt, str(job.get("jobId") or ""), status, parse_time(job.get("createdAt")),
-                   parse_time(job.get("finishedAt")), 0 if status in SUCCEEDED else None)
+                   parse_time(job.get("finishedAt")), 0 if status in SUCCEEDED else None,
+                   running=parse_time(job.get("runningAt")))
 
 
 _EXIT_CODE = re.compile(r"(?:exited with code|exitCode:)\s*(-?\d{1,4})\b")
@@ -266,3 +316,8 @@ class RunFacts:
     advance_failed: Dict[StepKey, str] = field(default_factory=dict)  # (step, attempt) -> why
     round: int = 0  # how many times the run was resumed: exit handlers run once per round
     start_failed: Optional[str] = None  # why the run's first steps could not be submitted
+    failures: Dict[StepKey, Any] = field(default_factory=dict)  # why each failed attempt failed (a Failure)
+    checkpoints: Dict[StepKey, int] = field(default_factory=dict)  # last complete iteration when it ended
+    resumed: Dict[StepKey, Tuple[int, str]] = field(default_factory=dict)  # what a retry was told to resume from
+    submitted: Dict[StepKey, float] = field(default_factory=dict)  # when each attempt was submitted (ms)
+    ended: Dict[StepKey, float] = field(default_factory=dict)  # when the advance that ended it finished (ms)

@@ -4,7 +4,8 @@
 the run started, and its current revision), ``revision-1.json`` (the chain frozen at start; a
 resume that changed the run adds ``revision-2.json`` beside it), ``step-<name>-attempt-1.json``
 per submission, ``exit-<name>-attempt-1.json`` per script exit (written by the advancing job),
-``advance-failed-…`` when an advance gave up, ``stopped.json``, ``start-failed.json`` and
+``advance-failed-…`` when an advance gave up, ``failure-…`` (why an attempt failed),
+``stopped.json``, ``start-failed.json`` and
 ``attempts.json`` (a cache of finished attempts), each written atomically with mode 0600. Steps
 are known by name. One file per fact means replicas, retries and the local ``run`` never
 rewrite each other's files. The API stays the source of truth for job statuses.
@@ -13,7 +14,6 @@ rewrite each other's files. The API stays the source of truth for job statuses.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 import secrets
@@ -24,14 +24,13 @@ from typing import Any, Dict, Iterable, Iterator, List, Optional, Set, Tuple
 
 from job_chain.aihc.names import is_job_id
 from job_chain.chain.progress import Attempt, RunFacts
+from job_chain.chain.record_attempt import STEP_PATTERN, AttemptRecords, run_started
+from job_chain.chain.record_attempt import fact_name as _name
+from job_chain.chain.record_attempt import read_json as _read
 from job_chain.errors import RunNotFound, UsageError
 from job_chain.files import write_json_private
 
-# a step is named by its AIHC job name (or, in runs recorded before names, its index)
-_STEP = r"([a-z0-9][-a-z0-9]{0,62})"
-_SUBMISSION = re.compile(rf"step-{_STEP}-attempt-(\d+)\.json")
-_EXIT = re.compile(rf"exit-{_STEP}-attempt-(\d+)\.json")
-_ADVANCE_FAILED = re.compile(rf"advance-failed-{_STEP}-attempt-(\d+)\.json")
+_SUBMISSION = re.compile(rf"step-{STEP_PATTERN}-attempt-(\d+)\.json")
 _REVISION = re.compile(r"revision-(\d+)\.json")
 _RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 STOPPED_MARKER = "stopped.json"
@@ -46,37 +45,11 @@ def new_run_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(2)
 
 
-def run_started(run_id: str) -> Optional[float]:
-    """When a run began (unix seconds), read from its id; None for an id not made by new_run_id.
-
-    Inline runs have no record to ask, and a job list is only walked back to the run's start.
-    """
-    import calendar
-
-    try:
-        return float(calendar.timegm(time.strptime(run_id[:15], "%Y%m%d-%H%M%S")))
-    except ValueError:
-        return None
-
-
-def _read(path: str) -> Optional[Dict[str, Any]]:
-    try:
-        with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
-        return data if isinstance(data, dict) else None
-    except (OSError, ValueError):
-        return None
-
-
-def _name(kind: str, step: str, attempt: int) -> str:
-    return f"{kind}-{step}-attempt-{attempt}.json"
-
-
 class RecordDamaged(UsageError):
     """A run directory whose ``run.json`` cannot be read: never taken for "no run"."""
 
 
-class RunRecords:
+class RunRecords(AttemptRecords):
     """Run records for one chain file (``config_path`` in the cluster, the file path locally)."""
 
     def __init__(self, chain_path: str) -> None:
@@ -263,12 +236,14 @@ class RunRecords:
             return False
 
     def record_submission(self, run_id: str, step: str, attempt: int, job_id: str, job_name: str,
-                          revision: int = 0) -> bool:
-        """Note a created job (and the revision of the chain it ran); False (not an error) when the
-        record is not writable here."""
-        return self._write(run_id, _name("step", step, attempt), {
-            "step": step, "attempt": attempt, "jobId": job_id, "jobName": job_name, "submitted": time.time(),
-            "revision": revision})
+                          revision: int = 0, resume: Optional[Tuple[int, str]] = None) -> bool:
+        """Note a created job (the revision of the chain it ran, and the checkpoint a retry was told
+        to resume from); False (not an error) when the record is not writable here."""
+        entry: Dict[str, Any] = {"step": step, "attempt": attempt, "jobId": job_id, "jobName": job_name,
+                                 "submitted": time.time(), "revision": revision}
+        if resume is not None:
+            entry["resumeFrom"] = {"iteration": resume[0], "checkpoint": resume[1]}
+        return self._write(run_id, _name("step", step, attempt), entry)
 
     def submission(self, run_id: str, step: str, attempt: int) -> Optional[Dict[str, Any]]:
         """The recorded submission; None when absent or its job id is not one (a planted file)."""
@@ -299,22 +274,7 @@ class RunRecords:
         entries = self.submissions(run_id)
         return entries[0]["jobId"] if entries else None
 
-    # -- what only the advancing job knows -----------------------------------------------------
-    def record_exit(self, run_id: str, step: str, attempt: int, exit_code: int) -> bool:
-        """The user script's own exit code (the job's may differ: 75 when advancing failed)."""
-        return self._write(run_id, _name("exit", step, attempt), {"exitCode": exit_code, "at": time.time()})
-
-    def record_succeeded(self, run_id: str, step: str, attempt: int) -> bool:
-        """Step ``step`` succeeded (every replica): written before its job looks at the others.
-
-        Two predecessors of a join that finish together each write this first and read the
-        other's second, so at least one of them sees both and submits the join.
-        """
-        return self._write(run_id, _name("succeeded", step, attempt), {"at": time.time()})
-
-    def succeeded(self, run_id: str, step: str, attempt: int) -> bool:
-        return os.path.exists(os.path.join(self._dir(run_id), _name("succeeded", step, attempt)))
-
+    # -- notifications and rounds ------------------------------------------------------------
     def claim(self, run_id: str, name: str) -> bool:
         """Create ``name`` exclusively: True for exactly one caller (notifications: at most once)."""
         try:
@@ -332,49 +292,32 @@ class RunRecords:
         value = (run if run is not None else self.get_run(run_id) or {}).get("round", 0)
         return value if isinstance(value, int) and value >= 0 else 0
 
-    def record_advance_failure(self, run_id: str, step: str, attempt: int, message: str) -> bool:
-        return self._write(run_id, _name("advance-failed", step, attempt), {"message": message, "at": time.time()})
-
-    def script_exit(self, run_id: str, step: str, attempt: int) -> Optional[int]:
-        entry = _read(os.path.join(self._dir(run_id), _name("exit", step, attempt))) or {}
-        code = entry.get("exitCode")
-        return code if isinstance(code, int) else None
-
-    def advance_failure(self, run_id: str, step: str, attempt: int) -> Optional[str]:
-        entry = _read(os.path.join(self._dir(run_id), _name("advance-failed", step, attempt)))
-        return str(entry.get("message") or "advance gave up") if entry is not None else None
-
     def facts(self, run_id: str, run: Optional[Dict[str, Any]] = None,
-              keys: Optional[Iterable[Tuple[str, int]]] = None) -> RunFacts:
-        """What the record knows, about the (step, attempt) ``keys`` only (None: every one).
+              keys: Optional[Iterable[Tuple[str, int]]] = None,
+              submissions: Optional[List[Dict[str, Any]]] = None) -> RunFacts:
+        """What the record knows, about the (step, attempt) ``keys`` only (None: every exit and gave-up).
 
         A 500-step run has 1,000 such files; a look at it needs the few that did not succeed.
+        ``submissions`` (when the caller read them already) gives each attempt's submission time
+        and the checkpoint a retry was told to resume from.
         """
         run = run if run is not None else (self.get_run(run_id) or {})
-        if keys is None:
-            exits = {(e["step"], e["attempt"]): int(e["exitCode"]) for e in self._entries(run_id, _EXIT)
-                     if isinstance(e.get("exitCode"), int)}
-            failures = {(e["step"], e["attempt"]): str(e.get("message") or "advance gave up")
-                        for e in self._entries(run_id, _ADVANCE_FAILED)}
-        else:
-            wanted = set(keys)
-            found = {key: self.script_exit(run_id, *key) for key in wanted}
-            exits = {key: code for key, code in found.items() if code is not None}
-            gave_up = {key: self.advance_failure(run_id, *key) for key in wanted}
-            failures = {key: text for key, text in gave_up.items() if text is not None}
-        succeeded = {key for key in (exits if keys is None else wanted) if self.succeeded(run_id, *key)}
         started = run.get("started")
-        return RunFacts(started=float(started) if isinstance(started, (int, float)) else run_started(run_id),
-                        stopped=self.is_stopped(run_id), script_exit=exits, succeeded=succeeded,
-                        advance_failed=failures, round=self.round(run_id, run),
-                        start_failed=self.start_failure(run_id))
-
-    def clear_advance_failures(self, run_id: str) -> None:
-        for entry in self._entries(run_id, _ADVANCE_FAILED):
-            try:
-                os.unlink(os.path.join(self._dir(run_id), _name("advance-failed", entry["step"], entry["attempt"])))
-            except OSError:
-                pass
+        facts = RunFacts(started=float(started) if isinstance(started, (int, float)) else run_started(run_id),
+                         stopped=self.is_stopped(run_id), round=self.round(run_id, run),
+                         start_failed=self.start_failure(run_id))
+        if keys is None:
+            self.all_exits(run_id, facts)
+        else:
+            self.attempt_facts(run_id, facts, keys)
+        for entry in submissions if submissions is not None else self.submissions(run_id):
+            key = (entry["step"], entry["attempt"])
+            if isinstance(entry.get("submitted"), (int, float)):
+                facts.submitted[key] = float(entry["submitted"])
+            resume = entry.get("resumeFrom")
+            if isinstance(resume, dict) and isinstance(resume.get("iteration"), int):
+                facts.resumed[key] = (resume["iteration"], str(resume.get("checkpoint") or ""))
+        return facts
 
     # -- the cache of finished attempts --------------------------------------------------------
     def cached_attempts(self, run_id: str) -> Tuple[Dict[str, Attempt], Set[str]]:

@@ -7,7 +7,7 @@ import copy
 import json
 import os
 import zlib
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from job_chain.aihc.api import JobsAPI
 from job_chain.chain.command import step_command
@@ -123,11 +123,14 @@ def submit_step(
     mode: str = "job",
     since: Optional[float] = None,
     context: Optional[Dict[str, str]] = None,
+    resume: Optional[Tuple[int, str]] = None,
 ) -> Dict[str, str]:
     """Create step ``name`` once; return ``{"jobId", "jobName", "created": "yes"|"no"}``.
 
     A step already recorded (or found by its labels) is not created again; the create itself
     carries a deterministic client token, so a retried or repeated call cannot duplicate it.
+    ``resume``: (iteration, directory) of the checkpoint it resumes from, told in its environment
+    (``JOB_CHAIN_RESUME_ITERATION``/``JOB_CHAIN_RESUME_CHECKPOINT``) and kept in its record.
     """
     recorded = records.submission(run_id, name, attempt) if records else None
     if recorded:
@@ -139,9 +142,13 @@ def submit_step(
     step = chain.named(name)
     if step is None:
         raise KeyError(name)
+    if resume is not None:
+        from job_chain.chain.checkpoint import resume_env
+
+        context = {**(context or {}), **resume_env(resume)}
     body = build_request(chain, name, run_id, attempt, mode=mode, host=chain.api_config.get("host"), context=context)
     result = client.create_job(chain.pool, body, client_token=client_token(run_id, step, attempt))
     job_id, job_name = result.get("jobId", ""), result.get("jobName") or body["name"]
     if records:
-        records.record_submission(run_id, name, attempt, job_id, job_name, chain.revision)
+        records.record_submission(run_id, name, attempt, job_id, job_name, chain.revision, resume=resume)
     return {"jobId": job_id, "jobName": job_name, "created": "yes"}

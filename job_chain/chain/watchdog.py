@@ -75,14 +75,15 @@ def run(command: List[str], timeout: Optional[float], hang_timeout: Optional[flo
     while proc.poll() is None:
         now = time.monotonic()
         if timeout is not None and now - start > timeout:
-            why = f"it ran for more than its timeout of {_human(timeout)}"
+            why = f"killed after {_human(timeout)} (timeout)"
         elif hang_timeout is not None and now - seen[0] > hang_timeout:
-            why = f"it printed nothing for {_human(hang_timeout)} (hangTimeout): it looks hung"
+            why = f"no output for {_human(hang_timeout)} (hangTimeout)"
         if why or (stopping and now - stopping[0] > grace):
             break
         time.sleep(poll)
     if why:
-        print(f"job-chain: stopping the step: {why}; exit code {TIMED_OUT}", file=sys.stderr, flush=True)
+        # worded for people and for the failure catalogue (signatures step-timeout, step-hang)
+        print(f"job-chain watchdog: {why}; stopping the step (exit code {TIMED_OUT})", file=sys.stderr, flush=True)
     # the whole tree, leader or not: SIGTERM (again, after a stop), up to `grace` for all of it, SIGKILL
     left = grace - (time.monotonic() - stopping[0]) if stopping and not why else grace
     proctree.end([token], root(), grace=max(0.0, left))

@@ -21,6 +21,7 @@ COMMANDS: Dict[str, Tuple[str, str]] = {
     "status": ("job_chain.cli.chain:status", "Show every step of a run: status, exit code, reason."),
     "runs": ("job_chain.cli.chain:runs", "List every run of a chain, newest first."),
     "logs": ("job_chain.cli.logs:logs", "Show the logs of a chain's step (any attempt, any pod)."),
+    "diagnose": ("job_chain.cli.diagnose:diagnose", "Say why a step failed from log files you have."),
     "stop": ("job_chain.cli.chain:stop", "Stop a chain: its running step, and no later step starts."),
     "resume": ("job_chain.cli.chain:resume", "Start a run again at its first unsucceeded step."),
     "advance": ("job_chain.cli.cluster:advance", "(in a job) Submit the next step after this one."),

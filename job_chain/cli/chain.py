@@ -194,7 +194,7 @@ def status(chain_file: Optional[str], run_id: Optional[str], as_json: bool, watc
 def runs(chain_file: str, as_json: bool, delete: Optional[str], **kwargs: Any) -> None:
     """List every run of CHAIN_FILE, newest first: id, start, outcome, what failed or is going, where."""
     from job_chain.cli.render import print_table
-    from job_chain.cli.run_view import run_entry, runs_rows
+    from job_chain.cli.run_view import RUNS_COLUMNS, run_entry, runs_rows
 
     session = open_runs(chain_file, None, kwargs, read_only=delete is None)
     if delete is not None:
@@ -209,7 +209,7 @@ def runs(chain_file: str, as_json: bool, delete: Optional[str], **kwargs: Any) -
     elif not entries:
         click.echo(f"no run of {chain_file} is recorded here: start one with 'job-chain run {quoted(chain_file)}'")
     else:
-        print_table(["RUN", "STARTED", "OUTCOME", "FAILED / CURRENT", "WHERE", "NOTE"], runs_rows(entries))
+        print_table(RUNS_COLUMNS, runs_rows(entries))
 
 
 def _damaged(session: Any) -> List[Tuple[str, Exception]]:

@@ -113,6 +113,26 @@ def start(host: str, port: Optional[int], state_dir: Optional[str], ak: Optional
 
 
 @local.command()
+@click.argument("job_id")
+@click.argument("signature")
+@click.option("--pod", default=None, metavar="NAME", help="The pod to kill (default: the job's first running pod).")
+@click.option("--state-dir", default=None, metavar="DIR", help="State dir of the server.")
+def fault(job_id: str, signature: str, pod: Optional[str], state_dir: Optional[str]) -> None:
+    """Make a running pod of JOB_ID die with SIGNATURE (a failure catalogue name, e.g.
+    nccl-watchdog-timeout, ib-completion-error, ecc-uncorrectable): its line goes into the pod's
+    log and its training processes get SIGABRT."""
+    from job_chain.errors import UsageError
+    from job_chain.local.faults import kill_pod
+    from job_chain.local.server import default_state_dir
+
+    try:
+        name = kill_pod(default_state_dir(state_dir), job_id, signature, pod)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    click.echo(f"pod {name} of job {job_id}: killed with {signature}")
+
+
+@local.command()
 @click.option("--state-dir", default=None, metavar="DIR", help="State dir of the server.")
 def stop(state_dir: Optional[str]) -> None:
     """Stop the background server (its running jobs keep going)."""

@@ -42,7 +42,7 @@ def styled_status(status: str) -> str:
 
 
 # Columns a narrow terminal may hide, least useful first; ids, names and statuses never are.
-DROP_ORDER = ("AGE", "PRIORITY", "QUEUE", "RESTARTS", "NODE", "COUNT", "TYPE", "STARTED", "ATTEMPT",
+DROP_ORDER = ("AGE", "PRIORITY", "QUEUE", "RESTARTS", "NODE", "COUNT", "TYPE", "STARTED", "GPU-H", "ATTEMPT",
               "DURATION", "POINTS", "DEFAULT PP", "DEFAULT TP", "HF NAME", "SERIES")
 FOLD_MIN = 12  # narrowest a wrapping free-text column is worth showing
 SQUEEZE_MIN = 8  # narrowest a name or status gets when it wraps so that an id stays whole

@@ -40,10 +40,13 @@ def time_format(times: Iterable[Optional[_dt.datetime]]) -> str:
 
 
 def status_table(status: RunStatus) -> Any:
+    """One row per step; REASON says why a step failed (its cause, else AIHC's reason)."""
+    from job_chain.chain.gpu import hours_text
     from job_chain.cli.render import human_duration, make_table, styled_status
 
     fmt = time_format([status.started] + [s.started for s in status.steps] + [s.finished for s in status.steps])
-    with_reason = any(s.reason for s in status.steps)
+    with_reason = any(s.why() for s in status.steps)
+    with_gpus = any(s.gpu_hours for s in status.steps)
     names = {s.index: s.name for s in status.steps}
     rows = []
     for s in status.steps:
@@ -54,14 +57,39 @@ def status_table(status: RunStatus) -> Any:
         if status.graph:  # what each step waits for: the graph, one row per step
             row.insert(2, f"after the run ({s.run_on})" if s.run_on else
                        ", ".join(names.get(d, str(d)) for d in s.depends_on) or "-")
+        if with_gpus:
+            row.append(hours_text(s.gpu_hours) + (f" ({hours_text(s.lost_gpu_hours)} lost)"
+                                                  if s.lost_gpu_hours else ""))
         if with_reason:
-            row.append(s.reason or "")
+            row.append(s.why() or "")
         rows.append(row)
     columns = ["STEP", "NAME", "STATUS", "ATTEMPT", "EXIT", "JOB ID", "STARTED", "DURATION"]
     if status.graph:
         columns.insert(2, "NEEDS")
-    return make_table(columns + (["REASON"] if with_reason else []), rows,
+    return make_table(columns + (["GPU-H"] if with_gpus else []) + (["REASON"] if with_reason else []), rows,
                       title=f"{status.chain_path} · run {status.run_id}")
+
+
+def gpu_line(status: RunStatus) -> Optional[str]:
+    """``GPU-hours: 12.40 (2.10 lost in failed attempts)`` when the run used GPUs."""
+    if not status.gpu_hours:
+        return None
+    lost = f" ({status.lost_gpu_hours:.2f} lost in failed attempts)" if status.lost_gpu_hours else ""
+    return f"GPU-hours: {status.gpu_hours:.2f}{lost}"
+
+
+def advice_lines(status: RunStatus) -> List[str]:
+    """For each failed step: the line that says why, and what to do about it."""
+    out = []
+    for step in status.failed_steps:
+        failure = step.failure
+        if failure is None:
+            continue
+        if failure.line:
+            out.append(f"{step.name}: {failure.line[:240]}" + (f"  (pod {failure.pod})" if failure.pod else ""))
+        if failure.explanation:
+            out.append(f"{step.name}: what to do: {failure.explanation}")
+    return out
 
 
 def outcome_line(status: RunStatus) -> str:
@@ -86,6 +114,9 @@ def print_status(status: RunStatus) -> None:
     revision = revision_line(status)
     if revision:
         click.echo(revision)
+    for line in [gpu_line(status)] + advice_lines(status):
+        if line:
+            click.echo(line)
     click.echo(outcome_line(status))
     hint = log_hint(status)
     if hint:
@@ -131,6 +162,7 @@ def follow(watching: Iterable[RunStatus], chain_path: str, watch_mode: bool, out
 
     out = out or render_console()
     seen: Dict[str, str] = {}
+    said: Dict[str, int] = {}
     final: Optional[RunStatus] = None
     newest = _Newest()
     try:
@@ -142,6 +174,11 @@ def follow(watching: Iterable[RunStatus], chain_path: str, watch_mode: bool, out
             try:
                 for status in watching:
                     final = status
+                    for line in _narration(status, said):  # a failed attempt: why, and what follows
+                        if out.is_terminal:
+                            live.console.print(line, markup=False, highlight=False)
+                        else:
+                            click.echo(line)
                     if out.is_terminal:
                         newest.status = status
                         live.refresh()
@@ -165,11 +202,26 @@ def follow(watching: Iterable[RunStatus], chain_path: str, watch_mode: bool, out
         return 130
     if final is None:
         return 1
+    gpus = gpu_line(final)
+    if gpus:
+        click.echo(gpus)
     click.echo(outcome_line(final))
     hint = log_hint(final)
     if hint:
         click.echo(f"read its log: {hint}")
     return 0 if final.outcome is Outcome.SUCCEEDED else 1
+
+
+def _narration(status: RunStatus, said: Dict[str, int]) -> List[str]:
+    """``step train: attempt 1 failed: infra (…); retrying as attempt 2 from iteration 200; infra budget
+    4 left`` once per failed attempt, when its cause is known."""
+    out = []
+    for s in status.steps:
+        for attempt, note in sorted(s.notes.items()):
+            if attempt > said.get(s.name, 0):
+                out.append(f"step {s.name}: {note}")
+                said[s.name] = attempt
+    return out
 
 
 def run_entry(session: Any, run: Any) -> Dict[str, Any]:
@@ -183,13 +235,19 @@ def run_entry(session: Any, run: Any) -> Dict[str, Any]:
     try:
         found = session.status(run.run_id)
         entry.update(outcome=found.outcome.value, reason=found.reason or None, current=current_json(found.current),
-                     failedSteps=current_json(found.failed_steps))
+                     failedSteps=current_json(found.failed_steps), gpuHours=round(found.gpu_hours, 4),
+                     lostGpuHours=round(found.lost_gpu_hours, 4))
     except JobChainError as exc:
-        entry.update(outcome="unknown", reason=f"cannot read its status: {exc}", current=[], failedSteps=[])
+        entry.update(outcome="unknown", reason=f"cannot read its status: {exc}", current=[], failedSteps=[],
+                     gpuHours=None, lostGpuHours=None)
     return entry
 
 
+RUNS_COLUMNS = ["RUN", "STARTED", "OUTCOME", "FAILED / CURRENT", "GPU-H", "WHERE", "NOTE"]
+
+
 def runs_rows(entries: Sequence[Dict[str, Any]]) -> List[List[str]]:
+    from job_chain.chain.gpu import hours_text
     from job_chain.cli.render import styled_status
 
     rows = []
@@ -198,16 +256,22 @@ def runs_rows(entries: Sequence[Dict[str, Any]]) -> List[List[str]]:
         failed = entry.get("failedSteps") or []
         if failed:
             current = ", ".join(f"{c['name']} failed" + (f" (exit {c['exitCode']})" if c.get("exitCode") is not None
-                                                         else "") for c in failed)
+                                                         else "") + (f": {c['cause']}" if c.get("cause") else "")
+                                for c in failed)
         else:
             current = ", ".join(f"{c['name']} {c['status']}" for c in entry.get("current") or []) or "-"
         note = "" if entry.get("outcome") in ("succeeded", "running") or failed else (entry.get("reason") or "")
+        hours = entry.get("gpuHours")
+        gpus = hours_text(hours) + (f" ({hours_text(entry['lostGpuHours'])} lost)" if entry.get("lostGpuHours")
+                                    else "") if hours else "-"
         rows.append([entry["run"], started.strftime("%Y-%m-%d %H:%M:%S") if started else "-",
-                     styled_status(entry["outcome"]), current, "local" if entry.get("local") else
+                     styled_status(entry["outcome"]), current, gpus, "local" if entry.get("local") else
                      (entry.get("endpoint") or "cloud"), note])
     return rows
 
 
 def current_json(steps: Iterable[StepStatus]) -> List[Dict[str, Any]]:
     return [{"step": s.index, "name": s.name, "status": s.status, "attempt": s.attempt or None,
-             "exitCode": s.exit_code, "reason": s.reason or None} for s in steps]
+             "exitCode": s.exit_code, "reason": s.reason or None,
+             "failure": s.failure.as_json() if s.failure is not None else None,
+             "cause": s.failure.summary() if s.failure is not None else None} for s in steps]

@@ -7,6 +7,9 @@ duplicate). ``job-chain local serve --inject-faults RATE [--fault-seed S]`` plac
 sits: faults hit signed and unsigned requests alike. ``/healthz`` and the web-terminal
 websocket are never faulted. With a seed, the same sequence of requests meets the same faults.
 
+:func:`kill_pod` (``job-chain local fault JOB SIGNATURE``) makes a running pod die the way a real
+failure does: a catalogue signature's line in its log, then SIGABRT to its training processes.
+
 A dropped connection is a cut-off answer: the status line and headers arrive, the body stops
 half-way and the connection closes, so the client sees a connection error (an ASGI app cannot
 close a connection before answering).
@@ -14,8 +17,10 @@ close a connection before answering).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import os
 import random
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Dict, List, Optional, Tuple
@@ -141,3 +146,56 @@ async def _cut_off(send: Send, status: int, headers: List[Tuple[bytes, bytes]], 
     kept += [(b"content-length", str(declared).encode()), (b"connection", b"close")]
     await send({"type": "http.response.start", "status": status, "headers": kept})
     await send({"type": "http.response.body", "body": body[: len(body) // 2], "more_body": True})
+
+
+# -- a pod that dies the way a real failure does ---------------------------------------------------
+def kill_pod(state_dir: str, job_id: str, signature_name: str, pod: Optional[str] = None) -> str:
+    """Make one running pod of ``job_id`` die with a catalogue signature; return the pod's name.
+
+    Like the real thing: the signature's line (``NCCL WARN NET/IB : Got completion from peer …``)
+    goes into the pod's log, then the pod's deepest processes — its training processes — get
+    SIGABRT, as NCCL and CUDA abort on fatal errors. The step's script sees its command die;
+    job-chain's tail then runs as it would in a cluster. Raises ValueError (a message for the user).
+    """
+    import signal
+    import sqlite3
+
+    import psutil
+
+    from job_chain.chain.signatures import SIGNATURES, VERDICT
+    from job_chain.local.executor import pod_paths
+
+    usable = {s.name: s for s in SIGNATURES if s.tier != VERDICT}
+    if signature_name not in usable:
+        raise ValueError(f"no signature {signature_name!r}; choose one of: {', '.join(sorted(usable))}")
+    database = os.path.join(state_dir, "state.db")
+    if not os.path.exists(database):
+        raise ValueError(f"no local server state in {state_dir}")
+    with contextlib.closing(sqlite3.connect(f"file:{database}?mode=ro", uri=True, timeout=30)) as conn:
+        rows = conn.execute("SELECT name, status, pid, create_time FROM pods WHERE job_id=? ORDER BY rank",
+                            (job_id,)).fetchall()
+    if not rows:
+        raise ValueError(f"no job {job_id} on the local server in {state_dir}")
+    running = [r for r in rows if r[1] == "Running" and r[2] and (pod is None or r[0] == pod)]
+    if not running:
+        names = ", ".join(f"{r[0]} ({r[1]})" for r in rows)
+        raise ValueError(f"job {job_id} has no running pod{' ' + pod if pod else ''} to kill; its pods: {names}")
+    name, _, pid, create_time = running[0]
+    try:
+        leader = psutil.Process(pid)
+        if create_time and abs(leader.create_time() - create_time) > 1.0:
+            raise psutil.NoSuchProcess(pid)
+        leaves = [p for p in leader.children(recursive=True) if not p.children()]
+    except psutil.Error:
+        raise ValueError(f"pod {name} of job {job_id} has no live process") from None
+    if not leaves:
+        raise ValueError(f"pod {name} of job {job_id} runs nothing that can be killed")
+    with open(pod_paths(state_dir, job_id, name)[1], "a", encoding="utf-8") as log_file:
+        log_file.write(usable[signature_name].example + "\n")
+    for process in leaves:
+        try:
+            process.send_signal(signal.SIGABRT)
+        except psutil.Error:
+            pass
+    log.info("injected pod death %s: job %s pod %s (%d processes)", signature_name, job_id, name, len(leaves))
+    return str(name)

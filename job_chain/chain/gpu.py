@@ -1,0 +1,91 @@
+"""What a run cost in GPU-hours: replicas × GPUs per replica × each attempt's running time.
+
+GPUs per replica come from the frozen body's ``jobSpec.resources``: every resource whose name
+names a GPU (``nvidia.com/gpu``, ``baidu.com/a800_80g_cgpu``, …). The running time is from the
+job's ``runningAt`` (AIHC's; else its ``createdAt``) to its ``finishedAt`` (or now). AIHC gives
+those to the second; where the run record holds the same moments to the millisecond (when the
+step was submitted, when its advance ended) and they agree with the API's to within that
+second, the finer clock is used. Hours of failed attempts are *lost*.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Any, Dict, Iterable, Optional, Tuple
+
+GPU_RESOURCE = re.compile(r"gpu", re.IGNORECASE)
+_SLACK = 1.5  # seconds a record's clock may be after the API's truncated one and still be the same moment
+
+
+def gpus_per_replica(body: Dict[str, Any]) -> float:
+    """The GPUs one replica asks for (0 for a CPU-only step)."""
+    total = 0.0
+    for item in (body.get("jobSpec") or {}).get("resources") or []:
+        if isinstance(item, dict) and GPU_RESOURCE.search(str(item.get("name") or "")):
+            quantity = item.get("quantity")
+            if isinstance(quantity, (int, float)) and not isinstance(quantity, bool) and quantity > 0:
+                total += float(quantity)
+    return total
+
+
+def gpus(body: Dict[str, Any]) -> float:
+    """GPUs of the whole job: replicas × GPUs per replica."""
+    replicas = (body.get("jobSpec") or {}).get("replicas", 1)
+    replicas = replicas if isinstance(replicas, int) and not isinstance(replicas, bool) and replicas > 0 else 1
+    return replicas * gpus_per_replica(body)
+
+
+def running_window(attempt: Any, submitted: Optional[float] = None, ended: Optional[float] = None,
+                   now: Optional[float] = None) -> Optional[Tuple[float, float]]:
+    """(start, end) in unix seconds of one attempt's running time, None before it started."""
+    start_at = attempt.running or attempt.started
+    if start_at is None:
+        return None
+    start = start_at.timestamp()
+    if attempt.running is None and submitted is not None and 0 <= submitted - start < _SLACK:
+        start = submitted  # createdAt is the submission, cut to the second
+    if attempt.finished is None:
+        end = time.time() if now is None else now
+    else:
+        end = attempt.finished.timestamp()
+        if ended is not None and 0 <= ended - end < _SLACK:
+            end = ended  # both are before the true end: the later one is nearer (the advance ends the job)
+    return start, max(start, end)
+
+
+def attempt_hours(job_gpus: float, attempt: Any, submitted: Optional[float] = None, ended: Optional[float] = None,
+                  now: Optional[float] = None) -> Optional[float]:
+    """GPU-hours of one attempt (None when it has not started; 0.0 for a step without GPUs)."""
+    window = running_window(attempt, submitted, ended, now)
+    if window is None:
+        return None
+    return job_gpus * (window[1] - window[0]) / 3600.0
+
+
+def run_hours(chain: Any, attempts: Iterable[Any], failing: Optional[str] = None,
+              now: Optional[float] = None) -> Tuple[float, float]:
+    """(GPU-hours, of which lost) over ``attempts`` by the API's times alone (what a job can see);
+    ``failing``: a step whose latest attempt failed but whose job still runs (the one asking)."""
+    from job_chain.aihc.status import FAILED
+
+    latest: Dict[str, int] = {}
+    for item in attempts:
+        latest[item.step] = max(latest.get(item.step, 0), item.attempt)
+    total = lost = 0.0
+    for item in attempts:
+        step = chain.resolve(item.step)
+        if step is None:
+            continue
+        hours = attempt_hours(gpus(step.body), item, now=now) or 0.0
+        total += hours
+        if item.status in FAILED or (step.name == failing and item.attempt == latest[item.step]):
+            lost += hours
+    return total, lost
+
+
+def hours_text(hours: Optional[float]) -> str:
+    """``12.3``, ``0.42``, ``-`` for a table cell."""
+    if hours is None:
+        return "-"
+    return f"{hours:.1f}" if hours >= 10 else f"{hours:.2f}"
