@@ -131,7 +131,7 @@ def test_a_retry_is_told_the_last_complete_checkpoint(tmp_path: Path, shared_ser
 
 def test_gpu_hours_of_a_2x8_gpu_step_with_a_failed_first_attempt_match_the_wall_clock(
         tmp_path: Path, shared_server: LocalServer) -> None:
-    twice = ('sleep 8\nif [ ! -f "$SHARED/tried-$RANK" ]; then touch "$SHARED/tried-$RANK"\n'
+    twice = ('sleep 12\nif [ ! -f "$SHARED/tried-$RANK" ]; then touch "$SHARED/tried-$RANK"\n'
              '  echo "RuntimeError: CUDA error: uncorrectable ECC error encountered" >&2; exit 1; fi\n')
     chain = write_chain(tmp_path, shared_server.pool, [
         {"name": "train", "script": twice, "replicas": 2, "resources": [{"name": "nvidia.com/gpu", "quantity": 8}],

@@ -45,6 +45,8 @@ def running_window(attempt: Any, submitted: Optional[float] = None, ended: Optio
     start = start_at.timestamp()
     if attempt.running is None and submitted is not None and 0 <= submitted - start < _SLACK:
         start = submitted  # createdAt is the submission, cut to the second
+    elif attempt.running is not None and start == int(start):
+        start += 0.5  # runningAt is cut to the second (AIHC's form): the middle of that second is nearest
     if attempt.finished is None:
         end = time.time() if now is None else now
     else:
