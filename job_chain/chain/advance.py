@@ -85,19 +85,26 @@ def advance(
     deadline: float = DEFAULT_DEADLINE,
     mode: Optional[str] = None,
     reconnect: Optional[Callable[[], Any]] = None,
+    outputs: Tuple[Dict[str, str], Optional[str]] = ({}, None),
 ) -> int:
     """Act on step ``step`` (its name) having exited with ``exit_code``; return the job's exit code.
 
     Success: record it, then submit every step whose dependencies have now all succeeded.
     Failure: retry it if allowed, else record it. Either way, if that ended the run, start its
     exit handlers and send its notifications. ``chain`` is the run's frozen chain. ``reconnect``
-    returns a fresh client after a connection failure (or None to keep the old one).
+    returns a fresh client after a connection failure (or None to keep the old one). ``outputs``:
+    what the step wrote to ``$JOB_CHAIN_OUTPUTS``, or why it cannot be used (then the step fails).
     """
+    from job_chain.chain import outputs as outputs_
+
     current = chain.resolve(step)
     if current is None:
         log(f"step {step} is not in run {run_id}'s chain; nothing to do")
         return exit_code or EXIT_ADVANCE_FAILED
     name = current.name
+    if exit_code == 0 and outputs[1]:
+        log(f"step {name}: {outputs[1]}; the step fails (exit code {outputs_.EXIT_BAD_OUTPUTS})")
+        exit_code = outputs_.EXIT_BAD_OUTPUTS
     if records is not None:
         records.record_exit(run_id, name, attempt, exit_code)  # before anything can fail: status shows it
     if records is not None and records.is_stopped(run_id):
@@ -131,6 +138,7 @@ def advance(
         if problem:
             log(f"step {name}: {problem}; not advancing (the job fails)")
             return EXIT_ADVANCE_FAILED
+    outputs_.keep(chain, records, run_id, name, attempt, outputs[0], log)  # before the success is seen
     if records is not None:
         records.record_succeeded(run_id, name, attempt)  # durably, before looking at the others
     if current.is_handler:
@@ -191,12 +199,15 @@ class _Hop:
         without looking at the rest of the run; only joins, exit handlers and notifications
         need the run's state.
         """
-        from job_chain.chain import graph
+        from job_chain.chain import graph, slots
 
         dependents = self.chain.dependents(me.index)
         joins = any(set(d.depends_on) - {me.index} for d in dependents)
         watchers = bool(self.chain.handlers or self.chain.notify)
-        if not joins and not (watchers and (not succeeded or not dependents)):
+        capped = self.records is not None and slots.involved(self.chain, me)
+        if capped:
+            slots.release(self.chain, self.records, self.run_id, me)  # before looking at the run
+        if not joins and not capped and not (watchers and (not succeeded or not dependents)):
             if succeeded and dependents:
                 return self.submit([(d.name, d.first_attempt) for d in dependents], (me.name, attempt), 0)
             if succeeded:
@@ -214,12 +225,22 @@ class _Hop:
             log(f"step {me.name} {'succeeded' if succeeded else 'failed'}, but {message}. Continue with "
                 f"'{self.resume_hint}'")
             return EXIT_ADVANCE_FAILED if succeeded else 1
+        again = slots.requeued(self.chain, *slots.claims(self.records, self.run_id), states) if capped else []
+        for step in again:  # resumed steps that wait for a slot again
+            del states[step.index]
         plan = graph.plan(self.chain, states, stopped=stopped)
         code = 0
         if plan.ready:
-            ready = [self.chain.step(i) for i in plan.ready]
-            code = self.submit([(s.name, s.first_attempt) for s in ready if s is not None], (me.name, attempt),
-                               0 if succeeded else 1)
+            ready = [s for s in (self.chain.step(i) for i in plan.ready) if s is not None]
+            direct = [s for s in ready if not (capped and slots.pools(self.chain, s))]
+            if direct:
+                code = self.submit([(s.name, s.first_attempt) for s in direct], (me.name, attempt),
+                                   0 if succeeded else 1)
+            if capped and len(direct) < len(ready):  # the capped ones: as many as there are free slots
+                nexts = {s.name: self.latest[s.name].attempt + 1 for s in again}
+                _, lost = slots.fill(self.chain, self.records, self.run_id, ready, nexts, origin=f"{me.name}/{attempt}",
+                                     submit=lambda s, a: self.submit([(s.name, a)], (me.name, attempt), 0) == 0)
+                code = EXIT_ADVANCE_FAILED if lost and succeeded else code
         elif succeeded and not dependents and not plan.ended:
             log(f"step {me.name} succeeded; other branches are still going")
         elif succeeded and dependents and not plan.ended:
@@ -281,6 +302,8 @@ class _Hop:
     def submit(self, targets: List[Tuple[str, int]], origin: Optional[Tuple[str, int]], exit_code: int,
                context: Optional[Dict[str, str]] = None) -> int:
         """Submit each (step, attempt); on giving up, record it for status and say how to resume."""
+        from job_chain.chain.params import MissingOutput
+
         for target, next_attempt in targets:
             try:
                 result = submit_with_deadline(
@@ -289,7 +312,7 @@ class _Hop:
                         since=self.started, context=context),
                     self.deadline, on_unreachable=self.refresh,
                 )
-            except AIHCError as exc:
+            except (AIHCError, MissingOutput) as exc:
                 message = f"step {target} could not be submitted: {exc}"
                 if self.records is not None and origin is not None:
                     self.records.record_advance_failure(self.run_id, origin[0], origin[1], message)

@@ -21,6 +21,7 @@ from job_chain.chain.model import LABEL_ATTEMPT, LABEL_RUN, LABEL_STEP
 
 NOT_SUBMITTED = "not submitted"
 SKIPPED = "skipped"
+WAITING = "waiting"  # ready, but its pool (maxParallel, maxRunning) has no free slot yet
 # A step that ended this long ago without its successor (or retry) appearing has an advance that
 # gave up: the in-job advance retries for 600 s by default (JOB_CHAIN_ADVANCE_DEADLINE).
 STALL_AFTER = 600.0 + 120.0
@@ -113,6 +114,14 @@ class StepStatus:
     run_on: Optional[str] = None  # "failure" | "always" for an exit handler
     history: List[Attempt] = field(default_factory=list)  # attempts of an earlier revision (before a --rerun)
     next_attempt: int = 1  # the attempt number the step's next submission gets
+    display: str = ""  # train[lr=1e-4,seed=1] for a matrix point ("" : the name)
+    group: str = ""  # the matrix a point belongs to
+    point: Dict[str, str] = field(default_factory=dict)  # a point's matrix values
+    outputs: Dict[str, str] = field(default_factory=dict)  # what the step wrote to $JOB_CHAIN_OUTPUTS
+
+    @property
+    def label(self) -> str:
+        return self.display or self.name
 
     @property
     def submitted(self) -> bool:
@@ -120,7 +129,7 @@ class StepStatus:
 
     @property
     def active(self) -> bool:
-        return self.submitted and self.status not in TERMINAL
+        return self.submitted and self.status not in TERMINAL and self.status != WAITING
 
     @property
     def succeeded(self) -> bool:
@@ -149,6 +158,10 @@ class StepStatus:
                 "dependsOn": self.depends_on, "runOn": self.run_on, "attempts": [a.as_json() for a in self.attempts]}
         if self.history:
             data["earlierAttempts"] = [a.as_json() for a in self.history]
+        if self.group:
+            data.update(display=self.display, matrix=self.group, values=self.point)
+        if self.outputs:
+            data["outputs"] = self.outputs
         return data
 
 
@@ -169,6 +182,18 @@ class RunStatus:
     revision: int = 0  # the frozen revision the run runs (0: a run recorded before runs were frozen)
     revisions: List[Dict[str, Any]] = field(default_factory=list)  # each revision: number, when, why, changes
     digest: str = ""
+    params: Dict[str, str] = field(default_factory=dict)  # the values the run's parameters have
+
+    def groups(self) -> List[Dict[str, Any]]:
+        """Each matrix of the run with its points' counts by status, in order."""
+        out: Dict[str, Dict[str, Any]] = {}
+        for step in self.steps:
+            if step.group:
+                group = out.setdefault(step.group, {"name": step.group, "points": 0, "counts": {}, "steps": []})
+                group["points"] += 1
+                group["counts"][step.status] = group["counts"].get(step.status, 0) + 1
+                group["steps"].append(step.index)
+        return list(out.values())
 
     @property
     def failed_steps(self) -> List[StepStatus]:
@@ -201,7 +226,8 @@ class RunStatus:
                 "reason": self.reason or None, "started": iso(self.started), "firstStep": self.first_step,
                 "local": self.local, "endpoint": self.endpoint or None, "graph": self.graph,
                 "revision": self.revision or None, "digest": self.digest or None,
-                "revisions": self.revisions,
+                "revisions": self.revisions, "params": self.params,
+                "matrices": [{k: g[k] for k in ("name", "points", "counts")} for g in self.groups()],
                 "failedSteps": [{"step": s.index, "name": s.name, "exitCode": s.exit_code, "reason": s.reason or None}
                                 for s in self.failed_steps],
                 "steps": [s.as_json() for s in self.steps]}
@@ -266,3 +292,6 @@ class RunFacts:
     advance_failed: Dict[StepKey, str] = field(default_factory=dict)  # (step, attempt) -> why
     round: int = 0  # how many times the run was resumed: exit handlers run once per round
     start_failed: Optional[str] = None  # why the run's first steps could not be submitted
+    epoch: int = 0  # resume rounds that started steps through slots (maxParallel, maxRunning)
+    claimed: Set[str] = field(default_factory=set)  # steps started through a slot in this round
+    outputs: Dict[str, Dict[str, str]] = field(default_factory=dict)  # step -> what it wrote to its outputs

@@ -15,7 +15,7 @@ from job_chain.aihc.spec import key_path
 from job_chain.chain.graph import GRAPH_SETTINGS, GraphSettings, read_settings
 from job_chain.jsonfile import describe, json_type
 
-SETTINGS_KEYS = frozenset({"retries", "generatedBy", "metrics"} | GRAPH_SETTINGS)
+SETTINGS_KEYS = frozenset({"retries", "generatedBy", "metrics", "matrix", "maxParallel"} | GRAPH_SETTINGS)
 
 
 @dataclass
@@ -25,6 +25,8 @@ class StepSettings:
     retries: int = 0
     metrics: Dict[str, str] = field(default_factory=dict)
     graph: GraphSettings = field(default_factory=GraphSettings)
+    matrix: Optional[Dict[str, List[str]]] = None  # name -> values (the file's; a frozen point has none)
+    max_parallel: Optional[int] = None
 
 
 def _is_int(value: Any) -> bool:
@@ -46,6 +48,11 @@ def read_step_settings(settings: Any, where: str, problems: List[str]) -> StepSe
     else:
         out.retries = retries
     out.metrics = _read_metrics(settings.get("metrics", {}), f"{where}.metrics", problems)
+    from job_chain.chain.matrix import read_matrix, read_max_parallel
+
+    if "matrix" in settings:
+        out.matrix = read_matrix(settings["matrix"], f"{where}.matrix", problems)
+    out.max_parallel = read_max_parallel(settings.get("maxParallel"), f"{where}.maxParallel", problems)
     return out
 
 
@@ -76,4 +83,4 @@ def step_fields(parsed: StepSettings) -> Dict[str, Any]:
     graph = parsed.graph
     retry_on: Optional[Tuple[int, ...]] = graph.retry_on
     return {"retries": parsed.retries, "metrics": parsed.metrics, "run_on": graph.run_on, "timeout": graph.timeout,
-            "hang_timeout": graph.hang_timeout, "retry_on": retry_on}
+            "hang_timeout": graph.hang_timeout, "retry_on": retry_on, "max_parallel": parsed.max_parallel}

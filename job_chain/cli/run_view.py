@@ -11,7 +11,8 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence
 
 import click
 
-from job_chain.chain.progress import Outcome, RunStatus, StepStatus
+from job_chain.aihc.status import FAILED
+from job_chain.chain.progress import NOT_SUBMITTED, SKIPPED, WAITING, Outcome, RunStatus, StepStatus
 
 
 def quoted(path: str) -> str:
@@ -37,29 +38,88 @@ def time_format(times: Iterable[Optional[_dt.datetime]]) -> str:
     return "%H:%M:%S" if len(days) <= 1 else "%Y-%m-%d %H:%M:%S"
 
 
-def status_table(status: RunStatus) -> Any:
-    from job_chain.cli.render import human_duration, make_table, styled_status
+def status_table(status: RunStatus, points: bool = True) -> Any:
+    """The run as a table; a matrix is one row with its counts, followed by its points (all of them
+    with ``points``, else those that run or failed)."""
+    from job_chain.cli.render import make_table
 
     fmt = time_format([status.started] + [s.started for s in status.steps] + [s.finished for s in status.steps])
     with_reason = any(s.reason for s in status.steps)
-    names = {s.index: s.name for s in status.steps}
+    groups = {g["name"]: g for g in status.groups()}
     rows = []
     for s in status.steps:
-        started = _local(s.started)
-        row = [str(s.index), s.name, styled_status(s.status), str(s.attempt or "-"),
-               "-" if s.exit_code is None else str(s.exit_code), s.job_id or "-",
-               started.strftime(fmt) if started else "-", human_duration(s.duration())]
-        if status.graph:  # what each step waits for: the graph, one row per step
-            row.insert(2, f"after the run ({s.run_on})" if s.run_on else
-                       ", ".join(names.get(d, str(d)) for d in s.depends_on) or "-")
-        if with_reason:
-            row.append(s.reason or "")
-        rows.append(row)
+        group = groups.get(s.group)
+        if group is not None and group["steps"][0] == s.index:
+            rows.append(_group_row(status, group, with_reason))
+        if group is not None and not points and not (s.active or s.status in FAILED):
+            continue
+        rows.append(_step_row(status, s, fmt, with_reason))
     columns = ["STEP", "NAME", "STATUS", "ATTEMPT", "EXIT", "JOB ID", "STARTED", "DURATION"]
     if status.graph:
         columns.insert(2, "NEEDS")
     return make_table(columns + (["REASON"] if with_reason else []), rows,
                       title=f"{status.chain_path} · run {status.run_id}")
+
+
+def needs(status: RunStatus, step: StepStatus) -> str:
+    """What a step waits for, a matrix by its name: ``prep, train``."""
+    by_index = {s.index: s for s in status.steps}
+    out: List[str] = []
+    for dep in step.depends_on:
+        found = by_index.get(dep)
+        name = (found.group or found.name) if found is not None else str(dep)
+        if name not in out:
+            out.append(name)
+    return ", ".join(out) or "-"
+
+
+def _step_row(status: RunStatus, s: StepStatus, fmt: str, with_reason: bool) -> List[str]:
+    from job_chain.cli.render import human_duration, styled_status
+
+    started = _local(s.started)
+    row = [str(s.index), ("  " if s.group else "") + s.label, styled_status(s.status), str(s.attempt or "-"),
+           "-" if s.exit_code is None else str(s.exit_code), s.job_id or "-",
+           started.strftime(fmt) if started else "-", human_duration(s.duration())]
+    if status.graph:  # what each step waits for: the graph, one row per step
+        row.insert(2, f"after the run ({s.run_on})" if s.run_on else needs(status, s))
+    if with_reason:
+        row.append(s.reason or "")
+    return row
+
+
+def counts_text(counts: Dict[str, int]) -> str:
+    """``4 ✓ 2 running 1 failed``: a matrix's points by status."""
+    from job_chain.aihc.status import SUCCEEDED, TERMINAL
+
+    order = [("✓", lambda k: k in SUCCEEDED), ("running", lambda k: k not in TERMINAL and k not in
+                                                (WAITING, NOT_SUBMITTED, SKIPPED)),
+             ("waiting", lambda k: k == WAITING), ("failed", lambda k: k in FAILED),
+             ("stopped", lambda k: k in TERMINAL and k not in SUCCEEDED and k not in FAILED),
+             ("skipped", lambda k: k == SKIPPED), ("not submitted", lambda k: k == NOT_SUBMITTED)]
+    parts = []
+    for word, matches in order:
+        n = sum(v for k, v in counts.items() if matches(k))
+        if n:
+            parts.append(f"{n} {word}")
+    return " ".join(parts)
+
+
+def _group_row(status: RunStatus, group: Dict[str, Any], with_reason: bool) -> List[str]:
+    from job_chain.cli.render import human_duration
+
+    points = [s for s in status.steps if s.index in set(group["steps"])]
+    starts = [p.started for p in points if p.started]
+    ends = [p.finished for p in points if p.finished]
+    span = (max(ends) - min(starts)).total_seconds() if starts and ends and len(ends) == len(points) else None
+    first = _local(min(starts)) if starts else None
+    row = [f"{points[0].index}-{points[-1].index}", f"{group['name']} ×{group['points']}",
+           f"[bold]{counts_text(group['counts'])}[/bold]", "-", "-", "-",
+           first.strftime("%H:%M:%S") if first else "-", human_duration(span)]
+    if status.graph:
+        row.insert(2, needs(status, points[0]))
+    if with_reason:
+        row.append("")
+    return row
 
 
 def outcome_line(status: RunStatus) -> str:
@@ -77,10 +137,10 @@ def revision_line(status: RunStatus) -> Optional[str]:
     return f"run {status.run_id} runs revision {status.revision} of its chain: {latest.get('reason') or 'changed'}"
 
 
-def print_status(status: RunStatus) -> None:
+def print_status(status: RunStatus, points: bool = True) -> None:
     from job_chain.cli.render import show
 
-    show(status_table(status))
+    show(status_table(status, points))
     revision = revision_line(status)
     if revision:
         click.echo(revision)
@@ -112,11 +172,11 @@ def follow(watching: Iterable[RunStatus], chain_path: str, watch_mode: bool) -> 
             for status in watching:
                 final = status
                 if out.is_terminal:
-                    live.update(status_table(status), refresh=True)
+                    live.update(status_table(status, points=False), refresh=True)
                     continue
                 for s in status.steps:
                     if s.job_id and seen.get(s.name) != f"{s.status}/{s.attempt}":
-                        click.echo(f"step {s.index} {s.name}: {s.status} (job {s.job_id}, attempt {s.attempt})")
+                        click.echo(f"step {s.index} {s.label}: {s.status} (job {s.job_id}, attempt {s.attempt})")
                         seen[s.name] = f"{s.status}/{s.attempt}"
     except KeyboardInterrupt:
         run = f" --run {final.run_id}" if final else ""  # (the chain path is quoted below)
@@ -145,6 +205,7 @@ def run_entry(session: Any, run: Any) -> Dict[str, Any]:
                              "endpoint": run.endpoint or None, "mode": run.mode, "firstStep": run.first_step,
                              "revision": run.revision or None}
     try:
+        entry["params"] = session.frozen(run).params
         found = session.status(run.run_id)
         entry.update(outcome=found.outcome.value, reason=found.reason or None, current=current_json(found.current),
                      failedSteps=current_json(found.failed_steps))
@@ -166,12 +227,15 @@ def runs_rows(entries: Sequence[Dict[str, Any]]) -> List[List[str]]:
         else:
             current = ", ".join(f"{c['name']} {c['status']}" for c in entry.get("current") or []) or "-"
         note = "" if entry.get("outcome") in ("succeeded", "running") or failed else (entry.get("reason") or "")
-        rows.append([entry["run"], started.strftime("%Y-%m-%d %H:%M:%S") if started else "-",
-                     styled_status(entry["outcome"]), current, "local" if entry.get("local") else
-                     (entry.get("endpoint") or "cloud"), note])
+        row = [entry["run"], started.strftime("%Y-%m-%d %H:%M:%S") if started else "-",
+               styled_status(entry["outcome"]), current, "local" if entry.get("local") else
+               (entry.get("endpoint") or "cloud"), note]
+        if any(e.get("params") for e in entries):
+            row.insert(3, " ".join(f"{k}={v}" for k, v in (entry.get("params") or {}).items()) or "-")
+        rows.append(row)
     return rows
 
 
 def current_json(steps: Iterable[StepStatus]) -> List[Dict[str, Any]]:
-    return [{"step": s.index, "name": s.name, "status": s.status, "attempt": s.attempt or None,
+    return [{"step": s.index, "name": s.label, "status": s.status, "attempt": s.attempt or None,
              "exitCode": s.exit_code, "reason": s.reason or None} for s in steps]
