@@ -233,6 +233,21 @@ class RunStatus:
                 "steps": [s.as_json() for s in self.steps]}
 
 
+def counts_text(counts: Dict[str, int]) -> str:
+    """``4 ✓ 2 running 1 failed``: a matrix's points by status."""
+    order = [("✓", lambda k: k in SUCCEEDED), ("running", lambda k: k not in TERMINAL and k not in
+                                                (WAITING, NOT_SUBMITTED, SKIPPED)),
+             ("waiting", lambda k: k == WAITING), ("failed", lambda k: k in FAILED),
+             ("stopped", lambda k: k in TERMINAL and k not in SUCCEEDED and k not in FAILED),
+             ("skipped", lambda k: k == SKIPPED), ("not submitted", lambda k: k == NOT_SUBMITTED)]
+    parts = []
+    for word, matches in order:
+        n = sum(v for k, v in counts.items() if matches(k))
+        if n:
+            parts.append(f"{n} {word}")
+    return " ".join(parts)
+
+
 # -- facts from the API ---------------------------------------------------------------------------
 def job_labels(job: Mapping[str, Any]) -> Dict[str, Any]:
     return {x.get("key"): x.get("value") for x in job.get("labels") or [] if isinstance(x, dict)}

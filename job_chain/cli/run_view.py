@@ -12,7 +12,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence
 import click
 
 from job_chain.aihc.status import FAILED
-from job_chain.chain.progress import NOT_SUBMITTED, SKIPPED, WAITING, Outcome, RunStatus, StepStatus
+from job_chain.chain.progress import Outcome, RunStatus, StepStatus, counts_text
 
 
 def quoted(path: str) -> str:
@@ -85,23 +85,6 @@ def _step_row(status: RunStatus, s: StepStatus, fmt: str, with_reason: bool) -> 
     if with_reason:
         row.append(s.reason or "")
     return row
-
-
-def counts_text(counts: Dict[str, int]) -> str:
-    """``4 ✓ 2 running 1 failed``: a matrix's points by status."""
-    from job_chain.aihc.status import SUCCEEDED, TERMINAL
-
-    order = [("✓", lambda k: k in SUCCEEDED), ("running", lambda k: k not in TERMINAL and k not in
-                                                (WAITING, NOT_SUBMITTED, SKIPPED)),
-             ("waiting", lambda k: k == WAITING), ("failed", lambda k: k in FAILED),
-             ("stopped", lambda k: k in TERMINAL and k not in SUCCEEDED and k not in FAILED),
-             ("skipped", lambda k: k == SKIPPED), ("not submitted", lambda k: k == NOT_SUBMITTED)]
-    parts = []
-    for word, matches in order:
-        n = sum(v for k, v in counts.items() if matches(k))
-        if n:
-            parts.append(f"{n} {word}")
-    return " ".join(parts)
 
 
 def _group_row(status: RunStatus, group: Dict[str, Any], with_reason: bool) -> List[str]:

@@ -23,7 +23,7 @@ from starlette.concurrency import run_in_threadpool
 from job_chain.aihc.client import pod_names
 from job_chain.aihc.timefmt import parse_time
 from job_chain.chain.model import LABEL_RUN, LABEL_STEP
-from job_chain.chain.progress import RunStatus, StepStatus, job_labels
+from job_chain.chain.progress import RunStatus, StepStatus, counts_text, job_labels
 from job_chain.errors import JobChainError
 from job_chain.session import ChainSession, Run
 from job_chain.ui import dag, views
@@ -56,7 +56,7 @@ def create_app(catalog: Catalog, guard: Guard) -> FastAPI:
     # Jinja2 directly (not Starlette's wrapper, whose signature changed across versions); autoescaped
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(os.path.join(HERE, "templates")),
                              autoescape=jinja2.select_autoescape(["html"]), auto_reload=False)
-    env.filters.update(tone=views.tone, duration=views.duration, when=views.when)
+    env.filters.update(tone=views.tone, duration=views.duration, when=views.when, counts=counts_text)
     env.globals.update(csrf=guard.csrf, outcomes=OUTCOMES)
 
     def page(request: Request, template: str, status_code: int = 200, **context: Any) -> HTMLResponse:
@@ -352,13 +352,15 @@ def create_app(catalog: Catalog, guard: Guard) -> FastAPI:
             name = re.sub(r"[^A-Za-z0-9._-]", "-", f"{chosen.name}-clone.json").lstrip(".-") or "clone.json"
         return page(request, "submit.html", home=catalog.home, text=text, name=name)
 
-    def check_submission(text: str, name: str) -> Dict[str, Any]:
-        """Parse and validate pasted chain JSON as if it were ``home/name``; problems at their path."""
+    def check_submission(text: str, name: str, params: str = "") -> Dict[str, Any]:
+        """Parse and validate pasted chain JSON as if it were ``home/name`` (and the run's parameters,
+        ``NAME=VALUE`` lines); problems at their path."""
         from job_chain.chain.loader import ChainFileError, check_chain_data
+        from job_chain.chain.params import parse_param_args, resolve_params
         from job_chain.jsonfile import parse_json
 
         result: Dict[str, Any] = {"lines": [], "loose": [], "problems": [], "warnings": [], "name": name,
-                                  "chain": None, "path": ""}
+                                  "chain": None, "path": "", "params": {}}
         if not _FILE_NAME.match(name):
             result["loose"].append(f"file name {name!r}: use letters, digits, . _ - and end in .json")
             return result
@@ -380,11 +382,15 @@ def create_app(catalog: Catalog, guard: Guard) -> FastAPI:
         lines = views.json_lines(views.redact(data, secrets))
         try:
             chain = check_chain_data(data, path, local=catalog.local)
+            result["params"] = parse_param_args(line.strip() for line in params.splitlines() if line.strip())
+            resolve_params(chain.params, result["params"], name)
             result["chain"] = chain
             result["warnings"] = list(chain.warnings)
         except ChainFileError as exc:
             result["problems"] = list(exc.problems)
             result["loose"] = views.annotate(lines, exc.problems)
+        except JobChainError as exc:  # the parameters
+            result["loose"].append(str(exc))
         result["lines"] = lines
         return result
 
@@ -402,7 +408,8 @@ def create_app(catalog: Catalog, guard: Guard) -> FastAPI:
     @app.post("/submit/check", response_class=HTMLResponse)
     async def submit_check(request: Request) -> HTMLResponse:
         form = await read_form(request)
-        result = check_submission(str(form.get("chain") or ""), str(form.get("name") or "chain.json").strip())
+        result = check_submission(str(form.get("chain") or ""), str(form.get("name") or "chain.json").strip(),
+                                  str(form.get("params") or ""))
         return page(request, "_check.html", **result, started=None)
 
     @app.post("/submit/run", response_class=HTMLResponse)
@@ -411,7 +418,7 @@ def create_app(catalog: Catalog, guard: Guard) -> FastAPI:
 
         form = await read_form(request)
         text = str(form.get("chain") or "")
-        result = check_submission(text, str(form.get("name") or "chain.json").strip())
+        result = check_submission(text, str(form.get("name") or "chain.json").strip(), str(form.get("params") or ""))
         if result["chain"] is None:
             return page(request, "_check.html", **result, started=None)
         path = result["path"]
@@ -424,7 +431,7 @@ def create_app(catalog: Catalog, guard: Guard) -> FastAPI:
             write_private(path, text)
         try:
             session = await run_in_threadpool(ChainSession.from_file, path, local=catalog.local)
-            run = await run_in_threadpool(session.start)
+            run = await run_in_threadpool(lambda: session.start(params=result["params"]))
         except JobChainError as exc:
             result["loose"].append(str(exc))
             return page(request, "_check.html", **result, started=None)
