@@ -64,6 +64,11 @@ def test_a_line_with_a_matrix_waits_for_every_point() -> None:
     assert [s.depends_on for s in chain.steps] == [(), (0,), (0,), (1, 2)]
 
 
+def test_a_frozen_root_matrix_stays_a_set_of_independent_points() -> None:
+    chain = load([job("sweep", matrix={"i": [0, 1, 2]}, maxParallel=2)])
+    assert [s.depends_on for s in thaw(freeze(chain), chain.path).steps] == [(), (), ()]
+
+
 def test_point_names_are_valid_job_names_unique_and_stable() -> None:
     assert point_name("train", {"lr": "1e-4", "seed": "1"}) == "train-lr-1e-4-seed-1"
     odd = [point_name("train", {"lr": v}) for v in ("0.1", "0-1", "A")]

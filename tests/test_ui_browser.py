@@ -214,7 +214,8 @@ def test_a_sweep_submitted_with_params_shows_its_matrix_params_and_outputs(
     text = json.dumps({"resourcePoolId": shared_server.pool, "params": {"tag": "base"}, "jobs": [
         {"name": "prep", "jobSpec": {"image": "local", "command": "echo ckpt=/pfs/$JOB_CHAIN_PARAM_TAG >> "
                                                                   "$JOB_CHAIN_OUTPUTS"}},
-        {"name": "train", "jobSpec": {"image": "local", "command": "echo lr ${matrix.lr} from ${steps.prep.outputs.ckpt}"},
+        {"name": "train", "jobSpec": {"image": "local",
+                                      "command": "echo lr ${matrix.lr} from ${steps.prep.outputs.ckpt}"},
          "jobChain": {"dependsOn": ["prep"], "matrix": {"lr": ["1e-4", "3e-4", "1e-3"]}, "maxParallel": 2}}]})
     browser.get(console.url + "/submit")
     browser.execute_script("document.getElementById('chain').value = arguments[0];"

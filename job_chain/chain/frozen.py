@@ -84,7 +84,7 @@ def thaw(data: Dict[str, Any], path: str, *, revision: int = 0, digest_: str = "
                               point={str(k): str(v) for k, v in (point.get("values") or {}).items()},
                               **step_fields(parsed)))
             raw[index] = parsed.graph
-        check_graph(steps, raw, problems)
+        check_graph(steps, raw, problems, graph=bool(data.get("graph")))
         api = {"version": data["apiVersion"]} if data.get("apiVersion") else {}
         chain = Chain(path=path, pool=str(data["pool"]), steps=steps, api_config=api,
                       scrips_path=data.get("scripsPath"), config_path=data.get("configPath"),

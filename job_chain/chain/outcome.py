@@ -153,7 +153,7 @@ def _outcome(chain: Chain, steps: List[StepStatus], plan: Any, facts: RunFacts, 
 
     for index in plan.ready:  # a step that should have been started by the steps it needs
         step = chain.step(index)
-        waiting = _waiting(chain, step, by_index, overdue) if step is not None else None
+        waiting = _waiting(chain, step, by_index, facts, overdue) if step is not None else None
         if waiting is not None:
             return waiting
         deps = [d for d in (step.depends_on if step else ()) if by_index[d].submitted]
@@ -195,7 +195,7 @@ def _outcome(chain: Chain, steps: List[StepStatus], plan: Any, facts: RunFacts, 
     return _final(chain, steps, facts)
 
 
-def _waiting(chain: Chain, step: Step, by_index: Dict[int, StepStatus],
+def _waiting(chain: Chain, step: Step, by_index: Dict[int, StepStatus], facts: RunFacts,
              overdue: Any) -> Optional[Tuple[Outcome, str]]:
     """A step waiting for a slot while nothing runs: the last step of its pool to end should have
     started it (None: it is not such a step)."""
@@ -204,6 +204,10 @@ def _waiting(chain: Chain, step: Step, by_index: Dict[int, StepStatus],
     members = [i for i in slots.members(chain, step) if by_index[i].submitted]
     if not members:
         return None  # the pool never started: the steps it needs should have started it
+    for index in members:
+        why = fact(facts.advance_failed, chain.step(index), by_index[index].attempt)  # type: ignore[arg-type]
+        if why:
+            return Outcome.FAILED, f"step {by_index[index].label} ended, but what it was to start was not: {why}"
     if not overdue(members):
         return Outcome.RUNNING, ""
     return Outcome.FAILED, (f"step {step.display} waits for a slot that no ending step handed on: 'resume' "

@@ -8,7 +8,6 @@ is submitted; a script *file* runs byte for byte, so it reads ``$JOB_CHAIN_PARAM
 
 from __future__ import annotations
 
-import difflib
 import re
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Set, Tuple
@@ -100,6 +99,8 @@ def read_params(value: Any, problems: List[str]) -> Dict[str, str]:
 
 def did_you_mean(name: str, known: Iterable[str]) -> str:
     """`` (did you mean "lr"?)`` or ``""``."""
+    import difflib
+
     close = difflib.get_close_matches(name, list(known), n=1)
     return f" (did you mean {describe(close[0])}?)" if close else ""
 
@@ -264,11 +265,3 @@ def value_of_for(params: Mapping[str, str], point: Mapping[str, str], outputs: M
                                 f"{ref.name}'")
         raise MissingOutput(f"step {step} uses {ref.text}, which this run cannot resolve")
     return value_of
-
-
-def param_changes(old_params: Mapping[str, str], new_params: Mapping[str, str], body: Dict[str, Any],
-                  script_file: bool) -> List[str]:
-    """``params.lr: 1e-4 -> 3e-4`` for each parameter a step uses whose value differs (for ``resume``)."""
-    used = sorted({r.name for r in step_refs(body, script_file) if r.kind == "params"})
-    return [f"params.{n}: {old_params.get(n)} -> {new_params.get(n)}" for n in used
-            if old_params.get(n) != new_params.get(n)]
