@@ -98,19 +98,22 @@ def test_64_points_ending_at_the_same_instant_start_each_next_one_once_never_abo
 
 def test_a_failed_point_skips_the_dependent_and_resume_reruns_only_it(tmp_path: Path,
                                                                        shared_server: LocalServer) -> None:
-    fails = 'if [ "$JOB_CHAIN_MATRIX_I" = 2 ] && [ ! -f "$SHARED/fixed" ]; then exit 3; fi'
-    chain = sweep(tmp_path, shared_server.pool, {"i": [0, 1, 2, 3, 4]}, cap=2, body=fails)
+    fails = 'if [ "$JOB_CHAIN_MATRIX_I" = 2 ] && [ "$JOB_CHAIN_PARAM_FIX" != yes ]; then exit 3; fi'
+    chain = sweep(tmp_path, shared_server.pool, {"i": [0, 1, 2, 3, 4]}, cap=2, body=fails, params={"fix": "no"})
     s = ChainSession.from_file(str(chain), client=shared_server.client(max_retries=3))
     run = s.start()
     failed = s.wait(run.run_id, timeout=120, interval=0.3)
     assert failed.outcome is Outcome.FAILED and "step sweep-i-2 failed with exit code 3" in failed.reason
     assert [x.status for x in failed.steps] == ["Succeeded", "Succeeded", "Failed", "Succeeded", "Succeeded",
                                                 "skipped"]
-    (tmp_path / "shared" / "fixed").write_text("yes")
-    assert [(x.step, x.attempt) for x in s.resume(run.run_id)] == [("sweep-i-2", 2)]
+    assert failed.steps[5].reason == "needs sweep[i=2]"
+    plan = s.preview_resume(run.run_id, params={"fix": "yes"})
+    assert [c.line() for c in plan.changes][0].startswith("~ params: changed (fix: no -> yes)")
+    assert [(x.step, x.attempt) for x in s.resume(run.run_id, params={"fix": "yes"})] == [("sweep-i-2", 2)]
     assert s.wait(run.run_id, timeout=120, interval=0.3).outcome is Outcome.SUCCEEDED
     assert jobs_by_step(shared_server, run.run_id) == {**{f"sweep-i-{i}/1": 1 for i in range(5)}, "sweep-i-2/2": 1,
                                                        "report/1": 1}
+    assert s.frozen(run.run_id).params == {"fix": "yes"} and s.status(run.run_id).revision == 2
 
 
 def test_max_running_caps_the_whole_run(tmp_path: Path, shared_server: LocalServer) -> None:

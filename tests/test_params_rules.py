@@ -175,3 +175,63 @@ def test_resume_keeps_the_runs_params_and_applies_a_changed_matrix_by_point() ->
     by_name = {s.name: s for s in revised.steps}
     assert by_name["train-lr-1e-4-seed-2"].changed_in == 2  # its request changes: a new token
     assert by_name["train-lr-1e-4-seed-1"].changed_in == 1 and revised.params["tag"] == "v2"
+
+
+def write(tmp_path: Path, jobs: List[Dict[str, Any]], **top: Any) -> str:
+    import json
+
+    path = tmp_path / "chain_info.json"
+    path.write_text(json.dumps({"resourcePoolId": "pool", "jobs": jobs, **top}))
+    return str(path)
+
+
+def test_validate_and_dry_run_show_the_expansion_and_the_first_wave(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from job_chain.cli import cli
+
+    path = write(tmp_path, [job("sweep", "echo ${matrix.lr} ${params.tag}", matrix={"lr": ["1e-4", "3e-4", "1e-3"]},
+                                maxParallel=2), job("report", dependsOn=["sweep"])], params={"tag": "base"})
+    checked = CliRunner().invoke(cli, ["validate", path])
+    assert checked.exit_code == 0 and "OK, 2 jobs, 4 steps once its matrices are expanded" in checked.output
+    dry = CliRunner().invoke(cli, ["run", path, "--dry-run", "--param", "tag=v2"])
+    assert dry.exit_code == 0, dry.output + dry.stderr
+    assert dry.stdout.count("POST ") == 2 and '"echo' not in dry.stdout  # the first wave: two requests
+    assert "JOB_CHAIN_PARAM_TAG" in dry.stdout and "v2" in dry.stdout
+    assert "# params: tag=v2" in dry.stderr and "# matrix sweep: 3 points, maxParallel 2" in dry.stderr
+    assert "#   2 sweep[lr=1e-3] (job name sweep-lr-1e-3)" in dry.stderr
+    assert "# first wave (the caps allow): sweep[lr=1e-4], sweep[lr=3e-4]; 1 more wait for a slot" in dry.stderr
+    wrong = CliRunner().invoke(cli, ["run", path, "--dry-run", "--param", "tga=x"])
+    assert wrong.exit_code == 2 and "no parameter 'tga' (did you mean 'tag'?)" in wrong.stderr
+
+
+def test_modes_that_cannot_carry_a_feature_refuse_it_before_anything_is_recorded(tmp_path: Path) -> None:
+    from job_chain import ChainSession
+
+    capped = write(tmp_path, [job("sweep", matrix={"i": [1, 2, 3]}, maxParallel=1)])
+    with pytest.raises(UsageError, match="an --inline run has none"):
+        ChainSession.from_file(capped).start(mode="inline")
+    used = write(tmp_path, [job("a"), job("b", "echo ${steps.a.outputs.k}")])
+    with pytest.raises(UsageError, match="run it without --advance watch"):
+        ChainSession.from_file(used).start(mode="watch")
+    assert not (tmp_path / "chain_info.json.runs").exists() or not list((tmp_path / "chain_info.json.runs").iterdir())
+
+
+def test_status_shows_a_matrix_as_one_line_with_counts_then_what_needs_attention() -> None:
+    from job_chain.chain.outcome import summarize
+    from job_chain.chain.progress import Attempt, RunFacts
+    from job_chain.cli.run_view import status_table
+
+    chain = load([job("prep"), job("train", dependsOn=["prep"], matrix={"seed": [1, 2, 3, 4, 5, 6]}),
+                  job("report", dependsOn=["train"])])
+    statuses = ["Succeeded", "Succeeded", "Succeeded", "Succeeded", "Running", "Failed"]
+    attempts = [Attempt("prep", 1, "j0", "Succeeded")] + [
+        Attempt(s.name, 1, f"j{s.index}", st) for s, st in zip(chain.steps[1:7], statuses)]
+    status = summarize(chain, attempts, RunFacts(), run_id="r")
+    short = status_table(status, points=False).plain().splitlines()
+    assert any("1-6" in line and "train ×6" in line and "4 ✓ 1 running 1 failed" in line and " prep " in line
+               for line in short)
+    assert [line.split()[:2] for line in short if "  train[" in line] == [["5", "train[seed=5]"],
+                                                                           ["6", "train[seed=6]"]]
+    assert any(line.startswith("7 ") and " train " in line and "needs train[seed=6]" in line for line in short)
+    assert sum("  train[seed=" in line for line in status_table(status).plain().splitlines()) == 6

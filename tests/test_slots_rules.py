@@ -125,3 +125,28 @@ def test_after_resume_failed_points_wait_for_a_slot_again_until_claimed_in_the_n
     status = summarize(chain, attempts, RunFacts(epoch=1, claimed={chain.steps[0].name}), run_id="r")
     assert [s.status for s in status.steps] == ["Running", WAITING, "Succeeded"]
     assert status.steps[1].next_attempt == 2 and status.outcome is Outcome.RUNNING
+
+
+def test_a_point_hands_its_slot_on_from_the_run_record_alone_until_the_last_ones(tmp_path: Path) -> None:
+    chain = sweep(4, 2)
+    records = RunRecords(str(tmp_path / "chain_info.json"))
+    records.create_run("r1")
+    started: List[Any] = []
+
+    def submit(step: Step, attempt: int) -> bool:
+        started.append((step.name, attempt))
+        records.record_submission("r1", step.name, attempt, f"job-{step.name}", step.name)
+        return True
+
+    def end(step: Step, ok: bool) -> Any:
+        (records.record_succeeded if ok else records.record_exit)("r1", step.name, 1, *(() if ok else (3,)))
+        slots.release(chain, records, "r1", step)
+        return slots.hand_on(chain, records, "r1", step, submit, step.name)
+
+    slots.fill(chain, records, "r1", chain.steps, {}, submit, "run")
+    assert started == [("sweep-i-0", 1), ("sweep-i-1", 1)]
+    assert end(chain.steps[0], ok=True) == (["sweep-i-2"], False)
+    assert end(chain.steps[1], ok=False) == (["sweep-i-3"], False)
+    assert end(chain.steps[2], ok=True) is None  # every point started: look at the run (what follows)
+    records.update_run("r1", epoch=1)  # a resume: the failed point waits for a slot again, at attempt 2
+    assert end(chain.steps[3], ok=True) == (["sweep-i-1"], False) and started[-1] == ("sweep-i-1", 2)

@@ -207,6 +207,11 @@ class _Hop:
         capped = self.records is not None and slots.involved(self.chain, me)
         if capped:
             slots.release(self.chain, self.records, self.run_id, me)  # before looking at the run
+            quick = slots.hand_on(self.chain, self.records, self.run_id, me, origin=f"{me.name}/{attempt}",
+                                  submit=lambda s, a: self.submit([(s.name, a)], (me.name, attempt), 0) == 0)
+            if quick is not None:  # points of its matrix still to start: nothing else can be ready
+                log(f"step {me.name} ended; points of {me.group} still wait: started {len(quick[0])} of them")
+                return EXIT_ADVANCE_FAILED if quick[1] and succeeded else (0 if succeeded else 1)
         if not joins and not capped and not (watchers and (not succeeded or not dependents)):
             if succeeded and dependents:
                 return self.submit([(d.name, d.first_attempt) for d in dependents], (me.name, attempt), 0)

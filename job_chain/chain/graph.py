@@ -210,7 +210,7 @@ def plan(chain: Chain, states: Dict[int, str], *, stopped: bool = False) -> Plan
     resume) count as done. Nothing new is ready in a stopped run; its ``always`` handlers still
     run once it ended.
     """
-    names = {s.index: s.name for s in chain.steps}
+    names = {s.index: s.display for s in chain.steps}
     graph_steps = [s for s in chain.steps if not s.is_handler]
     done = {s.index for s in graph_steps if s.excluded}
 

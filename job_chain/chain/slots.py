@@ -35,6 +35,7 @@ RUN_POOL = "run"
 _SLOT = re.compile(r"slot\.([a-z0-9-]+)\.(\d+)\.(\d+)\.(\d+)")
 _FREE = re.compile(r"free\.([a-z0-9-]+)\.(\d+)\.(\d+)\.(\d+)")
 _CLAIM = re.compile(r"claim\.(\d+)\.([a-z0-9][-a-z0-9]{0,62})")
+_ATTEMPT = re.compile(r"(step|succeeded)-([a-z0-9][-a-z0-9]{0,62})-attempt-(\d+)\.json")  # the record's files
 Held = Tuple[str, int, int]  # (pool, slot, generation)
 
 
@@ -226,6 +227,39 @@ def fill(chain: Chain, records: Any, run_id: str, ready: Sequence[Step], attempt
         else:
             failed = True
     return started, failed
+
+
+def hand_on(chain: Chain, records: Any, run_id: str, me: Step, submit: Callable[[Step, int], bool],
+            origin: str) -> Optional[Tuple[List[str], bool]]:
+    """A matrix point that ended while some of its matrix has not started yet: start the next ones
+    from the run record alone, without asking the API about the run (None: this is not such a case,
+    look at the whole run).
+
+    Nothing else can be ready then: whatever follows the matrix waits for all its points, and the
+    run cannot have ended while a point is still to run. The waiting points are those with no
+    claim in this round and no recorded success; each starts at its next attempt.
+    """
+    if records is None or [pool for pool, _ in pools(chain, me)] != [f"m-{me.group}"]:
+        return None
+    directory = records.directory(run_id)
+    e = epoch(records, run_id)
+    state = read_state(directory, e)
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return None
+    latest: Dict[Tuple[str, str], int] = {}  # (step|succeeded, name) -> highest attempt recorded
+    for name in names:
+        found = _ATTEMPT.fullmatch(name)
+        if found:
+            key = (found.group(1), found.group(2))
+            latest[key] = max(latest.get(key, 0), int(found.group(3)))
+    waiting = [s for s in chain.points(me.group) if pools(chain, s) and s.name not in state.claimed
+               and latest.get(("succeeded", s.name), 0) < s.first_attempt]
+    if not waiting:
+        return None  # the last ones: what follows the matrix may be ready now
+    attempts = {s.name: max(s.first_attempt, latest.get(("step", s.name), 0) + 1) for s in waiting}
+    return fill(chain, records, run_id, waiting, attempts, submit, origin)
 
 
 def _acquire(directory: str, epoch_: int, state: State, needed: Sequence[Tuple[str, int]],

@@ -74,16 +74,18 @@ def needs(status: RunStatus, step: StepStatus) -> str:
 
 
 def _step_row(status: RunStatus, s: StepStatus, fmt: str, with_reason: bool) -> List[str]:
+    from rich.markup import escape
+
     from job_chain.cli.render import human_duration, styled_status
 
     started = _local(s.started)
-    row = [str(s.index), ("  " if s.group else "") + s.label, styled_status(s.status), str(s.attempt or "-"),
+    row = [str(s.index), ("  " if s.group else "") + escape(s.label), styled_status(s.status), str(s.attempt or "-"),
            "-" if s.exit_code is None else str(s.exit_code), s.job_id or "-",
            started.strftime(fmt) if started else "-", human_duration(s.duration())]
     if status.graph:  # what each step waits for: the graph, one row per step
         row.insert(2, f"after the run ({s.run_on})" if s.run_on else needs(status, s))
     if with_reason:
-        row.append(s.reason or "")
+        row.append(escape(s.reason or ""))
     return row
 
 
