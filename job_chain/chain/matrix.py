@@ -17,7 +17,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from job_chain.aihc.names import MAX_JOB_NAME, make_job_name
 from job_chain.chain.model import Step
-from job_chain.chain.params import NAME_RE, as_text, value_problem
+from job_chain.chain.params import MATRIX_ENV, as_text, env_name_problem, name_path, value_problem
 from job_chain.jsonfile import describe, json_type
 
 MAX_POINTS = 1024  # points of one matrix
@@ -38,14 +38,10 @@ def read_matrix(value: Any, where: str, problems: List[str]) -> Optional[Dict[st
     out: Dict[str, List[str]] = {}
     before = len(problems)
     for name, values in value.items():
-        at = f"{where}.{name}" if NAME_RE.fullmatch(name) else f"{where}[{describe(name)}]"
-        if not NAME_RE.fullmatch(name):
-            problems.append(f"{at}: a matrix name is letters, digits and '_', not starting with a digit (it becomes "
-                            "the environment variable JOB_CHAIN_MATRIX_<NAME>)")
-            continue
-        if any(other.upper() == name.upper() for other in out):
-            problems.append(f"{at}: differs from another name only in case (both would be "
-                            f"JOB_CHAIN_MATRIX_{name.upper()})")
+        at = name_path(where, name)
+        problem = env_name_problem(name, {k.upper(): k for k in out}, MATRIX_ENV, "matrix")
+        if problem:
+            problems.append(f"{at}: {problem}")
             continue
         if not isinstance(values, list) or not values:
             problems.append(f"{at}: must be a non-empty list of values, {example}")

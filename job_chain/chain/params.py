@@ -74,14 +74,10 @@ def read_params(value: Any, problems: List[str]) -> Dict[str, str]:
     out: Dict[str, str] = {}
     upper: Dict[str, str] = {}
     for name, default in value.items():
-        where = f"params.{name}" if NAME_RE.fullmatch(name) else f"params[{describe(name)}]"
-        if not NAME_RE.fullmatch(name):
-            problems.append(f"{where}: a parameter name is letters, digits and '_', not starting with a digit "
-                            "(it becomes the environment variable JOB_CHAIN_PARAM_<NAME>)")
-            continue
-        if name.upper() in upper:
-            problems.append(f"{where}: {describe(name)} and {describe(upper[name.upper()])} would both be "
-                            f"{PARAM_ENV}{name.upper()}: rename one")
+        where = name_path("params", name)
+        problem = env_name_problem(name, upper, PARAM_ENV, "parameter")
+        if problem:
+            problems.append(f"{where}: {problem}")
             continue
         text = as_text(default)
         if text is None:
@@ -95,6 +91,22 @@ def read_params(value: Any, problems: List[str]) -> Dict[str, str]:
         out[name] = text
         upper[name.upper()] = name
     return out
+
+
+def name_path(where: str, name: str) -> str:
+    """``params.lr``, or ``params['a b']`` for a name that is not an identifier."""
+    return f"{where}.{name}" if NAME_RE.fullmatch(name) else f"{where}[{describe(name)}]"
+
+
+def env_name_problem(name: str, taken: Mapping[str, str], prefix: str, what: str) -> Optional[str]:
+    """Why ``name`` (a parameter or matrix name, which becomes ``prefix`` + NAME upper-cased) cannot
+    be one; ``taken``: upper-cased name -> the name already using it."""
+    if not NAME_RE.fullmatch(name):
+        return (f"a {what} name is letters, digits and '_', not starting with a digit (it becomes the environment "
+                f"variable {prefix}<NAME>)")
+    if name.upper() in taken:
+        return f"{describe(name)} and {describe(taken[name.upper()])} would both be {prefix}{name.upper()}: rename one"
+    return None
 
 
 def did_you_mean(name: str, known: Iterable[str]) -> str:
