@@ -300,6 +300,21 @@ def resume(chain_file: str, run_id: Optional[str], rerun: Tuple[str, ...], dry_r
         sys.exit(_follow(session, run.run_id, watch_mode))
 
 
+def _change_lines(changes: List[Any]) -> List[str]:
+    """One line per change; the points of a matrix changed alike make one line (``~ train ×6 points: …``)."""
+    from dataclasses import replace
+
+    groups: Dict[Tuple[Any, ...], List[Any]] = {}
+    for change in changes:
+        group = change.name.split("[", 1)[0] if change.name.endswith("]") and "[" in change.name else change.name
+        groups.setdefault((group, change.kind, tuple(change.what), change.note, change.applied), []).append(change)
+    out = []
+    for (group, *_), alike in groups.items():
+        first = alike[0]
+        out.append(replace(first, name=f"{group} ×{len(alike)} points").line() if len(alike) > 1 else first.line())
+    return out
+
+
 def _print_expansion(chain: Any) -> None:
     """Each matrix: its points, their job names, and the cap."""
     groups: Dict[str, List[Any]] = {}
@@ -320,8 +335,8 @@ def _print_plan(plan: Any, revision: int) -> None:
         click.echo(plan.note)
     if plan.changes:
         click.echo(f"changes in the chain file since run {plan.run_id} was frozen (revision {revision}):")
-        for change in plan.changes:
-            click.echo(f"  {change.line()}")
+        for line in _change_lines(plan.changes):
+            click.echo(f"  {line}")
         if plan.revision != revision:
             click.echo(f"the run becomes revision {plan.revision}")
     elif revision:

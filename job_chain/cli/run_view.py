@@ -207,10 +207,10 @@ def runs_rows(entries: Sequence[Dict[str, Any]]) -> List[List[str]]:
         started = _dt.datetime.fromisoformat(entry["started"]).astimezone() if entry.get("started") else None
         failed = entry.get("failedSteps") or []
         if failed:
-            current = ", ".join(f"{c['name']} failed" + (f" (exit {c['exitCode']})" if c.get("exitCode") is not None
-                                                         else "") for c in failed)
+            current = ", ".join(f"{c['display']} failed" + (f" (exit {c['exitCode']})" if c.get("exitCode") is not None
+                                                            else "") for c in failed)
         else:
-            current = ", ".join(f"{c['name']} {c['status']}" for c in entry.get("current") or []) or "-"
+            current = ", ".join(f"{c['display']} {c['status']}" for c in entry.get("current") or []) or "-"
         note = "" if entry.get("outcome") in ("succeeded", "running") or failed else (entry.get("reason") or "")
         row = [entry["run"], started.strftime("%Y-%m-%d %H:%M:%S") if started else "-",
                styled_status(entry["outcome"]), current, "local" if entry.get("local") else
@@ -222,5 +222,5 @@ def runs_rows(entries: Sequence[Dict[str, Any]]) -> List[List[str]]:
 
 
 def current_json(steps: Iterable[StepStatus]) -> List[Dict[str, Any]]:
-    return [{"step": s.index, "name": s.label, "status": s.status, "attempt": s.attempt or None,
+    return [{"step": s.index, "name": s.name, "display": s.label, "status": s.status, "attempt": s.attempt or None,
              "exitCode": s.exit_code, "reason": s.reason or None} for s in steps]
