@@ -116,6 +116,16 @@ def test_a_failed_point_skips_the_dependent_and_resume_reruns_only_it(tmp_path: 
     assert s.frozen(run.run_id).params == {"fix": "yes"} and s.status(run.run_id).revision == 2
 
 
+def test_watch_mode_hands_the_slots_on_from_the_watching_process(tmp_path: Path,
+                                                                  shared_server: LocalServer) -> None:
+    chain = sweep(tmp_path, shared_server.pool, {"i": [0, 1, 2, 3]}, cap=2, body="true")
+    s = ChainSession.from_file(str(chain), client=shared_server.client(max_retries=3))
+    run = s.start(mode="watch")
+    assert s.wait(run.run_id, timeout=120, interval=0.2).outcome is Outcome.SUCCEEDED
+    assert jobs_by_step(shared_server, run.run_id) == {**{f"sweep-i-{i}/1": 1 for i in range(4)}, "report/1": 1}
+    assert timings(tmp_path)[2] <= 2
+
+
 def test_max_running_caps_the_whole_run(tmp_path: Path, shared_server: LocalServer) -> None:
     chain = write_chain(tmp_path, shared_server.pool, [
         {"name": "prep", "script": TIMED.format(body="true")},
