@@ -235,3 +235,20 @@ def test_status_shows_a_matrix_as_one_line_with_counts_then_what_needs_attention
                                                                            ["6", "train[seed=6]"]]
     assert any(line.startswith("7 ") and " train " in line and "needs train[seed=6]" in line for line in short)
     assert sum("  train[seed=" in line for line in status_table(status).plain().splitlines()) == 6
+
+
+def test_unusable_outputs_fail_the_step_and_good_ones_are_recorded_before_its_success(tmp_path: Path) -> None:
+    from job_chain.chain.advance import advance
+    from job_chain.chain.outputs import EXIT_BAD_OUTPUTS, recorded
+    from job_chain.chain.record import RunRecords
+
+    chain = load([job("convert")], path=str(tmp_path / "chain_info.json"))
+    records = RunRecords(chain.path)
+    records.create_run("r1")
+    common: Dict[str, Any] = dict(run_id="r1", step="convert", exit_code=0, records=records, resume_hint="resume")
+    bad = advance(chain, None, attempt=1, outputs=({}, "$JOB_CHAIN_OUTPUTS line 1: 'x' is not KEY=VALUE"),
+                  **common)  # type: ignore[arg-type]
+    assert bad == EXIT_BAD_OUTPUTS and records.script_exit("r1", "convert", 1) == EXIT_BAD_OUTPUTS
+    assert not records.succeeded("r1", "convert", 1) and recorded(records, "r1") == {}
+    assert advance(chain, None, attempt=2, outputs=({"ckpt": "/a"}, None), **common) == 0  # type: ignore[arg-type]
+    assert records.succeeded("r1", "convert", 2) and recorded(records, "r1") == {"convert": {"ckpt": "/a"}}
