@@ -207,10 +207,10 @@ def runs_rows(entries: Sequence[Dict[str, Any]]) -> List[List[str]]:
         started = _dt.datetime.fromisoformat(entry["started"]).astimezone() if entry.get("started") else None
         failed = entry.get("failedSteps") or []
         if failed:
-            current = ", ".join(f"{c['display']} failed" + (f" (exit {c['exitCode']})" if c.get("exitCode") is not None
-                                                            else "") for c in failed)
+            current = _grouped([(c["display"], "failed" + (f" (exit {c['exitCode']})" if c.get("exitCode") is not None
+                                                          else "")) for c in failed])
         else:
-            current = ", ".join(f"{c['display']} {c['status']}" for c in entry.get("current") or []) or "-"
+            current = _grouped([(c["display"], c["status"]) for c in entry.get("current") or []]) or "-"
         note = "" if entry.get("outcome") in ("succeeded", "running") or failed else (entry.get("reason") or "")
         row = [entry["run"], started.strftime("%Y-%m-%d %H:%M:%S") if started else "-",
                styled_status(entry["outcome"]), current, "local" if entry.get("local") else
@@ -219,6 +219,16 @@ def runs_rows(entries: Sequence[Dict[str, Any]]) -> List[List[str]]:
             row.insert(3, " ".join(f"{k}={v}" for k, v in (entry.get("params") or {}).items()) or "-")
         rows.append(row)
     return rows
+
+
+def _grouped(items: List[Any]) -> str:
+    """``prep Running, train ×16 Running``: points of one matrix in the same state make one entry."""
+    groups: Dict[Any, List[str]] = {}
+    for label, what in items:
+        base = label.split("[", 1)[0] if label.endswith("]") else label
+        groups.setdefault((base, what), []).append(label)
+    return ", ".join(f"{labels[0] if len(labels) == 1 else f'{base} ×{len(labels)}'} {what}"
+                     for (base, what), labels in groups.items())
 
 
 def current_json(steps: Iterable[StepStatus]) -> List[Dict[str, Any]]:
