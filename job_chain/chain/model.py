@@ -84,6 +84,7 @@ class Chain:
     max_running: Optional[int] = None  # steps of the run active at once (top-level maxRunning)
     outputs: Dict[str, Dict[str, str]] = field(default_factory=dict)  # inline runs: outputs carried along
     _cached: Optional[Tuple[Any, ...]] = field(default=None, init=False, repr=False, compare=False)
+    _pools: Optional[Tuple[Any, ...]] = field(default=None, init=False, repr=False, compare=False)  # slots.py
 
     def _maps(self) -> Tuple[Dict[int, Step], Dict[int, List[Step]], Dict[str, Step]]:
         """(index -> step, index -> dependents, name -> step), built once: status and advance ask per

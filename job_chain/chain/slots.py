@@ -14,8 +14,8 @@ the directory; take the first ready step not yet claimed in this epoch for which
 free slot; take generation g+1 of a free slot in each of its pools (exclusive); claim the step
 (``claim.e.STEP``, exclusive, naming those slots); submit it with its deterministic token. A lost
 race on a slot means reading again; a lost race on the claim, freeing the slots just taken and
-reading again. docs/graphs.md has the argument
-that this starts each step once, never holds more than N, and never strands a free slot.
+reading again. docs/graphs.md has the argument that this starts each step once, never holds more
+than N, and never strands a free slot.
 """
 
 from __future__ import annotations
@@ -48,9 +48,8 @@ def pools(chain: Chain, step: Step) -> List[Tuple[str, int]]:
 def _pools_of(chain: Chain) -> Dict[int, List[Tuple[str, int]]]:
     """Every step's pools, worked out once per chain (status asks for each step)."""
     key = (id(chain.steps), len(chain.steps), chain.max_running)
-    cached = getattr(chain, "_slot_pools", None)
-    if cached is not None and cached[0] == key:
-        return cached[1]
+    if chain._pools is not None and chain._pools[0] == key:
+        return chain._pools[1]  # type: ignore[no-any-return]
     counted = [s for s in chain.steps if not s.is_handler and not s.excluded]
     sizes: Dict[str, int] = {}
     for step in chain.steps:
@@ -64,7 +63,7 @@ def _pools_of(chain: Chain) -> Dict[int, List[Tuple[str, int]]]:
             out.append((f"m-{step.group}", step.max_parallel))
         if out:
             found[step.index] = out
-    object.__setattr__(chain, "_slot_pools", (key, found))
+    chain._pools = (key, found)
     return found
 
 
