@@ -79,7 +79,11 @@ def test_a_2x3_matrix_runs_each_point_once_two_at_a_time_then_its_dependent(
     starts, ends, most = timings(tmp_path)
     assert most == 2 and all(len(starts[p]) == len(ends[p]) == 1 for p in points)
     assert starts["report"][0] > max(ends[p][0] for p in points)
-    assert [g["counts"] for g in final.as_json()["matrices"]] == [{"Succeeded": 6}]
+    data = final.as_json()
+    assert [g["counts"] for g in data["matrices"]] == [{"Succeeded": 6}]
+    assert {k: data["steps"][1][k] for k in ("name", "display", "group", "matrix")} == {
+        "name": "sweep-lr-1e-4-seed-2", "display": "sweep[lr=1e-4,seed=2]", "group": "sweep",
+        "matrix": {"lr": "1e-4", "seed": "2"}}
 
 
 def test_64_points_ending_at_the_same_instant_start_each_next_one_once_never_above_8(

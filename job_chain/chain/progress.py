@@ -159,7 +159,7 @@ class StepStatus:
         if self.history:
             data["earlierAttempts"] = [a.as_json() for a in self.history]
         if self.group:
-            data.update(display=self.display, matrix=self.group, values=self.point)
+            data.update(display=self.display, group=self.group, matrix=self.point)
         if self.outputs:
             data["outputs"] = self.outputs
         return data
