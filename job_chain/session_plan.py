@@ -62,9 +62,9 @@ class PlanMixin:
         done = [self._submit(run, s.name, attempts.get(s.name, s.first_attempt), mode) for s in ready  # type: ignore
                 if not slots.pools(chain, s)]
         if len(done) < len(ready):
-            def submit(step: Step, attempt: int) -> bool:
+            def submit(step: Step, attempt: int) -> str:  # a failure is raised to the caller: run, resume
                 done.append(self._submit(run, step.name, attempt, mode))  # type: ignore[attr-defined]
-                return True
+                return slots.SUBMITTED
 
             slots.fill(chain, self.records, run.run_id, ready, attempts, submit, origin)  # type: ignore[attr-defined]
         return done

@@ -40,7 +40,7 @@ class Simulation:
         self.most = 0
         self.threads: List[threading.Thread] = []
 
-    def submit(self, step: Step, attempt: int) -> bool:
+    def submit(self, step: Step, attempt: int) -> str:
         with self.lock:
             self.started.append(step.name)
             self.running.add(step.name)
@@ -48,7 +48,7 @@ class Simulation:
         thread = threading.Thread(target=self.point, args=(step,))
         self.threads.append(thread)
         thread.start()
-        return True
+        return slots.SUBMITTED
 
     def ready(self) -> List[Step]:
         with self.lock:
@@ -133,10 +133,10 @@ def test_a_point_hands_its_slot_on_from_the_run_record_alone_until_the_last_ones
     records.create_run("r1")
     started: List[Any] = []
 
-    def submit(step: Step, attempt: int) -> bool:
+    def submit(step: Step, attempt: int) -> str:
         started.append((step.name, attempt))
         records.record_submission("r1", step.name, attempt, f"job-{step.name}", step.name)
-        return True
+        return slots.SUBMITTED
 
     def end(step: Step, ok: bool) -> Any:
         (records.record_succeeded if ok else records.record_exit)("r1", step.name, 1, *(() if ok else (3,)))
@@ -150,3 +150,19 @@ def test_a_point_hands_its_slot_on_from_the_run_record_alone_until_the_last_ones
     assert end(chain.steps[2], ok=True) is None  # every point started: look at the run (what follows)
     records.update_run("r1", epoch=1)  # a resume: the failed point waits for a slot again, at attempt 2
     assert end(chain.steps[3], ok=True) == (["sweep-i-1"], False) and started[-1] == ("sweep-i-1", 2)
+
+
+def test_a_create_that_failed_hands_its_slot_on_only_when_it_certainly_created_nothing(tmp_path: Path) -> None:
+    chain = sweep(4, 1)
+    for outcome, started in ((slots.NOT_CREATED, ["sweep-i-0", "sweep-i-1", "sweep-i-2", "sweep-i-3"]),
+                             (slots.UNKNOWN, ["sweep-i-0"])):
+        records = RunRecords(str(tmp_path / outcome / "chain_info.json"))
+        records.create_run("r1")
+        tried: List[str] = []
+
+        def submit(step: Step, attempt: int, tried: List[str] = tried, outcome: str = outcome) -> str:
+            tried.append(step.name)
+            return outcome
+
+        assert slots.fill(chain, records, "r1", chain.steps, {}, submit, "run") == ([], True)
+        assert tried == started  # each failed step stays claimed: only resume starts it again

@@ -208,7 +208,7 @@ class _Hop:
         if capped:
             slots.release(self.chain, self.records, self.run_id, me)  # before looking at the run
             quick = slots.hand_on(self.chain, self.records, self.run_id, me, origin=f"{me.name}/{attempt}",
-                                  submit=lambda s, a: self.submit([(s.name, a)], (me.name, attempt), 0) == 0)
+                                  submit=lambda s, a: self.slot_submit(s, a, (me.name, attempt)))
             if quick is not None:  # points of its matrix still to start: nothing else can be ready
                 log(f"step {me.name} ended; points of {me.group} still wait: started {len(quick[0])} of them")
                 return EXIT_ADVANCE_FAILED if quick[1] and succeeded else (0 if succeeded else 1)
@@ -244,7 +244,7 @@ class _Hop:
             if capped and len(direct) < len(ready):  # the capped ones: as many as there are free slots
                 nexts = {s.name: self.latest[s.name].attempt + 1 for s in again}
                 _, lost = slots.fill(self.chain, self.records, self.run_id, ready, nexts, origin=f"{me.name}/{attempt}",
-                                     submit=lambda s, a: self.submit([(s.name, a)], (me.name, attempt), 0) == 0)
+                                     submit=lambda s, a: self.slot_submit(s, a, (me.name, attempt)))
                 code = EXIT_ADVANCE_FAILED if lost and succeeded else code
         elif succeeded and not dependents and not plan.ended:
             log(f"step {me.name} succeeded; other branches are still going")
@@ -304,6 +304,15 @@ class _Hop:
             log(f"the API moved to {fresh.endpoint}; using it")
             self.client = fresh
 
+    def slot_submit(self, step: Step, attempt: int, origin: Tuple[str, int]) -> str:
+        """Submit a step that took a slot; say whether it was, or how it failed (:func:`slots.fill`)."""
+        from job_chain.chain import slots
+
+        self.error: Optional[BaseException] = None
+        if self.submit([(step.name, attempt)], origin, 0) == 0:
+            return slots.SUBMITTED
+        return slots.NOT_CREATED if slots.not_created(self.error) else slots.UNKNOWN
+
     def submit(self, targets: List[Tuple[str, int]], origin: Optional[Tuple[str, int]], exit_code: int,
                context: Optional[Dict[str, str]] = None) -> int:
         """Submit each (step, attempt); on giving up, record it for status and say how to resume."""
@@ -318,6 +327,7 @@ class _Hop:
                     self.deadline, on_unreachable=self.refresh,
                 )
             except (AIHCError, MissingOutput) as exc:
+                self.error = exc
                 message = f"step {target} could not be submitted: {exc}"
                 if self.records is not None and origin is not None:
                     self.records.record_advance_failure(self.run_id, origin[0], origin[1], message)

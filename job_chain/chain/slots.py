@@ -192,14 +192,30 @@ def requeued(chain: Chain, epoch_: int, claimed: Set[str], states: Dict[int, str
             and s.name not in claimed and pools(chain, s)]
 
 
-def fill(chain: Chain, records: Any, run_id: str, ready: Sequence[Step], attempts: Mapping[str, int],
-         submit: Callable[[Step, int], bool], origin: str) -> Tuple[List[str], bool]:
-    """Start as many of ``ready`` (in order) as the free slots allow; (the names started, whether a
-    submission failed). ``submit`` returns False when it gave up (it said why).
+SUBMITTED, NOT_CREATED, UNKNOWN = "submitted", "not-created", "unknown"
 
-    A step whose submission failed keeps its claim and its slots: its create may have been stored
-    all the same, so only ``resume`` (which asks the API, and starts a round with every slot free)
-    decides about it.
+
+def not_created(exc: Optional[BaseException]) -> bool:
+    """Whether a failed submission certainly created nothing: a reference it could not resolve, or a
+    create the API refused (4xx). A timeout or 5xx may have been stored all the same."""
+    from job_chain.aihc.errors import AIHCError
+    from job_chain.chain.params import MissingOutput
+
+    if isinstance(exc, MissingOutput):
+        return True
+    return isinstance(exc, AIHCError) and exc.status is not None and 400 <= exc.status < 500 and not exc.retryable
+
+
+def fill(chain: Chain, records: Any, run_id: str, ready: Sequence[Step], attempts: Mapping[str, int],
+         submit: Callable[[Step, int], str], origin: str) -> Tuple[List[str], bool]:
+    """Start as many of ``ready`` (in order) as the free slots allow; (the names started, whether a
+    submission failed). ``submit`` says :data:`SUBMITTED`, or how it gave up (it said why):
+    :data:`NOT_CREATED` or :data:`UNKNOWN`.
+
+    A step whose submission failed keeps its claim, so nothing else starts it in this round: it
+    waits for ``resume``. Its slots go on to the next waiting step when nothing was created; when
+    the create may have been stored all the same they stay with it, and ``resume`` (which asks the
+    API, and starts a round with every slot free) decides.
     """
     directory = records.directory(run_id)
     e = epoch(records, run_id)
@@ -221,14 +237,17 @@ def fill(chain: Chain, records: Any, run_id: str, ready: Sequence[Step], attempt
             _free(directory, held, e)  # another process starts that step: hand the slots on, look again
             continue
         pending.remove(pick)
-        if submit(pick, attempt):
+        outcome = submit(pick, attempt)
+        if outcome == SUBMITTED:
             started.append(pick.name)
-        else:
-            failed = True
+            continue
+        failed = True
+        if outcome == NOT_CREATED:
+            _free(directory, held, e)  # it holds nothing: the next waiting step may have its slots
     return started, failed
 
 
-def hand_on(chain: Chain, records: Any, run_id: str, me: Step, submit: Callable[[Step, int], bool],
+def hand_on(chain: Chain, records: Any, run_id: str, me: Step, submit: Callable[[Step, int], str],
             origin: str) -> Optional[Tuple[List[str], bool]]:
     """A matrix point that ended while some of its matrix has not started yet: start the next ones
     from the run record alone, without asking the API about the run (None: this is not such a case,
