@@ -157,6 +157,7 @@ class _Hop:
         self.started, self.deadline, self.reconnect, self.resume_hint = started, deadline, reconnect, resume_hint
         self.latest: Dict[str, Any] = {}  # step name -> its latest attempt, as states() last saw it
         self.me_code: Dict[str, int] = {}  # the finishing step's own exit code (the record may be elsewhere)
+        self.error: Optional[BaseException] = None  # why the last submission gave up
 
     # -- the run as a graph ------------------------------------------------------------------
     def states(self, me: Step, me_succeeded: bool) -> Dict[int, str]:
@@ -308,7 +309,7 @@ class _Hop:
         """Submit a step that took a slot; say whether it was, or how it failed (:func:`slots.fill`)."""
         from job_chain.chain import slots
 
-        self.error: Optional[BaseException] = None
+        self.error = None
         if self.submit([(step.name, attempt)], origin, 0) == 0:
             return slots.SUBMITTED
         return slots.NOT_CREATED if slots.not_created(self.error) else slots.UNKNOWN
