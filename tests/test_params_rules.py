@@ -252,3 +252,11 @@ def test_unusable_outputs_fail_the_step_and_good_ones_are_recorded_before_its_su
     assert not records.succeeded("r1", "convert", 1) and recorded(records, "r1") == {}
     assert advance(chain, None, attempt=2, outputs=({"ckpt": "/a"}, None), **common) == 0  # type: ignore[arg-type]
     assert records.succeeded("r1", "convert", 2) and recorded(records, "r1") == {"convert": {"ckpt": "/a"}}
+
+
+def test_the_sweep_example_loads() -> None:
+    from job_chain.chain.loader import load_chain
+
+    chain = load_chain(str(Path(__file__).resolve().parent.parent / "examples" / "sweep" / "chain_info.json"))
+    assert [s.display for s in chain.steps][:2] == ["convert", "train[lr=1e-4,seed=1]"] and not chain.warnings
+    assert chain.params == {"tag": "base"} and chain.steps[1].max_parallel == 2 and len(chain.steps) == 8
