@@ -257,6 +257,7 @@ def test_unusable_outputs_fail_the_step_and_good_ones_are_recorded_before_its_su
 def test_the_sweep_example_loads() -> None:
     from job_chain.chain.loader import load_chain
 
-    chain = load_chain(str(Path(__file__).resolve().parent.parent / "examples" / "sweep" / "chain_info.json"))
+    chain = load_chain(str(Path(__file__).resolve().parent.parent / "examples" / "sweep" / "chain_info.json"),
+                       local=True)
     assert [s.display for s in chain.steps][:2] == ["convert", "train[lr=1e-4,seed=1]"] and not chain.warnings
     assert chain.params == {"tag": "base"} and chain.steps[1].max_parallel == 2 and len(chain.steps) == 8
