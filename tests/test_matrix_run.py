@@ -19,6 +19,10 @@ TIMED = ('echo "start $(date +%s.%N) $JOB_CHAIN_STEP" >> "$SHARED/times"\n{body}
          'echo "end $(date +%s.%N) $JOB_CHAIN_STEP" >> "$SHARED/times"\n')
 # sleep until the next half second: every point that runs ends at the same instant
 TOGETHER = 'ns=$(date +%s%N); sleep "0.$(printf %09d $(( 500000000 - ns % 500000000 )))"'
+# the first {n} scripts wait for each other (at most 20 s), so a cap is reached however slow the machine
+MEET = ('touch "$SHARED/arrived-$JOB_CHAIN_STEP"; n=0\n'
+        'while [ "$(ls "$SHARED" | grep -c "^arrived-")" -lt {n} ] && [ $n -lt 400 ]; do\n'
+        '  sleep 0.05; n=$((n + 1))\ndone\n')
 
 
 def timings(directory: Path) -> Tuple[Dict[str, List[float]], Dict[str, List[float]], int]:
@@ -40,7 +44,8 @@ def timings(directory: Path) -> Tuple[Dict[str, List[float]], Dict[str, List[flo
 def sweep(directory: Path, pool: str, points: Dict[str, List[Any]], cap: int, body: str = "sleep 0.2",
           **top: Any) -> Path:
     return write_chain(directory, pool, [
-        {"name": "sweep", "script": TIMED.format(body=body), "jobChain": {"matrix": points, "maxParallel": cap}},
+        {"name": "sweep", "script": TIMED.format(body=MEET.format(n=cap) + body),
+         "jobChain": {"matrix": points, "maxParallel": cap}},
         {"name": "report", "script": TIMED.format(body="true"), "jobChain": {"dependsOn": ["sweep"]}},
     ], **top)
 
@@ -133,8 +138,10 @@ def test_watch_mode_hands_the_slots_on_from_the_watching_process(tmp_path: Path,
 def test_max_running_caps_the_whole_run(tmp_path: Path, shared_server: LocalServer) -> None:
     chain = write_chain(tmp_path, shared_server.pool, [
         {"name": "prep", "script": TIMED.format(body="true")},
-        {"name": "work", "script": TIMED.format(body="sleep 0.3"), "jobChain": {"matrix": {"i": [1, 2, 3, 4, 5]}}},
-        {"name": "side", "script": TIMED.format(body="sleep 0.3"), "jobChain": {"dependsOn": ["prep"]}},
+        {"name": "work", "script": TIMED.format(body=MEET.format(n=2) + "sleep 0.2"),
+         "jobChain": {"matrix": {"i": [1, 2, 3, 4, 5]}}},
+        {"name": "side", "script": TIMED.format(body=MEET.format(n=2) + "sleep 0.2"),
+         "jobChain": {"dependsOn": ["prep"]}},
         {"name": "report", "script": TIMED.format(body="true"), "jobChain": {"dependsOn": ["work", "side"]}},
     ], maxRunning=2)
     s = ChainSession.from_file(str(chain), client=shared_server.client(max_retries=3))
