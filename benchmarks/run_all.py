@@ -20,7 +20,7 @@ import harness
 
 HERE = Path(__file__).resolve().parent
 # cheapest first, so a broken set-up shows within seconds
-BENCHMARKS = ("cli_startup", "diagnose", "hop", "throughput", "concurrency", "scale", "dag", "ui", "logs")
+BENCHMARKS = ("cli_startup", "diagnose", "hop", "throughput", "concurrency", "scale", "dag", "matrix", "ui", "logs")
 
 
 def markdown(outcomes: Dict[str, Dict[str, Any]], quick: bool) -> str:

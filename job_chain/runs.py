@@ -58,6 +58,7 @@ class ResumePlan:
     changes: List[Any] = field(default_factory=list)  # job_chain.chain.frozen.Change
     targets: List[Tuple[str, int]] = field(default_factory=list)  # (step name, attempt)
     note: str = ""  # e.g. "the chain file is gone: resuming the run as it was frozen"
+    waiting: List[Tuple[str, int]] = field(default_factory=list)  # targets that wait for a slot (maxParallel)
 
     @property
     def changed(self) -> bool:
@@ -66,6 +67,7 @@ class ResumePlan:
     def as_json(self) -> Dict[str, Any]:
         return {"run": self.run_id, "revision": self.revision, "changes": [c.as_json() for c in self.changes],
                 "submits": [{"step": name, "attempt": attempt} for name, attempt in self.targets],
+                "waits": [{"step": name, "attempt": attempt} for name, attempt in self.waiting],
                 "note": self.note or None}
 
 

@@ -174,8 +174,11 @@ class ChainSession(PlacesMixin, PlanMixin, ResumeMixin, WatchMixin, LogsMixin):
     def _frozen_or_none(self, run: Run) -> Optional[Chain]:
         return self.records.frozen(run.run_id) if run.revision else None
 
-    def status(self, run_id: Optional[str] = None, *, now: Optional[float] = None) -> RunStatus:
-        """Every step of the run (default: the latest) and its outcome, as the API tells it now."""
+    def status(self, run_id: Optional[str] = None, *, now: Optional[float] = None, outputs: bool = False) -> RunStatus:
+        """Every step of the run (default: the latest) and its outcome, as the API tells it now.
+
+        Each step's outputs come from the run record; an inline run keeps them in its jobs' logs, which
+        ``outputs=True`` reads (once per step: what was read is kept in the record)."""
         from job_chain.chain.observe import observe
 
         run = self.run(run_id)
@@ -195,14 +198,40 @@ class ChainSession(PlacesMixin, PlanMixin, ResumeMixin, WatchMixin, LogsMixin):
                 self.records.save_attempts(run.run_id, known, settled)
             endpoint = run.endpoint or getattr(client, "endpoint", "")
         facts = self.records.facts(run.run_id, keys=_fact_keys(chain, attempts), submissions=submissions)
+        self._more_facts(run, chain, facts)
         if client is not None:  # why each failed attempt failed: from the record, else its logs (once)
             from job_chain.chain.causes import explain_failures
 
             explain_failures(client, chain, self.records, run.run_id, attempts, facts)
         status = summarize(chain, attempts, facts, run_id=run.run_id, now=now, local=run.local, endpoint=endpoint,
                            first_step=run.first_step)
+        if outputs and run.mode == "inline":
+            self._read_logged_outputs(run, chain, status)
         status.revisions = self.records.revisions(run.run_id)
         return status
+
+    def _more_facts(self, run: Run, chain: Chain, facts: Any) -> None:
+        from job_chain.chain import outputs, slots
+
+        if slots.capped(chain):
+            facts.epoch, facts.claimed = slots.claims(self.records, run.run_id)
+        facts.outputs = outputs.recorded(self.records, run.run_id)
+
+    def _read_logged_outputs(self, run: Run, chain: Chain, status: RunStatus) -> None:
+        """Inline runs keep outputs in their jobs' logs: read those of succeeded steps not read before,
+        and keep what each says (also "none") in the record, so every log is read once."""
+        from job_chain.chain import outputs
+
+        known = outputs.recorded(self.records, run.run_id)
+        todo = [(s.name, s.attempt, s.job_id) for s in status.steps if s.succeeded and s.job_id and s.name not in known]
+        if not todo:
+            return
+        found = outputs.read_logged(self.client_for(run), chain.pool, todo)
+        for state in status.steps:
+            if state.name in found:
+                attempt, values = found[state.name]
+                outputs.save(self.records, run.run_id, state.name, attempt, values)
+                state.outputs = values
 
     def active_run(self) -> Optional[RunStatus]:
         """The newest run that is still going, if any (only the last few runs are asked)."""
@@ -233,21 +262,24 @@ class ChainSession(PlacesMixin, PlanMixin, ResumeMixin, WatchMixin, LogsMixin):
         run_index.forget(run_id)
 
     # -- start / resume --------------------------------------------------------------------------
-    def start(self, first: Union[int, str] = 0, *, mode: str = "job", force: bool = False) -> Run:
+    def start(self, first: Union[int, str] = 0, *, mode: str = "job", force: bool = False,
+              params: Optional[Dict[str, str]] = None) -> Run:
         """Freeze the chain into a new run record and submit its first steps; later steps start by
-        themselves, from the frozen copy.
+        themselves, from the frozen copy. ``params`` override the chain's parameter defaults (an
+        unknown name is a :class:`UsageError`); the run keeps the values.
 
         Refuses (:class:`RunStillActive`) while another run of this chain is going, unless ``force``;
         the check and the new record are made under a lock, so simultaneous starts give one run.
         """
-        from job_chain.chain import run_index
+        from job_chain.chain import graph, run_index
         from job_chain.chain.frozen import freeze
 
         if mode not in MODES:
             raise UsageError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
         self.reload()  # what is frozen is the file as it is now
         start = self._start_step(first)
-        chain = self.run_chain(start.index)
+        chain = self.run_chain(start.index, params=params)
+        self.check_mode(chain, mode)
         client = self.client_for(None)
         with self.records.start_lock():
             if not force:
@@ -268,8 +300,9 @@ class ChainSession(PlacesMixin, PlanMixin, ResumeMixin, WatchMixin, LogsMixin):
         run_index.remember(run_id, self.path)
         run = Run.from_record(self.path, record)
         try:
-            for name in self.roots(start.index):
-                self._submit(run, name, 1, mode)
+            frozen = self.frozen(run)
+            ready = [frozen.step(i) for i in graph.plan(frozen, {}).ready]
+            self._start_ready(run, frozen, ready, {}, mode, "run")  # type: ignore[arg-type]
         except SubmitInterrupted as exc:
             self.records.record_start_failure(run_id, "interrupted while submitting its first step", refused=False)
             raise exc

@@ -68,19 +68,22 @@ class WatchMixin:
 
     def _advance_from_here(self, run: Run, status: RunStatus, handled: Set[Tuple[int, int, str]]) -> bool:
         """--advance watch: do from here what each job's tail would have done. True if it acted."""
+        from job_chain.chain import slots
         from job_chain.chain.advance import advance
 
         acted = False
+        chain = self.frozen(run)
+        capped = slots.capped(chain)  # a later step running says nothing about who handed a slot on
         for step in status.steps:
             key = (step.index, step.attempt, step.status)
             if key in handled or not step.submitted or step.status not in SUCCEEDED | FAILED:
                 continue
             handled.add(key)
             later = [s for s in status.steps if s.index > step.index and s.submitted]
-            if step.succeeded and later:
+            if step.succeeded and later and not capped:
                 continue
             exit_code = 0 if step.succeeded else (step.exit_code or 1)
-            advance(self.frozen(run), self.client_for(run), run_id=run.run_id, step=step.name,
+            advance(chain, self.client_for(run), run_id=run.run_id, step=step.name,
                     attempt=step.attempt, exit_code=exit_code, records=self.records,
                     resume_hint=f"job-chain resume {shlex.quote(self.path)} --run {run.run_id} --advance watch",
                     mode="watch")

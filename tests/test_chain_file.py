@@ -172,8 +172,8 @@ def test_odd_file_names_and_values_make_one_line_problems(tmp_path: Path, spec: 
     assert all(line.isprintable() for line in str(info.value).split("\n"))
 
 
-KNOWN = ("checkpoint, dependsOn, failureRules, generatedBy, hangTimeout, metrics, retries, retryOnExitCodes, runOn, "
-         "timeout")
+KNOWN = ("checkpoint, dependsOn, failureRules, generatedBy, hangTimeout, matrix, maxParallel, metrics, retries, "
+         "retryOnExitCodes, runOn, timeout")
 
 
 def test_odd_keys_are_quoted_in_paths_and_warnings(tmp_path: Path) -> None:

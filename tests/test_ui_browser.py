@@ -235,6 +235,39 @@ def test_a_failed_step_shows_its_cause_and_the_run_its_gpu_hours(console: Consol
     assert "not retried: its retries give user failures no budget" in css(browser, "#retry-note").text
     assert css(browser, "#step-gpu-hours").text
     shot(browser, tmp_path, "run-failed-cause")
+def test_a_sweep_submitted_with_params_shows_its_matrix_params_and_outputs(
+        console: Console, browser: Any, home: Path, shared_server: Any, tmp_path: Path) -> None:
+    text = json.dumps({"resourcePoolId": shared_server.pool, "params": {"tag": "base"}, "jobs": [
+        {"name": "prep", "jobSpec": {"image": "local", "command": "echo ckpt=/pfs/$JOB_CHAIN_PARAM_TAG >> "
+                                                                  "$JOB_CHAIN_OUTPUTS"}},
+        {"name": "train", "jobSpec": {"image": "local",
+                                      "command": "echo lr ${matrix.lr} from ${steps.prep.outputs.ckpt}"},
+         "jobChain": {"dependsOn": ["prep"], "matrix": {"lr": ["1e-4", "3e-4", "1e-3"]}, "maxParallel": 2}}]})
+    browser.get(console.url + "/submit")
+    browser.execute_script("document.getElementById('chain').value = arguments[0];"
+                           "document.getElementById('name').value = 'sweep.json';"
+                           "document.getElementById('params').value = 'tag=v2';", text)
+    css(browser, "#run-btn").click()
+    wait_for(browser, lambda b: b.switch_to.alert).accept()
+    try:
+        wait_for(browser, lambda b: "/run/" in b.current_url)
+    finally:
+        shot(browser, tmp_path, "sweep-submit")
+    wait_for(browser, lambda b: attr(b, "#outcome", "data-outcome") == "succeeded")
+    assert "tag=v2" in css(browser, "#params").text
+    wait_for(browser, lambda b: "3 ✓" in css(b, "#group-train").text)
+    assert "train ×3" in css(browser, "#group-train").text
+    hidden = "return Array.prototype.filter.call(document.querySelectorAll('tr.point-row'), function (r) {" \
+             " return r.offsetParent !== null; }).length;"
+    assert browser.execute_script(hidden) == 0  # collapsed: all succeeded, nothing needs attention
+    css(browser, "#group-train button.expand").click()
+    wait_for(browser, lambda b: b.execute_script(hidden) == 3)
+    assert "train[lr=3e-4]" in css(browser, "#step-row-2").text
+    browser.execute_script("document.getElementById('outputs').scrollIntoView();")
+    wait_for(browser, lambda b: "/pfs/v2" in css(b, "#outputs").text)
+    browser.refresh()  # the points stay shown across reloads and live refreshes
+    wait_for(browser, lambda b: b.execute_script(hidden) == 3)
+    shot(browser, tmp_path, "sweep")
 
 
 def _cid(chain: Path) -> str:

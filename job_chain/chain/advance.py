@@ -85,21 +85,24 @@ def advance(
     deadline: float = DEFAULT_DEADLINE,
     mode: Optional[str] = None,
     reconnect: Optional[Callable[[], Any]] = None,
+    outputs: Tuple[Dict[str, str], Optional[str]] = ({}, None),
 ) -> int:
     """Act on step ``step`` (its name) having exited with ``exit_code``; return the job's exit code.
 
     Success: record it, then submit every step whose dependencies have now all succeeded.
     Failure: retry it if allowed, else record it. Either way, if that ended the run, start its
     exit handlers and send its notifications. ``chain`` is the run's frozen chain. ``reconnect``
-    returns a fresh client after a connection failure (or None to keep the old one).
+    returns a fresh client after a connection failure (or None to keep the old one). ``outputs``:
+    what the step wrote to ``$JOB_CHAIN_OUTPUTS``, or why it cannot be used (then the step fails).
     """
+
     current = chain.resolve(step)
     if current is None:
         log(f"step {step} is not in run {run_id}'s chain; nothing to do")
         return exit_code or EXIT_ADVANCE_FAILED
     mode = mode or ("inline" if records is None else "job")
     code = _advance(chain, current, client, run_id, attempt, exit_code, records, resume_hint, deadline, mode,
-                    reconnect)
+                    reconnect, outputs)
     if records is not None and mode == "job":  # this job ends now: its end, to the millisecond (GPU-hours)
         records.record_advance_end(run_id, current.name, attempt)
     return code
@@ -107,8 +110,13 @@ def advance(
 
 def _advance(chain: Chain, current: Step, client: JobsAPI, run_id: str, attempt: int, exit_code: int,
              records: Optional[RunRecords], resume_hint: str, deadline: float, mode: str,
-             reconnect: Optional[Callable[[], Any]]) -> int:
+             reconnect: Optional[Callable[[], Any]], outputs: Tuple[Dict[str, str], Optional[str]]) -> int:
+    from job_chain.chain import outputs as outputs_
+
     name = current.name
+    if exit_code == 0 and outputs[1]:
+        log(f"step {name}: {outputs[1]}; the step fails (exit code {outputs_.EXIT_BAD_OUTPUTS})")
+        exit_code = outputs_.EXIT_BAD_OUTPUTS
     if records is not None:
         checkpoint = None
         if current.checkpoint is not None:
@@ -135,6 +143,7 @@ def _advance(chain: Chain, current: Step, client: JobsAPI, run_id: str, attempt:
         if problem:
             log(f"step {name}: {problem}; not advancing (the job fails)")
             return EXIT_ADVANCE_FAILED
+    outputs_.keep(chain, records, run_id, name, attempt, outputs[0], log)  # before the success is seen
     if records is not None:
         records.record_succeeded(run_id, name, attempt)  # durably, before looking at the others
     if current.is_handler:
@@ -155,6 +164,7 @@ class _Hop:
         self.attempts: List[Any] = []  # every attempt of the run, as states() last saw them
         self.me_code: Dict[str, int] = {}  # the finishing step's own exit code (the record may be elsewhere)
         self.me_failure: Dict[str, Any] = {}  # and why it failed
+        self.error: Optional[BaseException] = None  # why the last submission gave up
 
     def job_id(self, name: str, attempt: int) -> Optional[str]:
         """The job of (step, attempt): from the record, else by its labels."""
@@ -217,12 +227,20 @@ class _Hop:
         without looking at the rest of the run; only joins, exit handlers and notifications
         need the run's state.
         """
-        from job_chain.chain import graph
+        from job_chain.chain import graph, slots
 
         dependents = self.chain.dependents(me.index)
         joins = any(set(d.depends_on) - {me.index} for d in dependents)
         watchers = bool(self.chain.handlers or self.chain.notify)
-        if not joins and not (watchers and (not succeeded or not dependents)):
+        capped = self.records is not None and slots.involved(self.chain, me)
+        if capped:
+            slots.release(self.chain, self.records, self.run_id, me)  # before looking at the run
+            quick = slots.hand_on(self.chain, self.records, self.run_id, me, origin=f"{me.name}/{attempt}",
+                                  submit=lambda s, a: self.slot_submit(s, a, (me.name, attempt)))
+            if quick is not None:  # points of its matrix still to start: nothing else can be ready
+                log(f"step {me.name} ended; points of {me.group} still wait: started {len(quick[0])} of them")
+                return EXIT_ADVANCE_FAILED if quick[1] and succeeded else (0 if succeeded else 1)
+        if not joins and not capped and not (watchers and (not succeeded or not dependents)):
             if succeeded and dependents:
                 return self.submit([(d.name, d.first_attempt) for d in dependents], (me.name, attempt), 0)
             if succeeded:
@@ -244,12 +262,22 @@ class _Hop:
             return EXIT_ADVANCE_FAILED if succeeded else 1
         if not succeeded:
             self._step_failed(me)
+        again = slots.requeued(self.chain, *slots.claims(self.records, self.run_id), states) if capped else []
+        for step in again:  # resumed steps that wait for a slot again
+            del states[step.index]
         plan = graph.plan(self.chain, states, stopped=stopped)
         code = 0
         if plan.ready:
-            ready = [self.chain.step(i) for i in plan.ready]
-            code = self.submit([(s.name, s.first_attempt) for s in ready if s is not None], (me.name, attempt),
-                               0 if succeeded else 1)
+            ready = [s for s in (self.chain.step(i) for i in plan.ready) if s is not None]
+            direct = [s for s in ready if not (capped and slots.pools(self.chain, s))]
+            if direct:
+                code = self.submit([(s.name, s.first_attempt) for s in direct], (me.name, attempt),
+                                   0 if succeeded else 1)
+            if capped and len(direct) < len(ready):  # the capped ones: as many as there are free slots
+                nexts = {s.name: self.latest[s.name].attempt + 1 for s in again}
+                _, lost = slots.fill(self.chain, self.records, self.run_id, ready, nexts, origin=f"{me.name}/{attempt}",
+                                     submit=lambda s, a: self.slot_submit(s, a, (me.name, attempt)))
+                code = EXIT_ADVANCE_FAILED if lost and succeeded else code
         elif succeeded and not dependents and not plan.ended:
             log(f"step {me.name} succeeded; other branches are still going")
         elif succeeded and dependents and not plan.ended:
@@ -317,10 +345,21 @@ class _Hop:
             log(f"the API moved to {fresh.endpoint}; using it")
             self.client = fresh
 
+    def slot_submit(self, step: Step, attempt: int, origin: Tuple[str, int]) -> str:
+        """Submit a step that took a slot; say whether it was, or how it failed (:func:`slots.fill`)."""
+        from job_chain.chain import slots
+
+        self.error = None
+        if self.submit([(step.name, attempt)], origin, 0) == 0:
+            return slots.SUBMITTED
+        return slots.NOT_CREATED if slots.not_created(self.error) else slots.UNKNOWN
+
     def submit(self, targets: List[Tuple[str, int]], origin: Optional[Tuple[str, int]], exit_code: int,
                context: Optional[Dict[str, str]] = None, resume: Optional[Tuple[int, str]] = None) -> int:
         """Submit each (step, attempt); on giving up, record it for status and say how to resume.
         ``resume``: the checkpoint a retry resumes from (in its environment and its record)."""
+        from job_chain.chain.params import MissingOutput
+
         for target, next_attempt in targets:
             try:
                 result = submit_with_deadline(
@@ -329,7 +368,8 @@ class _Hop:
                         since=self.started, context=context, resume=resume),
                     self.deadline, on_unreachable=self.refresh,
                 )
-            except AIHCError as exc:
+            except (AIHCError, MissingOutput) as exc:
+                self.error = exc
                 message = f"step {target} could not be submitted: {exc}"
                 if self.records is not None and origin is not None:
                     self.records.record_advance_failure(self.run_id, origin[0], origin[1], message)

@@ -71,7 +71,7 @@ def step_command(
     trim = "" if script.endswith("\n") else "truncate -s -1 \"$jc_script\"\n"
     advance = (
         f"{runtime_invocation(scrips_path)} advance --run {shlex.quote(run_id)} --step {shlex.quote(step)} "
-        f"--attempt {attempt} --exit-code \"$jc_rc\" "
+        f"--attempt {attempt} --exit-code \"$jc_rc\" --outputs \"$jc_dir/outputs\" "
     )
     if snapshot is None:
         advance += shlex.quote(config_path)
@@ -81,8 +81,11 @@ def step_command(
         f"# job-chain run {run_id}, step {step}, attempt {attempt}: your script runs unchanged,\n"
         "# then job-chain submits the next step if it exited 0 (only the RANK 0 pod does).\n"
         "jc_pid=\n"
-        "jc_script=$(mktemp \"${TMPDIR:-/tmp}/job-chain-step.XXXXXX\") || exit 1\n"
-        "trap 'rm -f \"$jc_script\"' EXIT\n"
+        "jc_dir=$(mktemp -d \"${TMPDIR:-/tmp}/job-chain-step.XXXXXX\") || exit 1\n"
+        "trap 'rm -rf \"$jc_dir\"' EXIT\n"
+        "jc_script=$jc_dir/script\n"
+        # where the script appends KEY=VALUE lines for the steps after it (docs/graphs.md: outputs)
+        "export JOB_CHAIN_OUTPUTS=$jc_dir/outputs\n"
         # a stop (TERM) or INT reaches the script too; then exit as if killed by it (128+N)
         "trap '{ kill -TERM \"$jc_pid\"; wait \"$jc_pid\"; } 2>/dev/null; exit 143' TERM\n"
         "trap '{ kill -TERM \"$jc_pid\"; wait \"$jc_pid\"; } 2>/dev/null; exit 130' INT\n"

@@ -39,10 +39,17 @@ def freeze(chain: Chain, *, steps: Optional[Iterable[Step]] = None) -> Dict[str,
             item["excluded"] = step.excluded
         if step.changed_in != 1:
             item["changedIn"] = step.changed_in
+        if step.group:
+            item["point"] = {"group": step.group, "values": step.point}
         out.append(item)
-    return {"format": FORMAT, "pool": chain.pool, "apiVersion": chain.api_config.get("version"),
-            "scripsPath": chain.scrips_path, "configPath": chain.config_path, "notify": chain.notify,
-            "graph": chain.graph, "steps": out}
+    frozen = {"format": FORMAT, "pool": chain.pool, "apiVersion": chain.api_config.get("version"),
+              "scripsPath": chain.scrips_path, "configPath": chain.config_path, "notify": chain.notify,
+              "graph": chain.graph, "steps": out}
+    if chain.params:
+        frozen.update(params=chain.params, paramsSet=chain.params_set)
+    if chain.max_running:
+        frozen["maxRunning"] = chain.max_running
+    return frozen
 
 
 def digest(frozen: Dict[str, Any]) -> str:
@@ -69,17 +76,21 @@ def thaw(data: Dict[str, Any], path: str, *, revision: int = 0, digest_: str = "
             settings = item.get(SETTINGS_KEY) or {}
             parsed = read_step_settings(settings, f"steps[{position}].{SETTINGS_KEY}", problems)
             body = item["body"]
+            point = item.get("point") or {}
             steps.append(Step(index=index, body=body, script=str(body["jobSpec"]["command"]),
                               script_origin=str(item.get("scriptOrigin") or "inline"), settings_raw=settings,
                               first_attempt=int(item.get("firstAttempt", 1)), excluded=item.get("excluded"),
-                              changed_in=int(item.get("changedIn", 1)), **step_fields(parsed)))
+                              changed_in=int(item.get("changedIn", 1)), group=str(point.get("group") or ""),
+                              point={str(k): str(v) for k, v in (point.get("values") or {}).items()},
+                              **step_fields(parsed)))
             raw[index] = parsed.graph
-        check_graph(steps, raw, problems)
+        check_graph(steps, raw, problems, graph=bool(data.get("graph")))
         api = {"version": data["apiVersion"]} if data.get("apiVersion") else {}
         chain = Chain(path=path, pool=str(data["pool"]), steps=steps, api_config=api,
                       scrips_path=data.get("scripsPath"), config_path=data.get("configPath"),
                       notify=list(data.get("notify") or []), graph=bool(data.get("graph")),
-                      revision=revision, digest=digest_)
+                      revision=revision, digest=digest_, params=dict(data.get("params") or {}),
+                      params_set=dict(data.get("paramsSet") or {}), max_running=data.get("maxRunning"))
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise FrozenDamaged(f"{type(exc).__name__}: {exc}") from None
     if problems:
@@ -194,13 +205,14 @@ def revise(old: Chain, new: Chain, *, done: Set[str], latest: Dict[str, int], re
     changes: List[Change] = []
     steps: List[Step] = []
     kept_done = {n for n in done if n not in again}
+    params_changed = old.params != new.params
     for fresh in new.steps:
         before = old.named(fresh.name)
         if before is None:
             step = replace(fresh, body=copy.deepcopy(fresh.body), changed_in=revision,
                            first_attempt=max(1, latest.get(fresh.name, 0) + 1))
             downstream = _descendants(new, [fresh.name]) & kept_done
-            change = Change(fresh.name, "added")
+            change = Change(fresh.display, "added")
             if downstream and not fresh.is_handler:
                 step.excluded = (f"added in revision {revision} upstream of steps that had already succeeded "
                                  f"({', '.join(sorted(downstream))}): it does not run in this run")
@@ -212,27 +224,37 @@ def revise(old: Chain, new: Chain, *, done: Set[str], latest: Dict[str, int], re
         if fresh.name in kept_done and fresh.name not in again:
             step = replace(before, index=fresh.index, depends_on=fresh.depends_on)
             if what:
-                changes.append(Change(fresh.name, "changed", what, applied=False,
+                changes.append(Change(fresh.display, "changed", what, applied=False,
                                       note=f"already succeeded: not applied (resume --rerun {fresh.name} applies "
                                            "it and re-runs what depends on it)"))
         else:
-            changed_in = revision if what and any(not w.startswith("needs ") for w in what) else before.changed_in
+            content = params_changed or any(not w.startswith("needs ") for w in what)  # a new request: a new token
+            changed_in = revision if content else before.changed_in
             first = before.first_attempt
             if fresh.name in again:
                 first = latest.get(fresh.name, 0) + 1
             step = replace(fresh, body=copy.deepcopy(fresh.body), first_attempt=first, excluded=before.excluded,
                            changed_in=changed_in)
             if fresh.name in again:
-                changes.append(Change(fresh.name, "changed", what, note=f"re-runs as attempt {first}"))
+                changes.append(Change(fresh.display, "changed", what, note=f"re-runs as attempt {first}"))
             elif what:
-                changes.append(Change(fresh.name, "changed", what))
+                changes.append(Change(fresh.display, "changed", what))
         steps.append(step)
     for gone in old.steps:
         if new.named(gone.name) is None:
-            changes.append(Change(gone.name, "removed"))
+            changes.append(Change(gone.display, "removed"))
     revised = Chain(path=old.path, pool=new.pool, steps=steps, api_config=dict(old.api_config),
                     scrips_path=old.scrips_path, config_path=old.config_path, notify=new.notify, graph=new.graph,
-                    revision=revision)
+                    revision=revision, params=dict(new.params), params_set=dict(new.params_set),
+                    max_running=new.max_running)
+    if params_changed:
+        changes.append(Change("params", "changed", [f"{n}: {old.params.get(n)} -> {new.params.get(n)}" for n in
+                                                    sorted(set(old.params) | set(new.params), key=str)
+                                                    if old.params.get(n) != new.params.get(n)],
+                              note="for every step that has not succeeded (succeeded steps keep the values they "
+                                   "ran with; --rerun NAME runs one again)"))
+    if old.max_running != new.max_running:
+        changes.append(Change("maxRunning", "changed", [f"{old.max_running} -> {new.max_running}"]))
     if old.notify != new.notify:
         changes.append(Change("notify", "changed", ["notify"]))
     if old.pool != new.pool:

@@ -107,15 +107,17 @@ def read_settings(settings: Dict[str, Any], where: str, problems: List[str]) -> 
     return out
 
 
-def check_graph(steps: Sequence[Step], raw: Dict[int, GraphSettings], problems: List[str]) -> bool:
+def check_graph(steps: Sequence[Step], raw: Dict[int, GraphSettings], problems: List[str],
+                graph: Optional[bool] = None) -> bool:
     """Resolve ``dependsOn`` into ``step.depends_on`` (in place); False when a problem was found.
 
-    Without any ``dependsOn`` the chain is a line: each non-handler step depends on the one before.
+    Without any ``dependsOn`` the chain is a line: each non-handler step depends on the one before
+    (``graph``, when given, says which it is: a frozen run's matrix points are a graph without any).
     """
     by_name = {s.name: s.index for s in steps}
     indexes = {s.index for s in steps}
     handlers = {i for i, g in raw.items() if g.run_on}
-    graph = any(g.depends_on for g in raw.values())
+    graph = any(g.depends_on for g in raw.values()) if graph is None else graph
     before = len(problems)
     for step in steps:
         settings = raw.get(step.index, GraphSettings())
@@ -225,7 +227,7 @@ def plan(chain: Chain, states: Dict[int, str], *, stopped: bool = False) -> Plan
     resume) count as done. Nothing new is ready in a stopped run; its ``always`` handlers still
     run once it ended.
     """
-    names = {s.index: s.name for s in chain.steps}
+    names = {s.index: s.display for s in chain.steps}
     graph_steps = [s for s in chain.steps if not s.is_handler]
     done = {s.index for s in graph_steps if s.excluded}
 

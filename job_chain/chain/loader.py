@@ -17,7 +17,8 @@ from job_chain.chain.settings import read_step_settings, step_fields
 from job_chain.errors import ChainFileInvalid, UsageError
 from job_chain.jsonfile import describe, json_type, load_json_object, shown
 
-TOP_LEVEL_KEYS = {"scrips_path", "config_path", "api_config", "resourcePoolId", "jobs", "notify", SETTINGS_KEY}
+TOP_LEVEL_KEYS = {"scrips_path", "config_path", "api_config", "resourcePoolId", "jobs", "notify", "params",
+                  "maxRunning", SETTINGS_KEY}
 _SCRIPT_TOKEN = re.compile(r"\S+\.sh")  # use with fullmatch
 TAIL_ROOM = 4096  # bytes job-chain's tail may add to a step's script (~1.4 KB with every option)
 
@@ -125,7 +126,8 @@ def _resolve_script(c: _Checker, spec: Dict[str, Any], sw: str, chain_dir: str,
 
 def _check_step(c: _Checker, job: Any, index: int, chain_dir: str, secret: Optional[str],
                 scripts: Optional[Dict[str, str]] = None,
-                graph: Optional[Dict[int, GraphSettings]] = None) -> Optional[Step]:
+                graph: Optional[Dict[int, GraphSettings]] = None,
+                matrices: Optional[Dict[int, Dict[str, List[str]]]] = None) -> Optional[Step]:
     """One job: the shared create-body rules (:mod:`job_chain.aihc.spec`) plus the chain-only ones."""
     where = f"jobs[{index}]"
     if not isinstance(job, dict):
@@ -162,6 +164,14 @@ def _check_step(c: _Checker, job: Any, index: int, chain_dir: str, secret: Optio
     parsed = read_step_settings(settings, f"{where}.{SETTINGS_KEY}", c.problems)
     if graph is not None:
         graph[index] = parsed.graph
+    if parsed.matrix and matrices is not None:
+        matrices[index] = parsed.matrix
+        if parsed.graph.run_on:
+            c.problem(f"{where}.{SETTINGS_KEY}.matrix", "an exit handler (runOn) runs once after the run: it takes "
+                                                       "no matrix")
+    if isinstance(settings, dict) and "maxParallel" in settings and "matrix" not in settings:
+        c.problem(f"{where}.{SETTINGS_KEY}.maxParallel", "caps the points of a matrix: only with \"matrix\" "
+                                                          "(the top-level \"maxRunning\" caps the whole run)")
     if len(c.problems) > before or script is None:
         return None
     return Step(index=index, body=body, script=script, script_origin=origin, settings_raw=dict(settings),
@@ -206,16 +216,22 @@ def check_chain_data(data: Dict[str, Any], path: str, *, local: bool = False,
             if problem:
                 c.problem("api_config.version", problem + " (the AIHC OpenAPI version; default v1)")
     secret = api_config.get("sk") if isinstance(api_config.get("sk"), str) and len(api_config["sk"]) >= 8 else None
+    from job_chain.chain.matrix import read_max_parallel
+    from job_chain.chain.params import read_params
+
+    params = read_params(data.get("params"), c.problems)
+    max_running = read_max_parallel(data.get("maxRunning"), "maxRunning", c.problems)
     jobs = data.get("jobs")
     steps: List[Step] = []
     stand_ins: List[Step] = []  # jobs with problems, as the graph rules see them: by index and name
     graph: Dict[int, GraphSettings] = {}
+    matrices: Dict[int, Dict[str, List[str]]] = {}
     if not isinstance(jobs, list) or not jobs:
         c.problem("jobs", "required: a non-empty list of AIHC create-job bodies")
     else:
         seen: Dict[str, int] = {}
         for index, job in enumerate(jobs):
-            step = _check_step(c, job, index, chain_dir, secret, scripts, graph)
+            step = _check_step(c, job, index, chain_dir, secret, scripts, graph, matrices)
             if step is not None:
                 steps.append(step)
                 if step.name in seen:
@@ -228,14 +244,42 @@ def check_chain_data(data: Dict[str, Any], path: str, *, local: bool = False,
     notify = check_notify(data.get("notify"), c.problems)
     if steps or stand_ins:  # graph problems in the same pass as the others: every problem at once
         check_graph(sorted(steps + stand_ins, key=lambda s: s.index), graph, c.problems)
+    if steps and not c.problems:
+        from job_chain.chain.matrix import expand
+
+        _check_references(c, steps, matrices, params)
+        steps = expand(steps, matrices, c.problems)
     if c.problems:
         raise ChainFileError(path, c.problems)
     chain = Chain(path=path, pool=pool or "", steps=steps, api_config=api_config,
                   scrips_path=scrips_path or None, config_path=config_path or None, warnings=c.warnings,
-                  notify=notify, graph=any(g.depends_on for g in graph.values()))
+                  notify=notify, graph=any(g.depends_on for g in graph.values()) or bool(matrices),
+                  params=params, max_running=max_running)
     if not local:
         chain.warnings.extend(reachability_warnings(chain))
     return chain
+
+
+def _check_references(c: _Checker, steps: List[Step], matrices: Dict[int, Dict[str, List[str]]],
+                      params: Dict[str, str]) -> None:
+    """Every ``${…}`` of every job: known parameters and matrix names, outputs only of jobs it waits for."""
+    from job_chain.chain.matrix import points_of
+    from job_chain.chain.params import check_step_refs
+
+    by_index = {s.index: s for s in steps}
+    kinds = {s.name: ("matrix", len(points_of(matrices[s.index]))) if s.index in matrices else
+             ("handler" if s.is_handler else "step", 1) for s in steps}
+    for step in steps:
+        ancestors: set = set()
+        todo = list(step.depends_on)
+        while todo:
+            parent = by_index[todo.pop()]
+            if parent.name not in ancestors:
+                ancestors.add(parent.name)
+                todo.extend(parent.depends_on)
+        check_step_refs(step.body, f"jobs[{step.index}]", script_file=step.script_origin != "inline",
+                        script=step.script, name=step.name, params=params, matrix=matrices.get(step.index),
+                        ancestors=ancestors, steps=kinds, problems=c.problems, warnings=c.warnings)
 
 
 def path_under(path: str, mount: str) -> bool:

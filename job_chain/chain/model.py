@@ -54,6 +54,10 @@ class Step:
     first_attempt: int = 1  # attempts before this one ran an earlier revision of the step (resume --rerun)
     excluded: Optional[str] = None  # why the step does not run in this run (before --start, added upstream)
     changed_in: int = 1  # the revision whose content the step runs: part of its client token
+    # a point of a matrix (jobChain.matrix): the step it was expanded from, and its values
+    group: str = ""  # the matrix step's name ("train"); "" for an ordinary step
+    point: Dict[str, str] = field(default_factory=dict)  # {"lr": "1e-4", "seed": "1"}
+    max_parallel: Optional[int] = None  # the matrix's maxParallel: points active at once
 
     @property
     def is_handler(self) -> bool:
@@ -69,7 +73,15 @@ class Step:
 
     @property
     def name(self) -> str:
+        """The step's identity: its AIHC job name, in records, labels, tokens and commands."""
         return str(self.body.get("name", ""))
+
+    @property
+    def display(self) -> str:
+        """How people see the step: ``train[lr=1e-4,seed=1]`` for a matrix point, else its name."""
+        if not self.group:
+            return self.name
+        return f"{self.group}[{','.join(f'{k}={v}' for k, v in self.point.items())}]"
 
     def mount_paths(self) -> List[str]:
         return [str(d.get("mountPath")) for d in self.body.get("datasources") or [] if d.get("mountPath")]
@@ -90,7 +102,12 @@ class Chain:
     graph: bool = False  # True when some job names dependsOn (else each step follows the previous one)
     revision: int = 0  # a run's frozen revision (1 at start, +1 per resume that changed it); 0: read from a file
     digest: str = ""  # sha256 of the frozen revision's content
+    params: Dict[str, str] = field(default_factory=dict)  # the values ${params.X} stands for (a run's: resolved)
+    params_set: Dict[str, str] = field(default_factory=dict)  # the values --param gave (a run keeps them)
+    max_running: Optional[int] = None  # steps of the run active at once (top-level maxRunning)
+    outputs: Dict[str, Dict[str, str]] = field(default_factory=dict)  # inline runs: outputs carried along
     _cached: Optional[Tuple[Any, ...]] = field(default=None, init=False, repr=False, compare=False)
+    _pools: Optional[Tuple[Any, ...]] = field(default=None, init=False, repr=False, compare=False)  # slots.py
 
     def _maps(self) -> Tuple[Dict[int, Step], Dict[int, List[Step]], Dict[str, Step]]:
         """(index -> step, index -> dependents, name -> step), built once: status and advance ask per
@@ -111,6 +128,18 @@ class Chain:
     def named(self, name: str) -> Optional[Step]:
         """The step with this name: how records, labels and commands know a step."""
         return self._maps()[2].get(name)
+
+    def find(self, key: str) -> Optional[Step]:
+        """The step people mean: its name, its display name (``train[lr=1e-4]``), or a matrix's name
+        (its first point)."""
+        found = self.named(key)
+        if found is None:
+            found = next((s for s in self.steps if s.display == key or s.group == key), None)
+        return found
+
+    def points(self, group: str) -> List[Step]:
+        """The points of matrix ``group``, in order."""
+        return [s for s in self.steps if s.group == group]
 
     def resolve(self, key: str) -> Optional[Step]:
         """The step a record or label names: by name, or by position for runs recorded before

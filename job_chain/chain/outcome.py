@@ -16,6 +16,7 @@ from job_chain.chain.progress import (
     NOT_SUBMITTED,
     SKIPPED,
     STALL_AFTER,
+    WAITING,
     Attempt,
     Outcome,
     RunFacts,
@@ -56,7 +57,7 @@ def summarize(chain: Chain, attempts: Iterable[Attempt], facts: RunFacts, *, run
     """Every step's status and the run's outcome, from its attempts and the record's facts."""
     from dataclasses import replace
 
-    from job_chain.chain import graph
+    from job_chain.chain import graph, slots
 
     now = time.time() if now is None else now
     found_by_step = by_step(chain, attempts)
@@ -91,15 +92,24 @@ def summarize(chain: Chain, attempts: Iterable[Attempt], facts: RunFacts, *, run
         _add_notes(step, state)
         steps.append(state)
         states[step.index] = _planner_state(step, state)
+    for again in slots.requeued(chain, facts.epoch, facts.claimed, states):
+        del states[again.index]  # resumed: it waits for a slot again
     plan = graph.plan(chain, states, stopped=facts.stopped)
     for state, step in zip(steps, chain.steps):
         state.depends_on, state.run_on = list(step.depends_on), step.run_on
+        state.display, state.group, state.point = step.display if step.group else "", step.group, dict(step.point)
+        state.outputs = dict(facts.outputs.get(step.name) or {})
         if state.index in plan.blocked:
             state.status = SKIPPED if chain.graph else NOT_SUBMITTED
             state.reason = plan.blocked[state.index]
+        elif state.index in plan.ready and slots.pools(chain, step):
+            state.status, state.reason = WAITING, "waits for a slot (" + ", ".join(
+                "maxRunning" if pool == slots.RUN_POOL else f"maxParallel of {step.group}" for pool, _ in
+                slots.pools(chain, step)) + ")"
     outcome, reason = _outcome(chain, steps, plan, facts, now)
     return RunStatus(run_id, chain.path, outcome, steps, first_step, utc(facts.started), reason, local, endpoint,
-                     graph=chain.graph or bool(chain.handlers), revision=chain.revision, digest=chain.digest)
+                     graph=chain.graph or bool(chain.handlers), revision=chain.revision, digest=chain.digest,
+                     params=dict(chain.params))
 
 
 def causes(attempts: Iterable[Attempt]) -> List[str]:
@@ -188,6 +198,9 @@ def _outcome(chain: Chain, steps: List[StepStatus], plan: Any, facts: RunFacts, 
 
     for index in plan.ready:  # a step that should have been started by the steps it needs
         step = chain.step(index)
+        waiting = _waiting(chain, step, by_index, facts, overdue) if step is not None else None
+        if waiting is not None:
+            return waiting
         deps = [d for d in (step.depends_on if step else ()) if by_index[d].submitted]
         gave_up = [(d, fact(facts.advance_failed, chain.step(d), by_index[d].attempt)) for d in deps]  # type: ignore
         gave_up = [(d, why) for d, why in gave_up if why]
@@ -225,6 +238,25 @@ def _outcome(chain: Chain, steps: List[StepStatus], plan: Any, facts: RunFacts, 
             if not overdue(graph_steps):
                 return Outcome.RUNNING, ""
     return _final(chain, steps, facts)
+
+
+def _waiting(chain: Chain, step: Step, by_index: Dict[int, StepStatus], facts: RunFacts,
+             overdue: Any) -> Optional[Tuple[Outcome, str]]:
+    """A step waiting for a slot while nothing runs: the last step of its pool to end should have
+    started it (None: it is not such a step)."""
+    from job_chain.chain import slots
+
+    members = [i for i in slots.members(chain, step) if by_index[i].submitted]
+    if not members:
+        return None  # the pool never started: the steps it needs should have started it
+    for index in members:
+        why = fact(facts.advance_failed, chain.step(index), by_index[index].attempt)  # type: ignore[arg-type]
+        if why:
+            return Outcome.FAILED, f"step {by_index[index].label} ended, but what it was to start was not: {why}"
+    if not overdue(members):
+        return Outcome.RUNNING, ""
+    return Outcome.FAILED, (f"step {step.display} waits for a slot that no ending step handed on: 'resume' "
+                            "starts it")
 
 
 def _final(chain: Chain, steps: List[StepStatus], facts: RunFacts) -> Tuple[Outcome, str]:

@@ -21,6 +21,7 @@ from job_chain.chain.model import LABEL_ATTEMPT, LABEL_RUN, LABEL_STEP
 
 NOT_SUBMITTED = "not submitted"
 SKIPPED = "skipped"
+WAITING = "waiting"  # ready, but its pool (maxParallel, maxRunning) has no free slot yet
 # A step that ended this long ago without its successor (or retry) appearing has an advance that
 # gave up: the in-job advance retries for 600 s by default (JOB_CHAIN_ADVANCE_DEADLINE).
 STALL_AFTER = 600.0 + 120.0
@@ -136,6 +137,14 @@ class StepStatus:
     gpu_hours: Optional[float] = None  # over every attempt (this revision's and earlier ones)
     lost_gpu_hours: Optional[float] = None  # of those, in failed attempts
     notes: Dict[int, str] = field(default_factory=dict)  # failed attempt -> what followed, in words
+    display: str = ""  # train[lr=1e-4,seed=1] for a matrix point ("" : the name)
+    group: str = ""  # the matrix a point belongs to
+    point: Dict[str, str] = field(default_factory=dict)  # a point's matrix values
+    outputs: Dict[str, str] = field(default_factory=dict)  # what the step wrote to $JOB_CHAIN_OUTPUTS
+
+    @property
+    def label(self) -> str:
+        return self.display or self.name
 
     @property
     def submitted(self) -> bool:
@@ -143,7 +152,7 @@ class StepStatus:
 
     @property
     def active(self) -> bool:
-        return self.submitted and self.status not in TERMINAL
+        return self.submitted and self.status not in TERMINAL and self.status != WAITING
 
     @property
     def succeeded(self) -> bool:
@@ -188,6 +197,10 @@ class StepStatus:
                 "lostGpuHours": _hours(self.lost_gpu_hours), "attempts": [a.as_json() for a in self.attempts]}
         if self.history:
             data["earlierAttempts"] = [a.as_json() for a in self.history]
+        if self.group:
+            data.update(display=self.display, group=self.group, matrix=self.point)
+        if self.outputs:
+            data["outputs"] = self.outputs
         return data
 
 
@@ -208,6 +221,18 @@ class RunStatus:
     revision: int = 0  # the frozen revision the run runs (0: a run recorded before runs were frozen)
     revisions: List[Dict[str, Any]] = field(default_factory=list)  # each revision: number, when, why, changes
     digest: str = ""
+    params: Dict[str, str] = field(default_factory=dict)  # the values the run's parameters have
+
+    def groups(self) -> List[Dict[str, Any]]:
+        """Each matrix of the run with its points' counts by status, in order."""
+        out: Dict[str, Dict[str, Any]] = {}
+        for step in self.steps:
+            if step.group:
+                group = out.setdefault(step.group, {"name": step.group, "points": 0, "counts": {}, "steps": []})
+                group["points"] += 1
+                group["counts"][step.status] = group["counts"].get(step.status, 0) + 1
+                group["steps"].append(step.index)
+        return list(out.values())
 
     @property
     def failed_steps(self) -> List[StepStatus]:
@@ -248,12 +273,28 @@ class RunStatus:
                 "reason": self.reason or None, "started": iso(self.started), "firstStep": self.first_step,
                 "local": self.local, "endpoint": self.endpoint or None, "graph": self.graph,
                 "revision": self.revision or None, "digest": self.digest or None,
-                "revisions": self.revisions, "gpuHours": _hours(self.gpu_hours),
-                "lostGpuHours": _hours(self.lost_gpu_hours),
+                "revisions": self.revisions, "params": self.params,
+                "matrices": [{k: g[k] for k in ("name", "points", "counts")} for g in self.groups()],
+                "gpuHours": _hours(self.gpu_hours), "lostGpuHours": _hours(self.lost_gpu_hours),
                 "failedSteps": [{"step": s.index, "name": s.name, "exitCode": s.exit_code, "reason": s.reason or None,
                                  "failure": s.failure.as_json() if s.failure is not None else None}
                                 for s in self.failed_steps],
                 "steps": [s.as_json() for s in self.steps]}
+
+
+def counts_text(counts: Dict[str, int]) -> str:
+    """``4 ✓ 2 running 1 failed``: a matrix's points by status."""
+    order = [("✓", lambda k: k in SUCCEEDED), ("running", lambda k: k not in TERMINAL and k not in
+                                                (WAITING, NOT_SUBMITTED, SKIPPED)),
+             ("waiting", lambda k: k == WAITING), ("failed", lambda k: k in FAILED),
+             ("stopped", lambda k: k in TERMINAL and k not in SUCCEEDED and k not in FAILED),
+             ("skipped", lambda k: k == SKIPPED), ("not submitted", lambda k: k == NOT_SUBMITTED)]
+    parts = []
+    for word, matches in order:
+        n = sum(v for k, v in counts.items() if matches(k))
+        if n:
+            parts.append(f"{n} {word}")
+    return " ".join(parts)
 
 
 # -- facts from the API ---------------------------------------------------------------------------
@@ -321,3 +362,6 @@ class RunFacts:
     resumed: Dict[StepKey, Tuple[int, str]] = field(default_factory=dict)  # what a retry was told to resume from
     submitted: Dict[StepKey, float] = field(default_factory=dict)  # when each attempt was submitted (ms)
     ended: Dict[StepKey, float] = field(default_factory=dict)  # when the advance that ended it finished (ms)
+    epoch: int = 0  # resume rounds that started steps through slots (maxParallel, maxRunning)
+    claimed: Set[str] = field(default_factory=set)  # steps started through a slot in this round
+    outputs: Dict[str, Dict[str, str]] = field(default_factory=dict)  # step -> what it wrote to its outputs

@@ -63,6 +63,10 @@ class RunRecords(AttemptRecords):
                               + self._known_hint(), self.run_ids())
         return os.path.join(self.root, run_id)
 
+    def directory(self, run_id: str) -> str:
+        """The run's directory (outputs and slots keep their files there too)."""
+        return self._dir(run_id)
+
     def _check_root(self) -> None:
         if os.path.lexists(self.root) and not os.path.isdir(self.root):
             raise UsageError(f"{self.root} is not a directory: job-chain keeps the runs of {self.chain_path} "

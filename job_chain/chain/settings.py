@@ -16,7 +16,8 @@ from job_chain.chain.graph import GRAPH_SETTINGS, GraphSettings, read_settings
 from job_chain.chain.model import Checkpoint, FailureRule
 from job_chain.jsonfile import describe, json_type
 
-SETTINGS_KEYS = frozenset({"retries", "generatedBy", "metrics", "failureRules", "checkpoint"} | GRAPH_SETTINGS)
+SETTINGS_KEYS = frozenset({"retries", "generatedBy", "metrics", "failureRules", "checkpoint", "matrix", "maxParallel"}
+                          | GRAPH_SETTINGS)
 MAX_RULES = 64
 MAX_BUDGET = 1000
 _CLASS_NAME = re.compile(r"[a-z][a-z0-9_-]{0,31}")
@@ -32,6 +33,8 @@ class StepSettings:
     retry_budgets: Optional[Dict[str, int]] = None
     failure_rules: Tuple[FailureRule, ...] = ()
     checkpoint: Optional[Checkpoint] = None
+    matrix: Optional[Dict[str, List[str]]] = None  # name -> values (the file's; a frozen point has none)
+    max_parallel: Optional[int] = None
 
 
 def _is_int(value: Any) -> bool:
@@ -63,6 +66,11 @@ def read_step_settings(settings: Any, where: str, problems: List[str]) -> StepSe
     if settings.get("checkpoint") is not None:
         out.checkpoint = _read_checkpoint(settings["checkpoint"], f"{where}.checkpoint", problems)
     out.metrics = _read_metrics(settings.get("metrics", {}), f"{where}.metrics", problems)
+    from job_chain.chain.matrix import read_matrix, read_max_parallel
+
+    if "matrix" in settings:
+        out.matrix = read_matrix(settings["matrix"], f"{where}.matrix", problems)
+    out.max_parallel = read_max_parallel(settings.get("maxParallel"), f"{where}.maxParallel", problems)
     return out
 
 
@@ -170,4 +178,4 @@ def step_fields(parsed: StepSettings) -> Dict[str, Any]:
     retry_on: Optional[Tuple[int, ...]] = graph.retry_on
     return {"retries": parsed.retries, "metrics": parsed.metrics, "run_on": graph.run_on, "timeout": graph.timeout,
             "hang_timeout": graph.hang_timeout, "retry_on": retry_on, "retry_budgets": parsed.retry_budgets,
-            "failure_rules": parsed.failure_rules, "checkpoint": parsed.checkpoint}
+            "failure_rules": parsed.failure_rules, "checkpoint": parsed.checkpoint, "max_parallel": parsed.max_parallel}

@@ -7,7 +7,7 @@ import copy
 import json
 import os
 import zlib
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from job_chain.aihc.api import JobsAPI
 from job_chain.chain.command import step_command
@@ -34,9 +34,14 @@ def encode_snapshot(chain: Chain, first: Step, host: Optional[str]) -> str:
     """A compressed, secret-free copy of the run's chain for ``--inline`` runs: the frozen form,
     without the steps of a line that are already behind ``first``."""
     from job_chain.chain.frozen import freeze
+    from job_chain.chain.outputs import referenced
 
     keep = [s for s in chain.steps if s.index >= first.index or s.is_handler or chain.graph]
-    data = {"v": 2, "host": host, "chain": os.path.abspath(chain.path), "frozen": freeze(chain, steps=keep)}
+    data: Dict[str, Any] = {"v": 2, "host": host, "chain": os.path.abspath(chain.path),
+                            "frozen": freeze(chain, steps=keep)}
+    carried = {n: v for n, v in chain.outputs.items() if n in referenced(chain)}
+    if carried:  # the outputs later steps use, as far as this step knows them
+        data["outputs"] = carried
     raw = zlib.compress(json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode("utf-8"), 9)
     text = base64.b64encode(raw).decode("ascii")
     return "\n".join(text[i:i + 76] for i in range(0, len(text), 76))
@@ -55,34 +60,50 @@ def decode_snapshot(text: str) -> Chain:
         raise UsageError(f"the inline chain snapshot is damaged: {exc}") from None
     if data.get("host"):
         chain.api_config["host"] = data["host"]
+    if isinstance(data.get("outputs"), dict):
+        chain.outputs = {str(k): dict(v) for k, v in data["outputs"].items() if isinstance(v, dict)}
     return chain
 
 
-def step_env(run_id: str, step: Step, context: Optional[Dict[str, str]] = None) -> List[Dict[str, str]]:
-    """What job-chain tells every step in its environment (and an exit handler, the run's end)."""
-    ours = {"JOB_CHAIN_RUN_ID": run_id, "JOB_CHAIN_STEP": step.name, **(context or {})}
+def step_env(run_id: str, step: Step, context: Optional[Dict[str, str]] = None,
+             params: Optional[Mapping[str, str]] = None) -> List[Dict[str, str]]:
+    """What job-chain tells every step in its environment: the run, the step, the run's parameters,
+    a matrix point's values (and an exit handler, the run's end)."""
+    from job_chain.chain.params import MATRIX_ENV, PARAM_ENV, env_name
+
+    ours = {"JOB_CHAIN_RUN_ID": run_id, "JOB_CHAIN_STEP": step.name}
+    ours.update({env_name(PARAM_ENV, k): v for k, v in (params or {}).items()})
+    ours.update({env_name(MATRIX_ENV, k): v for k, v in step.point.items()})
+    ours.update(context or {})
     return [{"name": k, "value": v} for k, v in ours.items()]
 
 
 def build_request(
     chain: Chain, name: str, run_id: str, attempt: int, *, mode: str = "job", host: Optional[str] = None,
-    context: Optional[Dict[str, str]] = None,
+    context: Optional[Dict[str, str]] = None, outputs: Optional[Mapping[str, Mapping[str, str]]] = None,
 ) -> Dict[str, Any]:
-    """The create-job body for step ``name``: its script wrapped (unless ``watch``), labelled.
+    """The create-job body for step ``name``: references replaced, its script wrapped (unless
+    ``watch``), labelled.
 
-    ``context``: extra environment for the step (an exit handler learns how the run ended).
+    ``context``: extra environment for the step (an exit handler learns how the run ended);
+    ``outputs``: the outputs of earlier steps its references use (default: those the chain carries).
+    Raises :class:`~job_chain.chain.params.MissingOutput` when one is not known.
     """
+    from job_chain.chain.params import substitute, value_of_for
+
     step = chain.named(name)
     if step is None:
         raise KeyError(name)
-    body = copy.deepcopy(step.body)
+    script_file = step.script_origin != "inline"
+    value_of = value_of_for(chain.params, step.point, chain.outputs if outputs is None else outputs, step.display)
+    body = substitute(copy.deepcopy(step.body), value_of, script_file=script_file)
     spec = body["jobSpec"]
-    ours = step_env(run_id, step, context)
+    ours = step_env(run_id, step, context, chain.params)
     taken = {e["name"] for e in ours}
     spec["envs"] = [e for e in spec.get("envs") or [] if e.get("name") not in taken] + ours
     if mode != "watch":
         spec["command"] = step_command(
-            step.script, run_id=run_id, step=step.name, attempt=attempt,
+            step.script if script_file else spec["command"], run_id=run_id, step=step.name, attempt=attempt,
             config_path=chain.cluster_config_path, scrips_path=chain.scrips_path,
             snapshot=encode_snapshot(chain, step, host) if mode == "inline" else None,
             timeout=step.timeout, hang_timeout=step.hang_timeout,
@@ -139,6 +160,8 @@ def submit_step(
         found = find_submitted(client, chain.pool, run_id, name, attempt, since)
         if found:
             return {"jobId": found.get("jobId", ""), "jobName": found.get("name", ""), "created": "no"}
+    from job_chain.chain import outputs as outputs_
+
     step = chain.named(name)
     if step is None:
         raise KeyError(name)
@@ -146,7 +169,10 @@ def submit_step(
         from job_chain.chain.checkpoint import resume_env
 
         context = {**(context or {}), **resume_env(resume)}
-    body = build_request(chain, name, run_id, attempt, mode=mode, host=chain.api_config.get("host"), context=context)
+    if mode == "inline" and outputs_.referenced(chain):
+        outputs_.complete(client, chain, step, run_id, since, records)  # a join's other branches: from logs
+    body = build_request(chain, name, run_id, attempt, mode=mode, host=chain.api_config.get("host"), context=context,
+                         outputs=outputs_.for_step(chain, step, records, run_id, mode))
     result = client.create_job(chain.pool, body, client_token=client_token(run_id, step, attempt))
     job_id, job_name = result.get("jobId", ""), result.get("jobName") or body["name"]
     if records:

@@ -17,6 +17,8 @@ CHAIN_FILE = click.argument("chain_file", metavar="CHAIN_FILE", type=click.Path(
 OPTIONAL_CHAIN_FILE = click.argument("chain_file", metavar="[CHAIN_FILE]", required=False,
                                      type=click.Path(dir_okay=False))
 RUN_OPTION = click.option("--run", "run_id", default=None, help="Run id (default: the latest run recorded here).")
+PARAM_OPTION = click.option("--param", "params", multiple=True, metavar="NAME=VALUE",
+                            help="Set a parameter of the chain (its top-level \"params\"); repeatable.")
 
 
 def _warn(message: str) -> None:
@@ -88,7 +90,11 @@ def validate(chain_file: str, use_local: bool) -> None:
     chain = load_chain(chain_file, local=use_local)
     for warning in chain.warnings:
         _warn(warning)
-    click.echo(f"{chain_file}: OK, {len(chain.steps)} steps, resource pool {chain.pool}")
+    groups = {s.group for s in chain.steps if s.group}
+    jobs = len(chain.steps) - sum(1 for s in chain.steps if s.group) + len(groups)
+    expanded = f"{jobs} jobs, {len(chain.steps)} steps once its matrices are expanded" if groups else \
+        f"{len(chain.steps)} steps"
+    click.echo(f"{chain_file}: OK, {expanded}, resource pool {chain.pool}")
 
 
 @click.command()
@@ -103,26 +109,33 @@ def validate(chain_file: str, use_local: bool) -> None:
 @click.option("--inline", is_flag=True,
               help="Embed a compressed snapshot of the remaining steps in each command (no shared storage).")
 @click.option("--force", is_flag=True, help="Start even if another run of this chain is still going.")
+@PARAM_OPTION
 @api_options
 def run(chain_file: str, start_index: Optional[str], start: Optional[str], dry_run: bool, follow: bool,
-        advance_mode: str, inline: bool, force: bool, **kwargs: Any) -> None:
+        advance_mode: str, inline: bool, force: bool, params: Tuple[str, ...], **kwargs: Any) -> None:
     """Freeze CHAIN_FILE into a new run and submit step N (default 0); each later step starts when the
     steps it needs succeeded."""
     if start is not None and start_index is not None and start != start_index:
         raise UsageError(f"two different start steps given: {start_index} and --start {start}")
     if inline and advance_mode == "watch":
         raise UsageError("--inline and --advance watch exclude each other: watch mode needs no snapshot")
+    from job_chain.chain.params import parse_param_args
+
     first = start if start is not None else (start_index or "0")
     mode = "watch" if advance_mode == "watch" else ("inline" if inline else "job")
     secret = kwargs.get("sk")
+    given = parse_param_args(params)
     session = open_session(chain_file, kwargs, warnings=True)
     if dry_run:
-        _dry_run(session, first, mode, secret)
+        _dry_run(session, first, mode, secret, given)
         return
-    started = session.start(first, mode=mode, force=force)
-    for name in session.roots(first):
-        submitted = session.records.submission(started.run_id, name, 1) or {}
-        click.echo(f"run {started.run_id}: step {name} submitted as job {submitted.get('jobId', '?')}")
+    started = session.start(first, mode=mode, force=force, params=given)
+    now, later = session.waves(first)
+    for step in now:
+        submitted = session.records.submission(started.run_id, step.name, 1) or {}
+        click.echo(f"run {started.run_id}: step {step.display} submitted as job {submitted.get('jobId', '?')}")
+    if later:
+        click.echo(f"{len(later)} more wait for a slot (maxParallel, maxRunning): each starts as one ends")
     if mode == "watch":
         click.echo("this process submits each next step (--advance watch): keep it running")
     else:
@@ -131,13 +144,15 @@ def run(chain_file: str, start_index: Optional[str], start: Optional[str], dry_r
         sys.exit(_follow(session, started.run_id, mode == "watch"))
 
 
-def _dry_run(session: Any, first: str, mode: str, secret: Optional[str]) -> None:
+def _dry_run(session: Any, first: str, mode: str, secret: Optional[str], params: Dict[str, str]) -> None:
     from job_chain.chain.command import tail_size
     from job_chain.redaction import redact
 
     host = session.planned_host
     hidden = [v for v in (session.chain.secret, secret) if v]
-    plans = session.plan(first, mode)
+    chain = session.run_chain(first, params=params)
+    session.check_mode(chain, mode)
+    plans = session.plan(first, mode, params)
     for plan in plans:
         body = redact(plan["body"], hidden)
         if session.api_version == "v2":
@@ -150,15 +165,21 @@ def _dry_run(session: Any, first: str, mode: str, secret: Optional[str]) -> None
         if len(plans) > 1:
             click.echo(f"# step {plan['step']}")
         click.echo(redact(text, hidden))
-    chain = session.run_chain(first)
+    if chain.params:
+        click.echo("# params: " + ", ".join(f"{k}={v}" for k, v in chain.params.items()), err=True)
+    _print_expansion(chain)
     if chain.graph or chain.handlers:
         from job_chain.chain.graph import levels
 
-        names = {s.index: s.name for s in chain.steps}
+        names = {s.index: s.display for s in chain.steps}
         for wave, indexes in enumerate(levels(chain)):
             click.echo(f"# wave {wave}: " + ", ".join(f"{i} {names[i]}" for i in indexes), err=True)
         for handler in chain.handlers:
             click.echo(f"# after the run ({handler.run_on}): {handler.index} {handler.name}", err=True)
+    now, later = session.waves(first)
+    if later:
+        click.echo("# first wave (the caps allow): " + ", ".join(s.display for s in now) + f"; {len(later)} more "
+                   "wait for a slot and start as steps end", err=True)
     first_step = chain.named(plans[0]["step"])
     added = tail_size(plans[0]["body"]["jobSpec"]["command"], first_step.script)
     click.echo(f"# the run id is chosen at submission; job-chain adds {added} bytes around your script", err=True)
@@ -169,8 +190,11 @@ def _dry_run(session: Any, first: str, mode: str, secret: Optional[str]) -> None
 @RUN_OPTION
 @click.option("--json", "as_json", is_flag=True, help="Print the run as JSON.")
 @click.option("--watch", "-w", "watch", is_flag=True, help="Keep showing the run live until it ends.")
+@click.option("--points", is_flag=True, help="List every point of each matrix (default: one line per matrix, "
+                                              "plus its points that run or failed).")
 @api_options
-def status(chain_file: Optional[str], run_id: Optional[str], as_json: bool, watch: bool, **kwargs: Any) -> None:
+def status(chain_file: Optional[str], run_id: Optional[str], as_json: bool, watch: bool, points: bool,
+           **kwargs: Any) -> None:
     """Show every step of a run: status, attempt, exit code, reason, and the run's outcome."""
     from job_chain.cli.run_view import print_status, status_json
 
@@ -178,11 +202,11 @@ def status(chain_file: Optional[str], run_id: Optional[str], as_json: bool, watc
     if watch:
         run = session.run(run_id)
         sys.exit(_follow(session, run.run_id, run.mode == "watch"))
-    result = session.status(run_id)
+    result = session.status(run_id, outputs=as_json)
     if as_json:
         echo_json(status_json(result))
     else:
-        print_status(result)
+        print_status(result, points=points)
 
 
 @click.command()
@@ -209,7 +233,10 @@ def runs(chain_file: str, as_json: bool, delete: Optional[str], **kwargs: Any) -
     elif not entries:
         click.echo(f"no run of {chain_file} is recorded here: start one with 'job-chain run {quoted(chain_file)}'")
     else:
-        print_table(RUNS_COLUMNS, runs_rows(entries))
+        columns = list(RUNS_COLUMNS)
+        if any(e.get("params") for e in entries):
+            columns.insert(3, "PARAMS")
+        print_table(columns, runs_rows(entries))
 
 
 def _damaged(session: Any) -> List[Tuple[str, Exception]]:
@@ -246,9 +273,10 @@ def stop(chain_file: Optional[str], run_id: Optional[str], **kwargs: Any) -> Non
 @click.option("--follow", "-f", is_flag=True, help="Stay and show live status until the chain ends.")
 @click.option("--advance", "advance_mode", type=click.Choice(["job", "watch"]), default=None,
               help="Advance mode for the rest of the run (default: as the run started).")
+@PARAM_OPTION
 @api_options
 def resume(chain_file: str, run_id: Optional[str], rerun: Tuple[str, ...], dry_run: bool, follow: bool,
-           advance_mode: Optional[str], **kwargs: Any) -> None:
+           advance_mode: Optional[str], params: Tuple[str, ...], **kwargs: Any) -> None:
     """Apply CHAIN_FILE's changes to a run (by step name, to steps that did not succeed) and start it
     again at the steps that did not succeed, never creating a step twice.
 
@@ -263,11 +291,14 @@ def resume(chain_file: str, run_id: Optional[str], rerun: Tuple[str, ...], dry_r
                        "each next step (--advance watch): keep it running")
             sys.exit(_follow(session, run.run_id, True))
     mode = advance_mode if advance_mode != "job" or run.mode != "inline" else None
-    plan = session.preview_resume(run.run_id, rerun=rerun)
+    from job_chain.chain.params import parse_param_args
+
+    given = parse_param_args(params)
+    plan = session.preview_resume(run.run_id, rerun=rerun, params=given)
     _print_plan(plan, run.revision)
     if dry_run:
         return
-    submitted = session.resume(run.run_id, mode=mode, rerun=rerun)
+    submitted = session.resume(run.run_id, mode=mode, rerun=rerun, params=given)
     if not submitted:
         click.echo(f"run {run.run_id}: every step succeeded; nothing to resume")
         return
@@ -279,16 +310,49 @@ def resume(chain_file: str, run_id: Optional[str], rerun: Tuple[str, ...], dry_r
         sys.exit(_follow(session, run.run_id, watch_mode))
 
 
+def _change_lines(changes: List[Any]) -> List[str]:
+    """One line per change; the points of a matrix changed alike make one line (``~ train ×6 points: …``)."""
+    from dataclasses import replace
+
+    groups: Dict[Tuple[Any, ...], List[Any]] = {}
+    for change in changes:
+        group = change.name.split("[", 1)[0] if change.name.endswith("]") and "[" in change.name else change.name
+        groups.setdefault((group, change.kind, tuple(change.what), change.note, change.applied), []).append(change)
+    out = []
+    for (group, *_), alike in groups.items():
+        first = alike[0]
+        out.append(replace(first, name=f"{group} ×{len(alike)} points").line() if len(alike) > 1 else first.line())
+    return out
+
+
+def _print_expansion(chain: Any) -> None:
+    """Each matrix: its points, their job names, and the cap."""
+    groups: Dict[str, List[Any]] = {}
+    for step in chain.steps:
+        if step.group:
+            groups.setdefault(step.group, []).append(step)
+    for group, points in groups.items():
+        cap = f", maxParallel {points[0].max_parallel}" if points[0].max_parallel else ""
+        click.echo(f"# matrix {group}: {len(points)} points{cap}", err=True)
+        for point in points:
+            click.echo(f"#   {point.index} {point.display} (job name {point.name})", err=True)
+    if chain.max_running:
+        click.echo(f"# maxRunning {chain.max_running}: at most that many steps run at once", err=True)
+
+
 def _print_plan(plan: Any, revision: int) -> None:
     if plan.note:
         click.echo(plan.note)
     if plan.changes:
         click.echo(f"changes in the chain file since run {plan.run_id} was frozen (revision {revision}):")
-        for change in plan.changes:
-            click.echo(f"  {change.line()}")
+        for line in _change_lines(plan.changes):
+            click.echo(f"  {line}")
         if plan.revision != revision:
             click.echo(f"the run becomes revision {plan.revision}")
     elif revision:
         click.echo(f"the file matches the run as frozen (revision {revision})")
     if plan.targets:
         click.echo("would submit: " + ", ".join(f"{name} (attempt {attempt})" for name, attempt in plan.targets))
+    if plan.waiting:
+        click.echo("then, as slots free up: " + ", ".join(f"{name} (attempt {attempt})"
+                                                          for name, attempt in plan.waiting))

@@ -20,9 +20,10 @@ from job_chain.errors import UsageError
               help="Which attempt of the step ended (1, then 2, ... for retries).")
 @click.option("--exit-code", type=int, required=True, help="The user script's exit code.")
 @click.option("--snapshot", type=click.File("rb"), default=None, help="Inline snapshot ('-' for stdin).")
+@click.option("--outputs", "outputs_file", default=None, help="The step's $JOB_CHAIN_OUTPUTS file.")
 @api_options
 def advance(config_path: Optional[str], run_id: str, step: str, attempt: int, exit_code: int,
-            snapshot: Any, **kwargs: Any) -> None:
+            snapshot: Any, outputs_file: Optional[str], **kwargs: Any) -> None:
     """(inside a job) Act on this step's exit: submit the next step, retry it, or stop the chain.
 
     The chain is the run's frozen copy (from the run record, or the inline snapshot): the chain
@@ -50,9 +51,14 @@ def advance(config_path: Optional[str], run_id: str, step: str, attempt: int, ex
     hint = f"job-chain resume {shlex.quote(chain.path)} --run {run_id}"
     opts["local"] = opts.pop("use_local")
     client = connect(api_config=api_config, api_config_origin=f"{chain.path} api_config", **opts)
+    outputs: Tuple[Dict[str, str], Optional[str]] = ({}, None)
+    if outputs_file and exit_code == 0:
+        from job_chain.chain.outputs import read_file
+
+        outputs = read_file(outputs_file)
     sys.exit(do_advance(chain, client, run_id=run_id, step=step, attempt=attempt, exit_code=exit_code,
                         records=records, resume_hint=hint, deadline=env_deadline(),
-                        reconnect=reconnect_from_credentials_file))
+                        reconnect=reconnect_from_credentials_file, outputs=outputs))
 
 
 def _frozen_run(config_path: str, run_id: str) -> Tuple[Any, Any, Dict[str, Any]]:

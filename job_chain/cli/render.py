@@ -10,6 +10,7 @@ from job_chain.aihc.timefmt import parse_time
 STATUS_STYLE = {
     "Succeeded": "green", "Running": "cyan", "Pending": "yellow", "Created": "yellow", "Scheduled": "yellow",
     "Failed": "red", "Stopped": "magenta", "Stopping": "magenta", "not submitted": "dim", "skipped": "dim",
+    "waiting": "yellow",
 }
 
 

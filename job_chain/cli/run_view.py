@@ -13,7 +13,8 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence
 
 import click
 
-from job_chain.chain.progress import Outcome, RunStatus, StepStatus
+from job_chain.aihc.status import FAILED
+from job_chain.chain.progress import Outcome, RunStatus, StepStatus, counts_text
 
 
 def quoted(path: str) -> str:
@@ -39,30 +40,24 @@ def time_format(times: Iterable[Optional[_dt.datetime]]) -> str:
     return "%H:%M:%S" if len(days) <= 1 else "%Y-%m-%d %H:%M:%S"
 
 
-def status_table(status: RunStatus) -> Any:
-    """One row per step; REASON says why a step failed (its cause, else AIHC's reason)."""
-    from job_chain.chain.gpu import hours_text
-    from job_chain.cli.render import human_duration, make_table, styled_status
+def status_table(status: RunStatus, points: bool = True) -> Any:
+    """The run as a table, one row per step (REASON says why a step failed: its cause, else AIHC's
+    reason); a matrix is one row with its counts, followed by its points (all of them with
+    ``points``, else those that run or failed)."""
+    from job_chain.cli.render import make_table
 
     fmt = time_format([status.started] + [s.started for s in status.steps] + [s.finished for s in status.steps])
     with_reason = any(s.why() for s in status.steps)
     with_gpus = any(s.gpu_hours for s in status.steps)
-    names = {s.index: s.name for s in status.steps}
+    groups = {g["name"]: g for g in status.groups()}
     rows = []
     for s in status.steps:
-        started = _local(s.started)
-        row = [str(s.index), s.name, styled_status(s.status), str(s.attempt or "-"),
-               "-" if s.exit_code is None else str(s.exit_code), s.job_id or "-",
-               started.strftime(fmt) if started else "-", human_duration(s.duration())]
-        if status.graph:  # what each step waits for: the graph, one row per step
-            row.insert(2, f"after the run ({s.run_on})" if s.run_on else
-                       ", ".join(names.get(d, str(d)) for d in s.depends_on) or "-")
-        if with_gpus:
-            row.append(hours_text(s.gpu_hours) + (f" ({hours_text(s.lost_gpu_hours)} lost)"
-                                                  if s.lost_gpu_hours else ""))
-        if with_reason:
-            row.append(s.why() or "")
-        rows.append(row)
+        group = groups.get(s.group)
+        if group is not None and group["steps"][0] == s.index:
+            rows.append(_group_row(status, group, with_reason, with_gpus))
+        if group is not None and not points and not (s.active or s.status in FAILED):
+            continue
+        rows.append(_step_row(status, s, fmt, with_reason, with_gpus))
     columns = ["STEP", "NAME", "STATUS", "ATTEMPT", "EXIT", "JOB ID", "STARTED", "DURATION"]
     if status.graph:
         columns.insert(2, "NEEDS")
@@ -92,6 +87,59 @@ def advice_lines(status: RunStatus) -> List[str]:
     return out
 
 
+def needs(status: RunStatus, step: StepStatus) -> str:
+    """What a step waits for, a matrix by its name: ``prep, train``."""
+    by_index = {s.index: s for s in status.steps}
+    out: List[str] = []
+    for dep in step.depends_on:
+        found = by_index.get(dep)
+        name = (found.group or found.name) if found is not None else str(dep)
+        if name not in out:
+            out.append(name)
+    return ", ".join(out) or "-"
+
+
+def _step_row(status: RunStatus, s: StepStatus, fmt: str, with_reason: bool, with_gpus: bool) -> List[str]:
+    from rich.markup import escape
+
+    from job_chain.chain.gpu import hours_text
+    from job_chain.cli.render import human_duration, styled_status
+
+    started = _local(s.started)
+    row = [str(s.index), ("  " if s.group else "") + escape(s.label), styled_status(s.status), str(s.attempt or "-"),
+           "-" if s.exit_code is None else str(s.exit_code), s.job_id or "-",
+           started.strftime(fmt) if started else "-", human_duration(s.duration())]
+    if status.graph:  # what each step waits for: the graph, one row per step
+        row.insert(2, f"after the run ({s.run_on})" if s.run_on else needs(status, s))
+    if with_gpus:
+        row.append(hours_text(s.gpu_hours) + (f" ({hours_text(s.lost_gpu_hours)} lost)" if s.lost_gpu_hours else ""))
+    if with_reason:
+        row.append(escape(s.why() or ""))
+    return row
+
+
+def _group_row(status: RunStatus, group: Dict[str, Any], with_reason: bool, with_gpus: bool) -> List[str]:
+    from job_chain.cli.render import human_duration
+
+    points = [s for s in status.steps if s.index in set(group["steps"])]
+    starts = [p.started for p in points if p.started]
+    ends = [p.finished for p in points if p.finished]
+    span = (max(ends) - min(starts)).total_seconds() if starts and ends and len(ends) == len(points) else None
+    first = _local(min(starts)) if starts else None
+    row = [f"{points[0].index}-{points[-1].index}", f"{group['name']} ×{group['points']}",
+           f"[bold]{counts_text(group['counts'])}[/bold]", "-", "-", "-",
+           first.strftime("%H:%M:%S") if first else "-", human_duration(span)]
+    if status.graph:
+        row.insert(2, needs(status, points[0]))
+    if with_gpus:
+        from job_chain.chain.gpu import hours_text
+
+        row.append(hours_text(sum(p.gpu_hours or 0.0 for p in points)))
+    if with_reason:
+        row.append("")
+    return row
+
+
 def outcome_line(status: RunStatus) -> str:
     text = f"run {status.run_id}: {status.outcome}"
     if status.reason and status.outcome is not Outcome.SUCCEEDED:
@@ -107,10 +155,10 @@ def revision_line(status: RunStatus) -> Optional[str]:
     return f"run {status.run_id} runs revision {status.revision} of its chain: {latest.get('reason') or 'changed'}"
 
 
-def print_status(status: RunStatus) -> None:
+def print_status(status: RunStatus, points: bool = True) -> None:
     from job_chain.cli.render import show
 
-    show(status_table(status))
+    show(status_table(status, points))
     revision = revision_line(status)
     if revision:
         click.echo(revision)
@@ -139,7 +187,7 @@ class _Newest:
         self.status: Optional[RunStatus] = None
 
     def __rich__(self) -> Any:
-        return status_table(self.status) if self.status is not None else ""
+        return status_table(self.status, points=False) if self.status is not None else ""
 
 
 def _tick(live: Any, stop: threading.Event) -> None:
@@ -185,7 +233,7 @@ def follow(watching: Iterable[RunStatus], chain_path: str, watch_mode: bool, out
                         continue
                     for s in status.steps:
                         if s.job_id and seen.get(s.name) != f"{s.status}/{s.attempt}":
-                            click.echo(f"step {s.index} {s.name}: {s.status} (job {s.job_id}, attempt {s.attempt})")
+                            click.echo(f"step {s.index} {s.label}: {s.status} (job {s.job_id}, attempt {s.attempt})")
                             seen[s.name] = f"{s.status}/{s.attempt}"
             finally:
                 stop.set()
@@ -233,6 +281,7 @@ def run_entry(session: Any, run: Any) -> Dict[str, Any]:
                              "endpoint": run.endpoint or None, "mode": run.mode, "firstStep": run.first_step,
                              "revision": run.revision or None}
     try:
+        entry["params"] = session.frozen(run).params
         found = session.status(run.run_id)
         entry.update(outcome=found.outcome.value, reason=found.reason or None, current=current_json(found.current),
                      failedSteps=current_json(found.failed_steps), gpuHours=round(found.gpu_hours, 4),
@@ -255,23 +304,36 @@ def runs_rows(entries: Sequence[Dict[str, Any]]) -> List[List[str]]:
         started = _dt.datetime.fromisoformat(entry["started"]).astimezone() if entry.get("started") else None
         failed = entry.get("failedSteps") or []
         if failed:
-            current = ", ".join(f"{c['name']} failed" + (f" (exit {c['exitCode']})" if c.get("exitCode") is not None
-                                                         else "") + (f": {c['cause']}" if c.get("cause") else "")
-                                for c in failed)
+            current = _grouped([(c["display"], "failed" + (f" (exit {c['exitCode']})" if c.get("exitCode") is not None
+                                                          else "") + (f": {c['cause']}" if c.get("cause") else ""))
+                                for c in failed])
         else:
-            current = ", ".join(f"{c['name']} {c['status']}" for c in entry.get("current") or []) or "-"
+            current = _grouped([(c["display"], c["status"]) for c in entry.get("current") or []]) or "-"
         note = "" if entry.get("outcome") in ("succeeded", "running") or failed else (entry.get("reason") or "")
         hours = entry.get("gpuHours")
         gpus = hours_text(hours) + (f" ({hours_text(entry['lostGpuHours'])} lost)" if entry.get("lostGpuHours")
                                     else "") if hours else "-"
-        rows.append([entry["run"], started.strftime("%Y-%m-%d %H:%M:%S") if started else "-",
-                     styled_status(entry["outcome"]), current, gpus, "local" if entry.get("local") else
-                     (entry.get("endpoint") or "cloud"), note])
+        row = [entry["run"], started.strftime("%Y-%m-%d %H:%M:%S") if started else "-",
+               styled_status(entry["outcome"]), current, gpus, "local" if entry.get("local") else
+               (entry.get("endpoint") or "cloud"), note]
+        if any(e.get("params") for e in entries):
+            row.insert(3, " ".join(f"{k}={v}" for k, v in (entry.get("params") or {}).items()) or "-")
+        rows.append(row)
     return rows
 
 
+def _grouped(items: List[Any]) -> str:
+    """``prep Running, train ×16 Running``: points of one matrix in the same state make one entry."""
+    groups: Dict[Any, List[str]] = {}
+    for label, what in items:
+        base = label.split("[", 1)[0] if label.endswith("]") else label
+        groups.setdefault((base, what), []).append(label)
+    return ", ".join(f"{labels[0] if len(labels) == 1 else f'{base} ×{len(labels)}'} {what}"
+                     for (base, what), labels in groups.items())
+
+
 def current_json(steps: Iterable[StepStatus]) -> List[Dict[str, Any]]:
-    return [{"step": s.index, "name": s.name, "status": s.status, "attempt": s.attempt or None,
+    return [{"step": s.index, "name": s.name, "display": s.label, "status": s.status, "attempt": s.attempt or None,
              "exitCode": s.exit_code, "reason": s.reason or None,
              "failure": s.failure.as_json() if s.failure is not None else None,
              "cause": s.failure.summary() if s.failure is not None else None} for s in steps]

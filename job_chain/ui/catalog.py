@@ -143,7 +143,7 @@ class Catalog:
             ttl = LIVE_TTL if cached[1].outcome == "running" else FINAL_TTL
             if now - cached[0] < ttl:
                 return cached[1]
-        status = entry.session.status(run_id)
+        status = entry.session.status(run_id, outputs=True)  # an inline run's: read from logs, once
         self._statuses[key] = (now, status)
         return status
 

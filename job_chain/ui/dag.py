@@ -154,7 +154,9 @@ def _cap(members: List[StepStatus]) -> Tuple[List[StepStatus], List[StepStatus]]
 
 
 def _node(step: StepStatus, x: float, y: float, labels: bool) -> Node:
-    label = f"{step.index} {step.name[:12]}" if labels else ""
+    # a matrix point by its values (its column shows whose): "1 [lr=1e-4]"
+    text = step.label[len(step.group):] if step.group else step.label
+    label = f"{step.index} {text[:16]}" if labels else ""
     return Node(step, x, y, tone(step.status), step.status == SKIPPED, label)
 
 

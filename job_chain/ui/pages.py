@@ -10,7 +10,7 @@ from typing import Any, List, Optional
 import jinja2
 from fastapi.responses import HTMLResponse
 
-from job_chain.chain.progress import RunStatus, StepStatus
+from job_chain.chain.progress import RunStatus, StepStatus, counts_text
 from job_chain.errors import JobChainError
 from job_chain.redaction import env_secrets
 from job_chain.safe_text import without_surrogates
@@ -64,7 +64,8 @@ class Pages:
         # Jinja2 directly (not Starlette's wrapper, whose signature changed across versions); autoescaped
         self.env = jinja2.Environment(loader=jinja2.FileSystemLoader(os.path.join(HERE, "templates")),
                                       autoescape=jinja2.select_autoescape(["html"]), auto_reload=False)
-        self.env.filters.update(tone=views.tone, duration=views.duration, when=views.when, rel=self.rel)
+        self.env.filters.update(tone=views.tone, duration=views.duration, when=views.when, rel=self.rel,
+                                counts=counts_text)
         self.env.globals.update(csrf=guard.csrf, outcomes=OUTCOMES, run_duration=views.run_duration)
 
     def page(self, template: str, status_code: int = 200, **context: Any) -> HTMLResponse:

@@ -58,13 +58,15 @@ def register(app: FastAPI, pages: Pages) -> None:
             name = re.sub(r"[^A-Za-z0-9._-]", "-", f"{chosen.name}-clone.json").lstrip(".-") or "clone.json"
         return pages.page("submit.html", home=catalog.home, text=text, name=name)
 
-    def check_submission(text: str, name: str) -> Dict[str, Any]:
-        """Parse and validate pasted chain JSON as if it were ``home/name``; problems at their path."""
+    def check_submission(text: str, name: str, params: str = "") -> Dict[str, Any]:
+        """Parse and validate pasted chain JSON as if it were ``home/name`` (and the run's parameters,
+        ``NAME=VALUE`` lines); problems at their path."""
         from job_chain.chain.loader import ChainFileError, check_chain_data
+        from job_chain.chain.params import parse_param_args, resolve_params
         from job_chain.jsonfile import parse_json
 
         result: Dict[str, Any] = {"lines": [], "loose": [], "problems": [], "warnings": [], "name": name,
-                                  "chain": None, "path": ""}
+                                  "chain": None, "path": "", "params": {}}
         if not _FILE_NAME.match(name):
             result["loose"].append(f"file name {name!r}: use letters, digits, . _ - and end in .json")
             return result
@@ -86,11 +88,15 @@ def register(app: FastAPI, pages: Pages) -> None:
         lines = views.json_lines(redact(data, secrets))
         try:
             chain = check_chain_data(data, path, local=catalog.local)
+            result["params"] = parse_param_args(line.strip() for line in params.splitlines() if line.strip())
+            resolve_params(chain.params, result["params"], name)
             result["chain"] = chain
             result["warnings"] = list(chain.warnings)
         except ChainFileError as exc:
             result["problems"] = list(exc.problems)
             result["loose"] = views.annotate(lines, exc.problems)
+        except JobChainError as exc:  # the parameters
+            result["loose"].append(say(exc))
         result["lines"] = lines
         return result
 
@@ -102,7 +108,8 @@ def register(app: FastAPI, pages: Pages) -> None:
     @app.post("/submit/check", response_class=HTMLResponse)
     async def submit_check(request: Request) -> HTMLResponse:
         form = await read_form(request)
-        result = check_submission(str(form.get("chain") or ""), str(form.get("name") or "chain.json").strip())
+        result = check_submission(str(form.get("chain") or ""), str(form.get("name") or "chain.json").strip(),
+                                  str(form.get("params") or ""))
         return checked(result)
 
     @app.post("/submit/run", response_class=HTMLResponse)
@@ -111,8 +118,8 @@ def register(app: FastAPI, pages: Pages) -> None:
 
         form = await read_form(request)
         text = str(form.get("chain") or "")
-        result = check_submission(text, str(form.get("name") or "chain.json").strip())
-        if result["chain"] is None:
+        result = check_submission(text, str(form.get("name") or "chain.json").strip(), str(form.get("params") or ""))
+        if result["chain"] is None or result["loose"]:
             return checked(result)
         path = result["path"]
         if os.path.exists(path):
@@ -124,7 +131,7 @@ def register(app: FastAPI, pages: Pages) -> None:
             write_private(path, text)
         try:
             session = await run_in_threadpool(ChainSession.from_file, path, local=catalog.local)
-            run = await run_in_threadpool(session.start)
+            run = await run_in_threadpool(lambda: session.start(params=result["params"]))
         except JobChainError as exc:
             result["loose"].append(say(exc))
             return pages.page("_check.html", **result, started=None)

@@ -105,6 +105,33 @@
     if (log && !log.dataset.scrolled) { log.scrollTop = log.scrollHeight; log.dataset.scrolled = "1"; }
   }
 
+  // a matrix's points stay expanded (or not) across the live refreshes of the run page
+  var OPEN = "job-chain-open-matrices";
+  function openGroups() {
+    try { return JSON.parse(sessionStorage.getItem(OPEN) || "{}"); } catch (e) { return {}; }
+  }
+  function showGroups(root) {
+    var open = openGroups();
+    (root || document).querySelectorAll("tr.group-row").forEach(function (row) {
+      var key = location.pathname + "|" + row.dataset.group, shown = !!open[key];
+      row.querySelector("button.expand").textContent = shown ? "▾" : "▸";
+      row.querySelector("button.expand").setAttribute("aria-expanded", String(shown));
+      document.querySelectorAll('tr.point-row[data-group="' + row.dataset.group + '"]').forEach(function (tr) {
+        tr.classList.toggle("shown", shown);
+      });
+    });
+  }
+  document.addEventListener("click", function (e) {
+    var button = e.target && e.target.closest && e.target.closest("tr.group-row button.expand");
+    if (!button) return;
+    var open = openGroups(), key = location.pathname + "|" + button.closest("tr").dataset.group;
+    if (open[key]) delete open[key]; else open[key] = true;
+    sessionStorage.setItem(OPEN, JSON.stringify(open));
+    showGroups(document);
+  });
+  document.addEventListener("DOMContentLoaded", function () { showGroups(document); });
+  document.addEventListener("htmx:afterSettle", function () { showGroups(document); });
+
   document.addEventListener("DOMContentLoaded", function () { scan(document); });
   document.body && document.body.addEventListener("htmx:afterSettle", function (e) { scan(e.target); });
   document.addEventListener("htmx:afterSettle", function (e) { scan(e.target); });
