@@ -129,7 +129,7 @@ def test_an_attempts_window_uses_the_record_where_it_agrees_with_the_api() -> No
     # a clock far from the API's is not the same moment: ignored
     assert running_window(item, NOW - 3500, NOW + 30) == (NOW - 3600, NOW)
     running = Attempt("train", 2, "k", "Running", at(60), None, None, running=at(30))
-    assert running_window(running, now=NOW) == (NOW - 30, NOW)  # runningAt, when AIHC gives it
+    assert running_window(running, now=NOW) == (NOW - 29.5, NOW)  # runningAt (cut to the second: its middle)
     assert running_window(Attempt("train", 3, "q", "Pending")) is None
 
 
