@@ -74,13 +74,16 @@ class WatchMixin:
         acted = False
         chain = self.frozen(run)
         capped = slots.capped(chain)  # a later step running says nothing about who handed a slot on
+        submitted = {s.name: s.submitted for s in status.steps}
         for step in status.steps:
             key = (step.index, step.attempt, step.status)
             if key in handled or not step.submitted or step.status not in SUCCEEDED | FAILED:
                 continue
             handled.add(key)
-            later = [s for s in status.steps if s.index > step.index and s.submitted]
-            if step.succeeded and later and not capped:
+            # a step whose dependents all exist was advanced before (a restarted watcher, a line);
+            # a sibling being submitted says nothing about it (a join waits for this one too)
+            waiting = chain.dependents(step.index)
+            if step.succeeded and waiting and all(submitted.get(d.name) for d in waiting) and not capped:
                 continue
             exit_code = 0 if step.succeeded else (step.exit_code or 1)
             advance(chain, self.client_for(run), run_id=run.run_id, step=step.name,

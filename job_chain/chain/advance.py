@@ -114,9 +114,14 @@ def _advance(chain: Chain, current: Step, client: JobsAPI, run_id: str, attempt:
     from job_chain.chain import outputs as outputs_
 
     name = current.name
+    known = None  # a cause job-chain itself knows, so no log needs reading
     if exit_code == 0 and outputs[1]:
+        from job_chain.chain.classify import Failure
+
         log(f"step {name}: {outputs[1]}; the step fails (exit code {outputs_.EXIT_BAD_OUTPUTS})")
         exit_code = outputs_.EXIT_BAD_OUTPUTS
+        known = Failure("user", "unusable-outputs", outputs[1], explanation="write KEY=VALUE lines to "
+                        "$JOB_CHAIN_OUTPUTS (docs/graphs.md, Outputs), then resume the run")
     if records is not None:
         checkpoint = None
         if current.checkpoint is not None:
@@ -134,7 +139,7 @@ def _advance(chain: Chain, current: Step, client: JobsAPI, run_id: str, attempt:
     if exit_code != 0:
         from job_chain.chain import on_failure
 
-        return on_failure.handle(hop, current, attempt, exit_code, log)
+        return on_failure.handle(hop, current, attempt, exit_code, log, known)
 
     replicas = int(current.body.get("jobSpec", {}).get("replicas", 1))
     self_pod = os.environ.get("POD_NAME") or os.environ.get("HOSTNAME") or ""

@@ -16,8 +16,9 @@ from job_chain.chain.classify import Failure
 from job_chain.chain.model import Step
 
 
-def diagnose(hop: Any, step: Step, attempt: int, exit_code: int) -> Failure:
-    """Why this attempt failed: kept by another pod already, or classified now from every pod's log."""
+def diagnose(hop: Any, step: Step, attempt: int, exit_code: int, known: Optional[Failure] = None) -> Failure:
+    """Why this attempt failed: ``known`` (job-chain itself failed it), kept by another pod already,
+    or classified now from every pod's log."""
     from job_chain.chain.causes import classify_job, keep
     from job_chain.chain.checkpoint import last_complete
 
@@ -27,9 +28,10 @@ def diagnose(hop: Any, step: Step, attempt: int, exit_code: int) -> Failure:
         return kept
     me = os.environ.get("POD_NAME") or os.environ.get("HOSTNAME") or None
     try:
-        job_id = hop.job_id(step.name, attempt)
-        found = (classify_job(hop.client, hop.chain.pool, job_id, step, exit_code, first=me) if job_id else
-                 Failure("unknown", explanation="this attempt's job could not be found to read its pods' logs"))
+        job_id = None if known is not None else hop.job_id(step.name, attempt)
+        found = known or (classify_job(hop.client, hop.chain.pool, job_id, step, exit_code, first=me) if job_id else
+                          Failure("unknown", explanation="this attempt's job could not be found to read its pods' "
+                                                         "logs"))
     except AIHCError as exc:
         found = Failure("unknown", explanation=f"its pods' logs could not be read when it failed: {exc}")
     checkpoint = last_complete(step.checkpoint)
@@ -52,12 +54,12 @@ def causes_so_far(hop: Any, step: Step, attempt: int, failure: Failure) -> List[
     return earlier_causes(hop.client, hop.chain, hop.records, hop.run_id, step, attempt, attempts) + [failure.cls]
 
 
-def handle(hop: Any, step: Step, attempt: int, exit_code: int, log: Any) -> int:
+def handle(hop: Any, step: Step, attempt: int, exit_code: int, log: Any, known: Optional[Failure] = None) -> int:
     """Retry the step if its budget allows, else record the failure and end what it ends."""
     from job_chain.chain.checkpoint import last_complete
     from job_chain.chain.retry import decide, retry_sentence
 
-    failure = diagnose(hop, step, attempt, exit_code)
+    failure = diagnose(hop, step, attempt, exit_code, known)
     decision = decide(step, attempt, exit_code, causes_so_far(hop, step, attempt, failure))
     resume: Optional[Tuple[int, str]] = last_complete(step.checkpoint) if decision.retry else None
     log(f"step {step.name}: {retry_sentence(step, attempt, decision, failure, resume[0] if resume else None)}")
