@@ -144,9 +144,12 @@ def test_gpu_hours_of_a_2x8_gpu_step_with_a_failed_first_attempt_match_the_wall_
             f"SELECT id, started_at, finished_at FROM jobs WHERE id IN ({','.join('?' * len(ids))})", ids)}
     wall = [16 * spans[i] / 3600 for i in ids]  # 2 replicas x 8 GPUs x the time each job ran
     step = final.steps[0]
-    # within 5%: a job ends a moment after its advance (its process exits, the server notices; ~0.4 s under load)
-    assert abs(step.gpu_hours - sum(wall)) <= 0.05 * sum(wall), (step.gpu_hours, wall)
-    assert abs(step.lost_gpu_hours - wall[0]) <= 0.05 * wall[0], (step.lost_gpu_hours, wall)
+    # within 5% — or 1.5 s of 16 GPUs per attempt, whichever is more: a job ends a moment after its
+    # advance (its process exits, the server notices: ~0.4 s, over a second on a loaded machine), and
+    # AIHC's times are whole seconds; at the hours real steps run, that second is nothing
+    slack = 16 * 1.5 / 3600
+    assert abs(step.gpu_hours - sum(wall)) <= max(0.05 * sum(wall), 2 * slack), (step.gpu_hours, wall)
+    assert abs(step.lost_gpu_hours - wall[0]) <= max(0.05 * wall[0], slack), (step.lost_gpu_hours, wall)
     data = json.loads(invoke(shared_server, "status", str(chain), "--json").output)
     assert data["gpuHours"] == round(step.gpu_hours, 4) and data["lostGpuHours"] == round(step.lost_gpu_hours, 4)
     assert data["steps"][0]["gpuHours"] == data["gpuHours"]
