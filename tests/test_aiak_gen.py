@@ -20,7 +20,11 @@ from click.testing import CliRunner, Result
 from job_chain.aiak import tables
 from job_chain.aiak.generator import EVAL_SCRIPT_NAMES, SCRIPT_NAMES, STEP_ENV_NAMES, generate_chain, parse_spec
 from job_chain.aiak.plan import source_key
+from job_chain.aihc.names import job_name_problem
+from job_chain.chain import slots
 from job_chain.chain.loader import check_chain_data, load_chain
+from job_chain.chain.model import Chain
+from job_chain.chain.submit import build_request
 from job_chain.cli.aiak import aiak_gen
 from job_chain.errors import UsageError
 
@@ -904,50 +908,78 @@ def test_one_directory_named_twice_is_one_layer_with_the_higher_precedence(tmp_p
     assert known.datasets["team_corpus"].origin.layer == tables.DICT_OPTION
 
 
-# -- EVAL: evaluation steps fan out after the last training, a report joins them -----------------
+# -- EVAL: one evaluation matrix after the last training, a report after every point ----------
 
 EVAL_CASES = [(SEED_INPUT, "pretrain-llama2-7b-train-luyc-v4"), (SFT_INPUT, "sft-qwen2-7b-train-sft-v1"),
               (PRETRAIN_SFT, "sft-llama2-7b-train-ps-1")]
 
 
+def point_envs(chain: Chain, name: str) -> Dict[str, str]:
+    """The envs one point is submitted with: its references replaced, job-chain's own envs added."""
+    return envs(build_request(chain, name, "run-test", 1, mode="watch"))
+
+
 @pytest.mark.parametrize("spec, last_train", EVAL_CASES)
-def test_eval_steps_depend_on_the_last_training_and_the_report_on_every_eval(
+def test_eval_is_one_matrix_over_the_benchmarks_and_the_report_waits_for_every_point(
         tmp_path: Path, spec: Dict[str, Any], last_train: str) -> None:
     result = gen(tmp_path, dict(spec, EVAL=["ceval", "MMLU", "gsm8k"]), *STORAGE)
     assert result.exit_code == 0, result.output
     assert files(tmp_path) == sorted(["aiak_job_info.json", "chain_info.json", *SCRIPT_NAMES.values(),
                                       *EVAL_SCRIPT_NAMES.values()])
     chain = load(tmp_path)
-    jobs, names = chain["jobs"], [j["name"] for j in chain["jobs"]]
-    assert len(set(names)) == len(names) and last_train in names
-    *training, e1, e2, e3, report = jobs
+    *training, evaluate, report = chain["jobs"]
     assert training[-1]["name"] == last_train
     phase, version = last_train.split("-")[0], last_train.split("-train-")[1]
-    assert [e["name"] for e in (e1, e2, e3)] == [
-        last_train.replace("-train-", f"-eval-{b}-") for b in ("ceval", "mmlu", "gsm8k")]
+    assert evaluate["name"] == last_train.replace("-train-", "-eval-")
     assert report["name"] == last_train.replace("-train-", "-report-")
-    # the line of training jobs is explicit (a chain with any dependsOn is a graph)
+    # every job names its predecessor: the line of training jobs, the matrix, the report
     assert "dependsOn" not in training[0]["jobChain"]
-    for before, job in zip(training, training[1:]):
+    for before, job in zip(chain["jobs"], chain["jobs"][1:]):
         assert job["jobChain"]["dependsOn"] == [before["name"]]
-    for job, bench in zip((e1, e2, e3), ("ceval", "MMLU", "gsm8k")):
-        assert job["jobChain"] == {"generatedBy": "aiak-gen", "dependsOn": [last_train]}  # evals: no retries
-        assert job["jobSpec"]["command"] == "aiak_eval.sh" and job["jobSpec"]["replicas"] == 1
-        env = envs(job)
-        assert set(env) <= set(STEP_ENV_NAMES["eval"]) and "EVAL_COMMAND" not in env
-        assert env["EVAL_BENCHMARK"] == bench and env["LOAD"] == envs(training[-1])["SAVE"]
-        assert (env["TP"], env["PP"]) == (envs(training[-1])["TP"], envs(training[-1])["PP"])
-        assert env["EVAL_OUTPUT"] == f"/root/pfs/eval/{env['TOKENIZER_PATH'].split('/')[-3]}/{phase}/{version}/{bench}"
-        assert env["TOKENIZER_PATH"] == envs(training[-1])["TOKENIZER_PATH"]
-        assert job["jobSpec"]["resources"][0]["name"] == "baidu.com/a800_80g_cgpu"  # evaluating needs GPUs
-    assert report["jobChain"]["dependsOn"] == [e1["name"], e2["name"], e3["name"]]
+    assert evaluate["jobChain"] == {"generatedBy": "aiak-gen", "dependsOn": [last_train],  # no retries, no cap
+                                    "matrix": {"benchmark": ["ceval", "MMLU", "gsm8k"]}}
+    assert evaluate["jobSpec"]["command"] == "aiak_eval.sh" and evaluate["jobSpec"]["replicas"] == 1
+    assert evaluate["jobSpec"]["resources"][0]["name"] == "baidu.com/a800_80g_cgpu"  # evaluating needs GPUs
+    template = envs(evaluate)
+    assert set(template) <= set(STEP_ENV_NAMES["eval"]) and "EVAL_COMMAND" not in template
+    eval_dir = f"/root/pfs/eval/{template['TOKENIZER_PATH'].split('/')[-3]}/{phase}/{version}"
+    assert template["EVAL_BENCHMARK"] == "${matrix.benchmark}"
+    assert template["EVAL_OUTPUT"] == eval_dir + "/${matrix.benchmark}"
     assert report["jobSpec"]["command"] == "aiak_report.sh"
     assert report["jobSpec"]["resources"] == [{"name": "cpu", "quantity": 16}]  # joining results is CPU work
     assert report["jobSpec"]["enableRDMA"] is False
-    assert envs(report) == {"EVAL_BENCHMARKS": "ceval MMLU gsm8k", "EVAL_DIR": envs(e1)["EVAL_OUTPUT"][:-len("/ceval")],
+    assert envs(report) == {"EVAL_BENCHMARKS": "ceval MMLU gsm8k", "EVAL_DIR": eval_dir,
                             "LOAD": envs(training[-1])["SAVE"]}
+
     loaded = check_chain_data(copy.deepcopy(chain), str(tmp_path / "chain_info.json"), local=True)
-    assert loaded.graph is True and len(loaded.steps) == len(jobs)
+    assert loaded.graph is True and len(loaded.steps) == len(training) + 3 + 1
+    points = [s for s in loaded.steps if s.group == evaluate["name"]]
+    last, joined = loaded.named(last_train), loaded.named(report["name"])
+    assert [p.point for p in points] == [{"benchmark": b} for b in ("ceval", "MMLU", "gsm8k")]
+    assert points[0].name == f"{evaluate['name']}-benchmark-ceval"
+    assert all(p.depends_on == (last.index,) and p.max_parallel is None for p in points)
+    assert joined.depends_on == tuple(p.index for p in points)  # the report waits for every point
+    assert not slots.capped(loaded)  # no EVAL_PARALLEL: every benchmark at once
+    for point, bench in zip(points, ("ceval", "MMLU", "gsm8k")):
+        env = point_envs(loaded, point.name)
+        assert env["EVAL_BENCHMARK"] == env["JOB_CHAIN_MATRIX_BENCHMARK"] == bench
+        assert env["EVAL_OUTPUT"] == f"{eval_dir}/{bench}"
+        assert env["LOAD"] == envs(training[-1])["SAVE"]
+        assert (env["TP"], env["PP"]) == (envs(training[-1])["TP"], envs(training[-1])["PP"])
+        assert env["TOKENIZER_PATH"] == envs(training[-1])["TOKENIZER_PATH"]
+
+
+@pytest.mark.parametrize("value, cap", [(2, 2), ("2", 2), (" 1 ", 1), (16, 16), ("", None), (None, None)])
+def test_eval_parallel_is_the_matrix_max_parallel(value: Any, cap: Any) -> None:
+    chain, scripts = generate_chain(dict(SEED_INPUT, EVAL=["ceval", "mmlu", "gsm8k"], EVAL_PARALLEL=value), None,
+                                    pool="p", pfs="f")
+    settings = chain["jobs"][3]["jobChain"]
+    assert settings.get("maxParallel") == cap and ("maxParallel" in settings) == (cap is not None)
+    loaded = check_chain_data(chain, "chain_info.json", local=True, scripts=scripts)
+    points = [s for s in loaded.steps if s.group]
+    assert len(points) == 3 and all(p.max_parallel == cap for p in points)
+    assert slots.capped(loaded) == (cap is not None and cap < 3)  # a cap of 3 or more never binds
+    assert [s.name for s in slots.first_wave(loaded, points)[0]] == [p.name for p in points][:cap or 3]
 
 
 def test_eval_command_reaches_only_the_eval_jobs(tmp_path: Path) -> None:
@@ -975,10 +1007,21 @@ def test_without_eval_the_chain_stays_a_line_without_eval_scripts(tmp_path: Path
     ({"EVAL": ["x" * 65]}, "EVAL: EVAL[0] must be a benchmark name"),
     ({"EVAL": ["ceval", "mmlu", "ceval"]}, "EVAL: EVAL[2] 'ceval' repeats 'ceval'"),
     ({"EVAL": ["c_eval", "C-Eval"]}, "EVAL: EVAL[1] 'C-Eval' repeats 'c_eval'"),
-    ({"EVAL": [f"b{i}" for i in range(17)]}, "EVAL: at most 16 benchmarks (one job each), found 17"),
+    ({"EVAL": [f"b{i}" for i in range(17)]}, "EVAL: at most 16 benchmarks (one evaluation job each), found 17"),
     ({"EVAL_COMMAND": "run"}, "EVAL_COMMAND: only used with EVAL"),
     ({"EVAL": ["ceval"], "EVAL_COMMAND": ["x"]}, "EVAL_COMMAND: must be a string or a number, found a JSON array"),
     ({"EVALS": ["ceval"]}, "EVALS: unknown key (did you mean EVAL?)"),
+    ({"EVAL_PARALLEL": 2}, "EVAL_PARALLEL: only used with EVAL"),
+    ({"EVAL": ["ceval"], "EVAL_PARALLEL": 0}, "EVAL_PARALLEL: must be a whole number from 1 to 16 (how many "
+                                              "benchmarks are evaluated at once; leave it out for all at once), "
+                                              "found 0"),
+    ({"EVAL": ["ceval"], "EVAL_PARALLEL": "-1"}, "EVAL_PARALLEL: must be a whole number from 1 to 16"),
+    ({"EVAL": ["ceval"], "EVAL_PARALLEL": 17}, "EVAL_PARALLEL: must be a whole number from 1 to 16"),
+    ({"EVAL": ["ceval"], "EVAL_PARALLEL": "two"}, "EVAL_PARALLEL: must be a whole number from 1 to 16"),
+    ({"EVAL": ["ceval"], "EVAL_PARALLEL": 1.5}, "EVAL_PARALLEL: must be a whole number from 1 to 16"),
+    ({"EVAL": ["ceval"], "EVAL_PARALLEL": True}, "EVAL_PARALLEL: must be a whole number from 1 to 16"),
+    ({"EVAL": ["ceval"], "EVAL_PARALLEL": [2]}, "EVAL_PARALLEL: must be a string or a number, found a JSON array"),
+    ({"EVAL": ["ceval"], "EVAL_PARALEL": 2}, "EVAL_PARALEL: unknown key (did you mean EVAL_PARALLEL?)"),
 ])
 def test_bad_eval_is_one_line_and_writes_nothing(tmp_path: Path, change: Dict[str, Any], message: str) -> None:
     for spec in (SEED_INPUT, PRETRAIN_SFT):
@@ -993,8 +1036,10 @@ def test_bad_eval_is_one_line_and_writes_nothing(tmp_path: Path, change: Dict[st
 def test_sixteen_long_benchmark_names_still_give_distinct_valid_job_names() -> None:
     benches = [f"{'x' * 60}{i:02d}" for i in range(16)]
     chain, scripts = generate_chain(dict(PRETRAIN_SFT, EVAL=benches), None, pool="p", pfs="f")
-    names = [j["name"] for j in chain["jobs"]]
+    assert len(chain["jobs"]) == 5 + 1 + 1
+    names = [s.name for s in check_chain_data(chain, "chain_info.json", local=True, scripts=scripts).steps]
     assert len(names) == 5 + 16 + 1 and len(set(names)) == len(names)
+    assert all(job_name_problem(n) is None for n in names)
     assert set(scripts) == set(SCRIPT_NAMES.values()) | set(EVAL_SCRIPT_NAMES.values())
 
 
@@ -1002,5 +1047,6 @@ def test_dry_run_with_eval_prints_the_graph_and_writes_nothing(tmp_path: Path) -
     result = gen(tmp_path, dict(SEED_INPUT, EVAL=["ceval", "mmlu"]), *STORAGE, "--dry-run")
     assert result.exit_code == 0, result.output
     printed = json.loads(result.stdout)
-    assert printed["jobs"][-1]["jobChain"]["dependsOn"] == [j["name"] for j in printed["jobs"][3:5]]
+    assert printed["jobs"][3]["jobChain"]["matrix"] == {"benchmark": ["ceval", "mmlu"]}
+    assert printed["jobs"][-1]["jobChain"]["dependsOn"] == [printed["jobs"][3]["name"]]
     assert files(tmp_path) == ["aiak_job_info.json"]

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 from chain_helpers import cli, labels, latest_run, run_jobs, wait_outcome
+from test_dag_run import jobs_by_step
 
 from job_chain.chain.model import LABEL_STEP
 
@@ -128,18 +129,30 @@ def test_pretrain_sft_chain_runs_with_stand_in_scripts(tmp_path: Path, local_ser
     assert (Path(seen[4]["SAVE"]) / ".aiak-gen-done").read_text() == "TP=1 PP=1\n"
 
 
-def test_eval_chain_fans_out_and_reports_once(tmp_path: Path, local_server: Any) -> None:
-    """EVAL of two benchmarks: both evaluations run once after training, then the report once.
+def test_eval_matrix_runs_each_benchmark_once_at_most_eval_parallel_at_once_then_reports(
+        tmp_path: Path, local_server: Any) -> None:
+    """EVAL of three benchmarks with EVAL_PARALLEL 2: the eval matrix runs each point once after
+    training, never more than two at once, then the report once after every point.
 
     Training steps are stand-ins; the evaluation and report steps are the shipped scripts, with
-    EVAL_COMMAND (the user's evaluation command) a stand-in that records its run.
+    EVAL_COMMAND (the user's evaluation command) a stand-in that records its run and its times.
+    The first two points wait for each other (at most 20 s), so the cap is reached however slow
+    the machine; a third running at the same time would be seen.
     """
-    runs, out = tmp_path / "eval-runs.log", tmp_path / "out"
-    command = (f'echo "$EVAL_BENCHMARK $LOAD" >> {runs}; [ -f "$LOAD/.aiak-gen-done" ]; '
-               'echo "{\\"benchmark\\": \\"$EVAL_BENCHMARK\\", \\"acc\\": 0.5}" > "$EVAL_OUTPUT/result.json"')
+    out, shared = tmp_path / "out", tmp_path / "shared"
+    shared.mkdir()
+    command = "; ".join([
+        f'echo "start $(date +%s.%N) $EVAL_BENCHMARK" >> {shared}/times',
+        f'echo "$EVAL_BENCHMARK $JOB_CHAIN_MATRIX_BENCHMARK $EVAL_CHECKPOINT $EVAL_OUTPUT" >> {shared}/runs',
+        f'touch {shared}/arrived-$EVAL_BENCHMARK; n=0',
+        f'while [ "$(ls {shared} | grep -c ^arrived-)" -lt 2 ] && [ $n -lt 400 ]; do sleep 0.05; n=$((n+1)); done',
+        'sleep 0.2; echo "{\\"benchmark\\": \\"$EVAL_BENCHMARK\\", \\"acc\\": 0.5}" > "$EVAL_OUTPUT/result.json"',
+        f'echo "end $(date +%s.%N) $EVAL_BENCHMARK" >> {shared}/times'])
+    benches = ["ceval", "mmlu", "gsm8k"]
     spec = {"MODEL_NAME": "qwen1.5-0.5b", "REPLICAS": "1", "VERSION": "ev-1", "TRAINING_PHASE": "sft",
             "TP": "", "PP": "", "DATASET_NAME": "alpaca_zh-llama3-train", "JSON_KEYS": "",
-            "IMAGE": "registry.baidubce.com/aihc-aiak/x:test", "EVAL": ["ceval", "mmlu"], "EVAL_COMMAND": command}
+            "IMAGE": "registry.baidubce.com/aihc-aiak/x:test", "EVAL": benches, "EVAL_PARALLEL": 2,
+            "EVAL_COMMAND": command}
     (tmp_path / "aiak_job_info.json").write_text(json.dumps(spec))
     chain_path = tmp_path / "chain_info.json"
     done = subprocess.run([AIAK_GEN, str(chain_path), str(tmp_path / "aiak_job_info.json"), "--pool",
@@ -149,7 +162,9 @@ def test_eval_chain_fans_out_and_reports_once(tmp_path: Path, local_server: Any)
     cli("validate", str(chain_path), server=local_server, check=True)
 
     chain = json.loads(chain_path.read_text())
-    assert [j["jobSpec"]["command"] for j in chain["jobs"]][3:] == ["aiak_eval.sh", "aiak_eval.sh", "aiak_report.sh"]
+    evaluate, report = chain["jobs"][3:]
+    assert [evaluate["jobSpec"]["command"], report["jobSpec"]["command"]] == ["aiak_eval.sh", "aiak_report.sh"]
+    assert evaluate["jobChain"]["matrix"] == {"benchmark": benches} and evaluate["jobChain"]["maxParallel"] == 2
     for script, body in STAND_INS.items():  # only the training steps; eval and report are the real scripts
         (tmp_path / script).write_text(STAND_IN_HEAD + body + "\n")
     for index, job in enumerate(chain["jobs"][:3]):
@@ -159,17 +174,30 @@ def test_eval_chain_fans_out_and_reports_once(tmp_path: Path, local_server: Any)
                                    {"name": "STAND_IN_STEP", "value": str(index)}]
     chain_path.write_text(json.dumps(chain, indent=2))
 
-    cli("run", str(chain_path), "--follow", server=local_server, check=True, timeout=120)
-    jobs = run_jobs(local_server, latest_run(chain_path))
-    assert sorted(labels(j)[LABEL_STEP] for j in jobs) == step_names(chain)  # each step once
-    assert all(j["status"] == "Succeeded" for j in jobs)
+    cli("run", str(chain_path), "--follow", server=local_server, check=True, timeout=180)
+    run_id = latest_run(chain_path)
+    points = [f"{evaluate['name']}-benchmark-{b}" for b in benches]
+    training = [j["name"] for j in chain["jobs"][:3]]
+    assert jobs_by_step(local_server, run_id) == {f"{n}/1": 1 for n in training + points + [report["name"]]}
+    assert all(j["status"] == "Succeeded" for j in run_jobs(local_server, run_id))
     trained = dict(line.split("=", 1) for line in (out / "2.env").read_text().splitlines())["SAVE"]
-    assert sorted(runs.read_text().splitlines()) == [f"ceval {trained}", f"mmlu {trained}"]
     eval_dir = tmp_path / "pfs" / "eval" / "qwen1.5-0.5b" / "sft" / "ev-1"
-    report = json.loads((eval_dir / "report.json").read_text())  # written only once both results existed
-    assert report == {"checkpoint": trained, "results": {"ceval": {"benchmark": "ceval", "acc": 0.5},
-                                                         "mmlu": {"benchmark": "mmlu", "acc": 0.5}}}
-    wait_outcome(chain_path, local_server, "succeeded", timeout=10)
+    assert sorted((shared / "runs").read_text().splitlines()) == sorted(  # each point once, with its own envs
+        f"{b} {b} {trained}/iter_0000100 {eval_dir}/{b}" for b in benches)
+    times = [line.split() for line in (shared / "times").read_text().splitlines()]
+    events = sorted((float(when), kind) for kind, when, _ in times)  # at one instant an end counts first
+    running = most = 0
+    for _, kind in events:
+        running += 1 if kind == "start" else -1
+        most = max(most, running)
+    assert most == 2  # the cap was reached, and never a third at once
+    assert sorted(bench for kind, _, bench in times if kind == "start") == sorted(benches)
+    report_file = eval_dir / "report.json"
+    assert report_file.stat().st_mtime > max(when for when, kind in events if kind == "end")  # after every point
+    assert json.loads(report_file.read_text()) == {
+        "checkpoint": trained, "results": {b: {"benchmark": b, "acc": 0.5} for b in benches}}
+    status = wait_outcome(chain_path, local_server, "succeeded", timeout=10)
+    assert [g["counts"] for g in status["matrices"]] == [{"Succeeded": 3}]
 
 
 def test_a_chain_fetches_from_bos_with_the_sdk_and_runs_aiaks_tools(tmp_path: Path, local_server: Any) -> None:

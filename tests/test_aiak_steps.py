@@ -14,7 +14,9 @@ from typing import Any, Dict, Optional
 
 import pytest
 from aiak_stand_ins import aiak_tree, hf_weights, launcher
-from test_aiak_gen import PRETRAIN_SFT, SEED_INPUT, SFT_INPUT, STORAGE, envs, gen, load
+from test_aiak_gen import PRETRAIN_SFT, SEED_INPUT, SFT_INPUT, STORAGE, envs, gen, load, point_envs
+
+from job_chain.chain.loader import load_chain
 
 BIN = os.path.dirname(sys.executable)  # python and python3 with job-chain; no bcecmd on this PATH
 
@@ -46,8 +48,21 @@ class Job:
 
     def run(self, index: int, **override: str) -> subprocess.CompletedProcess:
         script = self.chain["jobs"][index]["jobSpec"]["command"]
+        return self.run_script(script, {**self.env(index), **override})
+
+    def point_env(self, benchmark: str) -> Dict[str, str]:
+        """The envs the eval matrix's point for ``benchmark`` is submitted with (references replaced)."""
+        chain = load_chain(str(self.dir / "chain_info.json"), local=True)
+        point = next(s for s in chain.steps if s.point == {"benchmark": benchmark})
+        return point_envs(chain, point.name)
+
+    def run_eval(self, benchmark: str, **override: str) -> subprocess.CompletedProcess:
+        """aiak_eval.sh as the point for ``benchmark`` runs it."""
+        return self.run_script("aiak_eval.sh", {**self.point_env(benchmark), **override})
+
+    def run_script(self, script: str, env: Dict[str, str]) -> subprocess.CompletedProcess:
         return subprocess.run(["bash", str(self.dir / script)], capture_output=True, text=True, timeout=60,
-                              env={**self.base, **self.env(index), **override})
+                              env={**self.base, **env})
 
     def calls_of(self, tool: str) -> list:
         text = self.calls.read_text() if self.calls.exists() else ""
@@ -304,10 +319,10 @@ def eval_job(tmp_path: Path, command: str = "") -> Job:
 
 def test_eval_script_without_eval_command_says_what_to_set(tmp_path: Path) -> None:
     job = eval_job(tmp_path)
-    done = job.run(3)
+    done = job.run_eval("ceval")
     assert done.returncode == 2
     assert "AIAK documents no evaluation command" in done.stderr and '"EVAL_COMMAND"' in done.stderr
-    assert not Path(job.env(3)["EVAL_OUTPUT"]).exists()
+    assert not Path(job.point_env("ceval")["EVAL_OUTPUT"]).exists()
 
 
 @pytest.mark.parametrize("tracker, directory", [("release", "release"), ("1500\n", "iter_0001500")])
@@ -317,11 +332,11 @@ def test_the_eval_command_is_given_the_iteration_directory(tmp_path: Path, track
     root = Path(job.env(3)["LOAD"])
     (root / directory).mkdir(parents=True)
     (root / "latest_checkpointed_iteration.txt").write_text(tracker)
-    done = job.run(3)
+    done = job.run_eval("ceval")
     assert done.returncode == 0, done.stderr
-    assert (Path(job.env(3)["EVAL_OUTPUT"]) / "result.json").read_text() == f"{root / directory}\n"
+    assert (Path(job.point_env("ceval")["EVAL_OUTPUT"]) / "result.json").read_text() == f"{root / directory}\n"
     (root / "latest_checkpointed_iteration.txt").write_text("abc")
-    bad = job.run(4)
+    bad = job.run_eval("mmlu")
     assert bad.returncode == 1 and "neither an iteration number nor release" in bad.stderr
 
 
@@ -332,24 +347,24 @@ def test_eval_and_report_scripts_run_once_and_skip_finished_work(tmp_path: Path)
     root = Path(job.env(3)["LOAD"])
     (root / "iter_0000100").mkdir(parents=True)
     (root / "latest_checkpointed_iteration.txt").write_text("100")
-    for index in (3, 4, 3, 4):
-        done = job.run(index)
+    for bench in ("ceval", "mmlu", "ceval", "mmlu"):
+        done = job.run_eval(bench)
         assert done.returncode == 0, done.stderr
     assert calls.read_text() == "ceval TP=1\nmmlu TP=1\n"  # the second run of each skipped
     (root / "iter_0000200").mkdir()
     (root / "latest_checkpointed_iteration.txt").write_text("200")  # a resumed training saved more
-    assert job.run(3).returncode == 0 and calls.read_text().endswith("ceval TP=1\n") and \
+    assert job.run_eval("ceval").returncode == 0 and calls.read_text().endswith("ceval TP=1\n") and \
         len(calls.read_text().splitlines()) == 3
-    eval_dir = Path(job.env(5)["EVAL_DIR"])
+    eval_dir = Path(job.env(4)["EVAL_DIR"])
     (eval_dir / "mmlu" / "result.json").write_text("not json: 71.2\n")
-    done = job.run(5)
+    done = job.run(4)
     assert done.returncode == 0, done.stderr
     assert json.loads((eval_dir / "report.json").read_text()) == {
         "checkpoint": str(root), "results": {"ceval": {"acc": 0.5}, "mmlu": "not json: 71.2"}}
-    again = job.run(5)
+    again = job.run(4)
     assert again.returncode == 0 and "already up to date" in again.stdout
-    missing = job.run(5, EVAL_BENCHMARKS="ceval gsm8k")
+    missing = job.run(4, EVAL_BENCHMARKS="ceval gsm8k")
     assert missing.returncode == 1 and "no result for gsm8k" in missing.stderr
-    no_result = job.run(3, EVAL_COMMAND="true", EVAL_OUTPUT=str(eval_dir / "arc"))
+    no_result = job.run_eval("ceval", EVAL_COMMAND="true", EVAL_OUTPUT=str(eval_dir / "arc"))
     assert no_result.returncode == 1 and "wrote no" in no_result.stderr
     assert not (eval_dir / "arc" / ".aiak-gen-done").exists()

@@ -46,12 +46,14 @@ PRETRAIN_SFT_KEYS: Dict[str, Any] = {
     "SFT_DATASET_NAME": None,  # the SFT data (a datasets.csv row); required with pretrain+sft
     "SFT_TRAIN_SCRIPT": None,  # the SFT launcher (default the row's sft_launcher)
 }
-# EVAL: benchmark names, each an eval job's name part and a folder name on the mount.
+# EVAL: benchmark names, each a point of the eval matrix (part of its job name) and a folder name
+# on the mount.
 EVAL_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 MAX_EVALS = 16
 # Optional keys used only with EVAL (refused without it).
 EVAL_KEYS: Dict[str, Any] = {
     "EVAL_COMMAND": None,  # the evaluation command aiak_eval.sh runs (AIAK documents none)
+    "EVAL_PARALLEL": None,  # the eval matrix's maxParallel: benchmarks evaluated at once (default all)
 }
 _VERSION_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _POSITIVE_RE = re.compile(r"[0-9]+")
@@ -61,7 +63,7 @@ MAX_COUNT = 2**31 - 1  # replicas, GPUs, TP/PP, sequence length: Kubernetes int3
 MAX_NAME = 200  # VERSION and DATASET_NAME name folders; a file name has at most 255 bytes
 _PLAIN_KEY = re.compile(r"[A-Za-z0-9_.-]{1,40}")  # shown as is in messages; other keys quoted
 # keys whose own checks explain a wrong number or boolean best ("must be a positive integer")
-_NUMBER_KEYS = {"REPLICAS", "TP", "PP", "EP", "GPUS_PER_REPLICA", "SEQ_LENGTH", "ENABLE_RDMA"}
+_NUMBER_KEYS = {"REPLICAS", "TP", "PP", "EP", "GPUS_PER_REPLICA", "SEQ_LENGTH", "ENABLE_RDMA", "EVAL_PARALLEL"}
 _OBJECT_KEYS = {"EVAL", "RESOURCES"}  # values that are JSON arrays/objects by design
 
 
@@ -173,6 +175,8 @@ def _options(raw: Dict[str, Any], bad: Any) -> Dict[str, Any]:
             options[key] = positive(value)
             if options[key] is None:
                 bad(key, f"must be a positive integer, found {describe(value)}")
+        elif key == "EVAL_PARALLEL":
+            options[key] = _eval_parallel(value, bad)
         elif key == "ENABLE_RDMA":
             flag = _boolean(value)
             if flag is None:
@@ -330,6 +334,18 @@ def _split(raw: Dict[str, Any], model: Optional[tables.Model], bad: Any) -> Tupl
     return (model.tp or 0, model.pp or 0) if model is not None else (0, 0)
 
 
+def _eval_parallel(value: Any, bad: Any) -> Optional[int]:
+    """EVAL_PARALLEL: the eval matrix's maxParallel, or None (no cap: every benchmark at once)."""
+    if value is None or _text(value) == "":
+        return None
+    cap = positive(value)
+    if cap is None or cap > MAX_EVALS:
+        bad("EVAL_PARALLEL", f"must be a whole number from 1 to {MAX_EVALS} (how many benchmarks are evaluated "
+                             f"at once; leave it out for all at once), found {describe(value)}")
+        return None
+    return cap
+
+
 def _eval_names(value: Any, bad: Any) -> List[str]:
     """EVAL's benchmark names, or [] after reporting (via ``bad``) why the value is unusable."""
     example = 'e.g. "EVAL": ["ceval", "mmlu"]'
@@ -338,7 +354,7 @@ def _eval_names(value: Any, bad: Any) -> List[str]:
         bad("EVAL", f"must be a non-empty list of benchmark names, {example}; found {found}")
         return []
     if len(value) > MAX_EVALS:
-        bad("EVAL", f"at most {MAX_EVALS} benchmarks (one job each), found {len(value)}")
+        bad("EVAL", f"at most {MAX_EVALS} benchmarks (one evaluation job each), found {len(value)}")
         return []
     seen: Dict[str, str] = {}
     for index, name in enumerate(value):
@@ -347,10 +363,10 @@ def _eval_names(value: Any, bad: Any) -> List[str]:
             bad("EVAL", f"EVAL[{index}] must be a benchmark name of letters, digits, '.', '_' or "
                         f"'-' starting with a letter or digit (at most 64), found {shown}")
             return []
-        key = re.sub(r"[^a-z0-9]+", "-", name.lower())  # what the job name keeps of it
+        key = re.sub(r"[^a-z0-9]+", "-", name.lower())  # what its point's job name shows of it
         if key in seen:
-            bad("EVAL", f"EVAL[{index}] {describe(name)} repeats {describe(seen[key])} (job names "
-                        "ignore case and '.', '_', '-'): give each benchmark once")
+            bad("EVAL", f"EVAL[{index}] {describe(name)} repeats {describe(seen[key])} (names that differ "
+                        "only in case or '.', '_', '-' give look-alike job names): give each benchmark once")
             return []
         seen[key] = name
     return list(value)

@@ -8,11 +8,13 @@ Stable contract (the CLI, the examples and the integration tests rely on it):
 - ``pretrain+sft``: five jobs, convert → preprocess → train of the pretrain phase, then
   preprocess (the SFT data, ``SFT_DATASET_NAME``) → train of the sft phase, which fine-tunes the
   pretrained checkpoint (same TP/PP/EP). Each job is named after its own phase.
-- ``EVAL`` (a list of benchmark names): after those jobs, one ``eval`` job per benchmark
-  (``{phase}-{model}-eval-{benchmark}-{version}``, phase of the last training) that depends on
-  the last training, and a ``report`` job that depends on every eval job. Then every job names
-  its dependencies in ``jobChain.dependsOn`` (the training jobs their predecessor), since a
-  chain with any ``dependsOn`` is a graph. Without ``EVAL`` the chain is a line, as before.
+- ``EVAL`` (a list of benchmark names): after those jobs, one ``eval`` job
+  (``{phase}-{model}-eval-{version}``, phase of the last training) that depends on the last
+  training and is a matrix over the benchmarks, ``"matrix": {"benchmark": EVAL}`` (one point
+  per benchmark, each named ``…-eval-{version}-benchmark-{benchmark}``; with ``EVAL_PARALLEL``
+  also ``"maxParallel"``), and a ``report`` job that depends on it, so on every point. Then
+  every job names its predecessor in ``jobChain.dependsOn``. Without ``EVAL`` the chain is a
+  line without ``dependsOn``, as before.
 - Job ``i``'s ``jobSpec.command`` is exactly the file name of its step script,
   ``SCRIPT_NAMES[step]``: ``aiak_convert.sh``, ``aiak_preprocess.sh``, ``aiak_train.sh`` (with
   ``EVAL`` also ``EVAL_SCRIPT_NAMES``: ``aiak_eval.sh``, ``aiak_report.sh``). The
@@ -41,7 +43,7 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 
 from job_chain.aiak import layout, tables
 from job_chain.aiak.description import EVAL_KEYS, OPTIONAL, PHASES, PRETRAIN_SFT_KEYS, REQUIRED, AiakSpec, parse_spec
-from job_chain.aiak.plan import STEP_ENV_NAMES, Step, indexed_data_path, plan_steps
+from job_chain.aiak.plan import EVAL_MATRIX, STEP_ENV_NAMES, Step, indexed_data_path, plan_steps
 from job_chain.aiak.resources import step_resources
 from job_chain.aiak.template import DEFAULT_MOUNT, JobDefaults, job_defaults
 from job_chain.aihc.names import make_job_name
@@ -65,14 +67,20 @@ AIAK_ROOT = layout.AIAK_ROOT
 
 
 def _depends_on(steps: List[Step], names: List[str]) -> List[List[str]]:
-    """Each job's dependencies by name: with EVAL the chain is a graph, so the line is explicit."""
+    """Each job's dependencies by name: with EVAL every job names its predecessor (the report's is
+    the eval matrix, so it waits for every point); without, none, exactly as before EVAL."""
     if not any(step.kind == "eval" for step in steps):
-        return [[] for _ in steps]  # a line: no dependsOn anywhere, exactly as before EVAL
-    last_train = max(i for i, step in enumerate(steps) if step.kind == "train")
-    evals = [names[i] for i, step in enumerate(steps) if step.kind == "eval"]
-    return [[] if i == 0 else [names[i - 1]] if i <= last_train
-            else [names[last_train]] if step.kind == "eval" else evals
-            for i, step in enumerate(steps)]
+        return [[] for _ in steps]
+    return [[names[i - 1]] if i else [] for i in range(len(steps))]
+
+
+def eval_settings(spec: AiakSpec) -> Dict[str, Any]:
+    """The ``jobChain`` settings of the eval job: a matrix with one point per benchmark, and
+    ``maxParallel`` when EVAL_PARALLEL caps how many are evaluated at once (default: all)."""
+    settings: Dict[str, Any] = {"matrix": {EVAL_MATRIX: list(spec.evals)}}
+    if spec.options["EVAL_PARALLEL"]:
+        settings["maxParallel"] = spec.options["EVAL_PARALLEL"]
+    return settings
 
 
 def training_settings(spec: AiakSpec, step: Step) -> Dict[str, Any]:
@@ -92,6 +100,8 @@ def job_settings(spec: AiakSpec, step: Step, depends_on: List[str]) -> Dict[str,
         settings["dependsOn"] = depends_on
     if step.kind == "train":
         settings.update(training_settings(spec, step))
+    elif step.kind == "eval":
+        settings.update(eval_settings(spec))
     return settings
 
 
@@ -159,8 +169,7 @@ def generate_chain(
     shared = job_defaults(spec, template, chain, pfs=pfs, mount_path=mount_path, template_source=template_source,
                           spec_source=spec_source, chain_path=chain_path)
     steps = plan_steps(spec, shared.root, shared.fetch)
-    names = [make_job_name("-".join(p for p in (step.phase, spec.model.name, step.kind, step.label,
-                                                spec.version) if p)) for step in steps]
+    names = [make_job_name(f"{step.phase}-{spec.model.name}-{step.kind}-{spec.version}") for step in steps]
     chain["jobs"] = [_job(spec, step, name, depends_on, shared)
                      for step, name, depends_on in zip(steps, names, _depends_on(steps, names))]
     scripts = step_scripts(with_eval=bool(spec.evals))
@@ -206,5 +215,5 @@ def step_scripts(with_eval: bool = False) -> Dict[str, str]:
 
 __all__ = ["AIAK_ROOT", "DEFAULT_MOUNT", "EVAL_KEYS", "EVAL_SCRIPT_NAMES", "GENERATED_BY", "OPTIONAL", "PHASES",
            "PRETRAIN_SFT_KEYS", "PRIORITIES", "REQUIRED", "SCRIPT_NAMES", "STEP_ENV_NAMES", "STEPS", "AiakSpec",
-           "Step", "generate_chain", "indexed_data_path", "is_generated", "notes", "parse_spec", "step_scripts",
-           "training_settings"]
+           "Step", "eval_settings", "generate_chain", "indexed_data_path", "is_generated", "notes", "parse_spec",
+           "step_scripts", "training_settings"]

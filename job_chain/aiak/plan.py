@@ -31,16 +31,19 @@ STEP_ENV_NAMES: Dict[str, Tuple[str, ...]] = {
     "eval": ("EVAL_BENCHMARK", "LOAD", "TP", "PP", "EP", "TOKENIZER_PATH", "EVAL_OUTPUT", "EVAL_COMMAND"),
     "report": ("EVAL_BENCHMARKS", "EVAL_DIR", "LOAD"),
 }
+# The evaluation is one matrix job over the benchmarks (docs/graphs.md "Matrices"): each point's
+# envs name its benchmark through this reference, replaced when the point is submitted.
+EVAL_MATRIX = "benchmark"
+BENCHMARK_REF = f"${{matrix.{EVAL_MATRIX}}}"
 
 
 @dataclass
 class Step:
-    """One job of the chain: its phase (in its name), kind (its script), envs and name part."""
+    """One job of the chain: its phase (in its name), kind (its script) and envs."""
 
     phase: str
     kind: str
     envs: List[Dict[str, str]]
-    label: str = ""  # the benchmark of an eval step: part of the job name
 
     def env(self, name: str) -> Optional[str]:
         return next((e["value"] for e in self.envs if e["name"] == name), None)
@@ -80,8 +83,9 @@ def plan_steps(spec: AiakSpec, mount: str, fetch: Optional[List[Tuple[str, str]]
     ``models/<model>/<m>/mcore/tp<TP>_pp<PP>[_ep<EP>]`` (converted),
     ``datasets/<dataset>/<d>/<raw file>``, ``datasets/<dataset>/processed/<model>/<phase>-<t>``,
     ``checkpoints/<model>/<phase>/<version>``, ``tensorboard/<model>/<phase>/<version>``,
-    ``eval/<model>/<phase>/<version>/<benchmark>``. ``fetch`` are the envs a step that
-    downloads needs to find credentials and the BOS endpoint (never a secret).
+    ``eval/<model>/<phase>/<version>/<benchmark>`` (the matrix point's, :data:`BENCHMARK_REF`).
+    ``fetch`` are the envs a step that downloads needs to find credentials and the BOS endpoint
+    (never a secret).
     """
     model, opts, aiak = spec.model, spec.options, spec.aiak
     mount = mount.rstrip("/")  # a mount at "/" gives "/models/...", not "//models/..."
@@ -139,14 +143,13 @@ def plan_steps(spec: AiakSpec, mount: str, fetch: Optional[List[Tuple[str, str]]
         pretrained = dict(trained)["SAVE"]  # the SFT fine-tunes what pretraining saved
         steps += [("sft", "preprocess", sft_data), ("sft", "train", train("sft", pretrained, sft_path))]
     planned = [Step(phase, kind, _envs(pairs)) for phase, kind, pairs in steps]
-    if spec.evals:  # evaluate what the last training saved, then one report over all results
+    if spec.evals:  # evaluate what the last training saved (one point per benchmark), then report
         last_phase, last = steps[-1][0], dict(steps[-1][2])
         eval_dir = f"{mount}/eval/{path_part(model.name)}/{last_phase}/{spec.version}"
         command = [("EVAL_COMMAND", opts["EVAL_COMMAND"])] if opts["EVAL_COMMAND"] else []
-        for bench in spec.evals:
-            planned.append(Step(last_phase, "eval", _envs([
-                ("EVAL_BENCHMARK", bench), ("LOAD", last["SAVE"]), ("TP", spec.tp), ("PP", spec.pp), *ep,
-                ("TOKENIZER_PATH", hf_dir), ("EVAL_OUTPUT", f"{eval_dir}/{bench}")] + command), bench))
+        planned.append(Step(last_phase, "eval", _envs([
+            ("EVAL_BENCHMARK", BENCHMARK_REF), ("LOAD", last["SAVE"]), ("TP", spec.tp), ("PP", spec.pp), *ep,
+            ("TOKENIZER_PATH", hf_dir), ("EVAL_OUTPUT", f"{eval_dir}/{BENCHMARK_REF}")] + command)))
         planned.append(Step(last_phase, "report", _envs([
             ("EVAL_BENCHMARKS", " ".join(spec.evals)), ("EVAL_DIR", eval_dir), ("LOAD", last["SAVE"])])))
     return planned

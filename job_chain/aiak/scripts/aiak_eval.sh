@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Evaluation step of an aiak-gen chain (EVAL): evaluate the trained checkpoint on one benchmark.
-# Written by aiak-gen. Every parameter arrives as an env of the job (jobSpec.envs):
+# Written by aiak-gen. The eval job is a matrix over the benchmarks, and this runs once per point.
+# Every parameter arrives as an env of the job (jobSpec.envs; job-chain writes the point's
+# benchmark into EVAL_BENCHMARK and EVAL_OUTPUT, whose values name it as a matrix reference):
 #   EVAL_BENCHMARK (the benchmark name)  LOAD (the last training's checkpoint root)  TP  PP
 #   EP (MoE)  TOKENIZER_PATH  EVAL_OUTPUT (this benchmark's folder on the mount)
 #   EVAL_COMMAND (optional: the command that evaluates; from the description's EVAL_COMMAND)
