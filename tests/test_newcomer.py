@@ -109,7 +109,8 @@ def test_watch_run_left_by_ctrl_c_says_how_to_continue_or_stop(tmp_path: Path, l
 
     from chain_helpers import JOB_CHAIN, cli, latest_run, make_chain, run_jobs
 
-    chain = make_chain(tmp_path, [{"script": "sleep 4; echo a\n"}, {"script": "echo b\n"}], local_server.pool)
+    gate = 'for i in $(seq 1200); do test -f "$SHARED/go" && break; sleep 0.1; done; echo a\n'  # until the test says
+    chain = make_chain(tmp_path, [{"script": gate}, {"script": "echo b\n"}], local_server.pool)
     env = dict(os.environ, JOB_CHAIN_CREDENTIALS=local_server.credentials_file)
     watcher = subprocess.Popen([*JOB_CHAIN, "run", str(chain), "--advance", "watch"], env=env, text=True,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -133,10 +134,19 @@ def test_watch_run_left_by_ctrl_c_says_how_to_continue_or_stop(tmp_path: Path, l
     assert refused.returncode == 2
     assert f"continue it with 'job-chain resume {chain} --run {run_id} --advance watch'" in refused.stderr
     assert f"stop it with 'job-chain stop {chain} --run {run_id}'" in refused.stderr
-    continued = cli("resume", str(chain), "--run", run_id, "--advance", "watch", server=local_server)
-    assert continued.returncode == 0, continued.stderr + continued.stdout
-    assert "this process now submits each next step" in continued.stdout  # step 0 was still running
-    assert f"run {run_id}: succeeded" in continued.stdout
+    resumed = subprocess.Popen([*JOB_CHAIN, "resume", str(chain), "--run", run_id, "--advance", "watch"], env=env,
+                               text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    guard = threading.Timer(120, resumed.kill)
+    guard.start()
+    try:
+        said = resumed.stdout.readline()  # type: ignore[union-attr]
+        assert "this process now submits each next step" in said  # step 0 is still running
+        (tmp_path / "shared" / "go").write_text("go")
+        out, err = resumed.communicate(timeout=120)
+    finally:
+        guard.cancel()
+    assert resumed.returncode == 0, err + out
+    assert f"run {run_id}: succeeded" in out
     steps = sorted(j["name"] for j in run_jobs(local_server, run_id))
     assert steps == ["step-0", "step-1"]  # each once
 
