@@ -269,7 +269,9 @@ def hops(server: BenchServer, run_id: str) -> List[Dict[str, float]]:
     ``pod_exit_to_next``: step N's pod exit → N+1 running (negative: the pod exits only after its
     advance submitted N+1); ``cycle``: pod start → next pod start.
     """
-    steps = {int(j["step"]): j for j in chain_jobs(server) if j["run"] == run_id and j["attempt"] == "1"}
+    # steps are labelled by name ("step-12"); the number is their place in the line
+    steps = {int(j["step"].rsplit("-", 1)[-1]): j for j in chain_jobs(server) if j["run"] == run_id
+             and j["attempt"] == "1"}
     out = []
     for index in sorted(steps):
         current, nxt = steps[index], steps.get(index + 1)
