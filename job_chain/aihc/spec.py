@@ -14,7 +14,6 @@ create bodies (``baidubce/services/aihc``: ``chain_info_temp.py``, the ``JobSpec
 
 from __future__ import annotations
 
-import difflib
 import json
 import posixpath
 import re
@@ -70,6 +69,8 @@ def env_name_problem(name: str) -> Optional[str]:
 
 def unknown_keys(obj: Dict[str, Any], known: FrozenSet[str], where: str) -> List[Problem]:
     """One problem per key of ``obj`` not in ``known``, with the closest known key as a hint."""
+    import difflib  # here: a job advancing a chain reads settings, never unknown keys
+
     problems = []
     for key in sorted(k for k in obj if k not in known):
         close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.6) if len(key) < 100 else []
