@@ -1,7 +1,7 @@
 """What a finished step does from inside its job: submit the next step, retry, or stop.
 
-Runs in training images (Python >= 3.8, maybe no internet): only the BCE SDK and click.
-Messages go to stderr, which is the job's log.
+Runs in training images (Python >= 3.8, maybe no internet) through ``python3 -m job_chain.hop``:
+the standard library, and the BCE SDK once a request is made. Messages go to stderr, the job's log.
 """
 
 from __future__ import annotations
@@ -14,17 +14,19 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from job_chain.aihc.api import JobsAPI
 from job_chain.aihc.errors import AIHCError
-from job_chain.aihc.status import FAILED, STOPPED, SUCCEEDED
 from job_chain.chain.model import Chain, Step
 from job_chain.chain.record import RunRecords, run_started
 from job_chain.chain.submit import submit_step
+from job_chain.errors import JobChainError
 
 DEFAULT_DEADLINE = 600.0  # seconds an advance keeps retrying the API before giving up
 EXIT_ADVANCE_FAILED = 75  # EX_TEMPFAIL: the step succeeded, the next one could not be submitted
+SUBMIT_WIDTH = 16  # creates in flight at once when a split starts its branches
 
 
 def log(message: str) -> None:
-    print(f"job-chain: {message}", file=sys.stderr, flush=True)
+    sys.stderr.write(f"job-chain: {message}\n")  # one write: lines from concurrent submits never interleave
+    sys.stderr.flush()
 
 
 def submit_with_deadline(
@@ -98,14 +100,20 @@ def advance(
         log(f"step {step} is not in run {run_id}'s chain; nothing to do")
         return exit_code or EXIT_ADVANCE_FAILED
     name = current.name
+    recorded = False
     if records is not None:
-        records.record_exit(run_id, name, attempt, exit_code)  # before anything can fail: status shows it
+        recorded = records.record_exit(run_id, name, attempt, exit_code)  # before anything can fail: status shows it
     if records is not None and records.is_stopped(run_id):
         log(f"run {run_id} was stopped by the user; not submitting anything")
         return exit_code
     started = ((records.get_run(run_id) or {}).get("started") if records else None) or run_started(run_id)
     hop = _Hop(chain, client, run_id, records, mode or ("inline" if records is None else "job"), started,
                deadline, reconnect, resume_hint)
+    hop.recorded = recorded
+    if recorded and hop.mode == "job":
+        from job_chain.chain.readiness import note_own_job
+
+        note_own_job(records, run_id, name, attempt)  # type: ignore[arg-type]
 
     if exit_code != 0:
         if current.may_retry(attempt, exit_code):
@@ -131,8 +139,8 @@ def advance(
         if problem:
             log(f"step {name}: {problem}; not advancing (the job fails)")
             return EXIT_ADVANCE_FAILED
-    if records is not None:
-        records.record_succeeded(run_id, name, attempt)  # durably, before looking at the others
+    if records is not None:  # durably, before looking at the others
+        hop.recorded = records.record_succeeded(run_id, name, attempt) and hop.recorded
     if current.is_handler:
         log(f"exit handler {name} succeeded")
         return 0
@@ -149,6 +157,33 @@ class _Hop:
         self.started, self.deadline, self.reconnect, self.resume_hint = started, deadline, reconnect, resume_hint
         self.latest: Dict[str, Any] = {}  # step name -> its latest attempt, as states() last saw it
         self.me_code: Dict[str, int] = {}  # the finishing step's own exit code (the record may be elsewhere)
+        self.recorded = False  # this step's exit (and success) are in the shared run record
+
+    def from_record(self) -> bool:
+        """Whether what starts next can be decided from the run record (job mode, facts written)."""
+        return self.records is not None and self.mode == "job" and self.recorded and self.chain.revision >= 1
+
+    def began(self) -> Optional[float]:
+        """Inline runs: the API's createdAt of the run's first job, which bounds every walk of the pool
+        (never this machine's or the submitter's clock). The first job's snapshot cannot carry it:
+        that job asks the API for its own createdAt (``AIHC_JOB_ID``) and passes it on."""
+        own = os.environ.get("AIHC_JOB_ID")
+        if self.records is None and self.chain.began is None and self.chain.first_job and own:
+            from job_chain.aihc.timefmt import parse_time
+
+            created = parse_time(self.job(own).get("createdAt"))
+            self.chain.began, self.chain.first_job = (created.timestamp() if created else None), False
+        return self.chain.began
+
+    def job(self, job_id: str) -> Dict[str, Any]:
+        """One of the run's own jobs, by id (a deleted job reads as Deleted)."""
+        try:
+            return submit_with_deadline(lambda: self.client.get_job(self.chain.pool, job_id), self.deadline,
+                                        on_unreachable=self.refresh)
+        except AIHCError as exc:
+            if exc.status == 404:
+                return {"jobId": job_id, "status": "Deleted"}
+            raise
 
     # -- the run as a graph ------------------------------------------------------------------
     def states(self, me: Step, me_succeeded: bool) -> Dict[int, str]:
@@ -156,11 +191,12 @@ class _Hop:
         from job_chain.chain import graph
         from job_chain.chain.observe import observe
         from job_chain.chain.outcome import by_step
+        from job_chain.chain.readiness import state_of
 
         first_job = self.records.first_job_id(self.run_id) if self.records else None
         attempts, _, _ = submit_with_deadline(
             lambda: observe(self.client, self.chain.pool, self.run_id, cache={}, first_job_id=first_job,
-                            since=self.started, explain_failures=False),
+                            since=self.started, began=self.began(), explain_failures=False),
             self.deadline, on_unreachable=self.refresh)
         states: Dict[int, str] = {}
         self.latest = {}
@@ -172,15 +208,8 @@ class _Hop:
             item = counted[-1]
             self.latest[name] = item
             code = self.records.script_exit(self.run_id, name, item.attempt) if self.records else None
-            if item.status in SUCCEEDED or (self.records and self.records.succeeded(self.run_id, name, item.attempt)):
-                states[step.index] = graph.SUCCEEDED
-            elif item.status in FAILED or (code is not None and code != 0):
-                code = code if code is not None else 1
-                states[step.index] = graph.RETRY_DUE if step.may_retry(item.attempt, code) else graph.FAILED
-            elif item.status in STOPPED:
-                states[step.index] = graph.STOPPED
-            else:
-                states[step.index] = graph.ACTIVE
+            marker = bool(self.records and self.records.succeeded(self.run_id, name, item.attempt))
+            states[step.index] = state_of(step, item.attempt, item.status, code, marker)
         states[me.index] = graph.SUCCEEDED if me_succeeded else graph.FAILED
         return states
 
@@ -204,7 +233,13 @@ class _Hop:
             return 0 if succeeded else 1
         stopped = bool(self.records and self.records.is_stopped(self.run_id))
         try:
-            states = self.states(me, succeeded)
+            if self.from_record():  # the record decides; the API only where it cannot (readiness.py)
+                from job_chain.chain.readiness import look
+
+                states, self.latest = look(self.chain, self.records, self.run_id, me, succeeded,  # type: ignore
+                                           job=self.job, watchers=watchers, stopped=stopped)
+            else:
+                states = self.states(me, succeeded)
             if self.records is None:  # no shared record: wait for lower-index steps finishing too
                 states = self._wait_for_lower(me, states, succeeded)
         except AIHCError as exc:
@@ -280,30 +315,47 @@ class _Hop:
 
     def submit(self, targets: List[Tuple[str, int]], origin: Optional[Tuple[str, int]], exit_code: int,
                context: Optional[Dict[str, str]] = None) -> int:
-        """Submit each (step, attempt); on giving up, record it for status and say how to resume."""
-        for target, next_attempt in targets:
-            try:
-                result = submit_with_deadline(
-                    lambda t=target, a=next_attempt: submit_step(  # type: ignore[misc]
-                        self.client, self.chain, t, self.run_id, a, records=self.records, mode=self.mode,
-                        since=self.started, context=context),
-                    self.deadline, on_unreachable=self.refresh,
-                )
-            except AIHCError as exc:
-                message = f"step {target} could not be submitted: {exc}"
-                if self.records is not None and origin is not None:
-                    self.records.record_advance_failure(self.run_id, origin[0], origin[1], message)
-                what = "succeeded" if exit_code == 0 else f"failed (exit code {exit_code})"
-                log(f"step {origin[0] if origin else '-'} {what}, but {message}. It may have been created all the "
-                    f"same; continue with '{self.resume_hint}', which submits it with the same client token and "
-                    "so never creates it twice")
-                return exit_code or EXIT_ADVANCE_FAILED
-            verb = "submitted" if result["created"] == "yes" else "was already submitted as"
-            log(f"step {target} {verb} job {result['jobId']}")
-            if self.records is not None and self.records.is_stopped(self.run_id):  # stop raced with this submit
-                self.client.stop_job(self.chain.pool, result["jobId"])
-                log(f"run {self.run_id} was stopped meanwhile; stopped job {result['jobId']} again")
-        return exit_code
+        """Submit each (step, attempt) — a split's branches at once, :data:`SUBMIT_WIDTH` at a time, each
+        with its own client token and record entry; on giving up, record it and say how to resume."""
+        def one(target: Tuple[str, int]) -> Optional[int]:
+            return self._submit_one(target[0], target[1], origin, exit_code, context)
+
+        self.began()  # an inline snapshot tells the steps it starts where the run began
+
+        if len(targets) > 1:
+            from concurrent.futures import ThreadPoolExecutor
+
+            getattr(self.client, "endpoint", None)  # a lazy client is built once, before threads share it
+            with ThreadPoolExecutor(max_workers=min(SUBMIT_WIDTH, len(targets))) as pool:
+                codes = list(pool.map(one, targets))
+        else:
+            codes = [one(target) for target in targets]
+        return next((code for code in codes if code is not None), exit_code)
+
+    def _submit_one(self, target: str, attempt: int, origin: Optional[Tuple[str, int]], exit_code: int,
+                    context: Optional[Dict[str, str]]) -> Optional[int]:
+        """Submit one step; None when it was, else the exit code the job ends with."""
+        try:
+            result = submit_with_deadline(
+                lambda: submit_step(self.client, self.chain, target, self.run_id, attempt, records=self.records,
+                                    mode=self.mode, since=self.started, context=context),
+                self.deadline, on_unreachable=self.refresh,
+            )
+        except JobChainError as exc:  # the API gave up, or no credentials reach this job
+            message = f"step {target} could not be submitted: {exc}"
+            if self.records is not None and origin is not None:
+                self.records.record_advance_failure(self.run_id, origin[0], origin[1], message)
+            what = "succeeded" if exit_code == 0 else f"failed (exit code {exit_code})"
+            log(f"step {origin[0] if origin else '-'} {what}, but {message}. It may have been created all the "
+                f"same; continue with '{self.resume_hint}', which submits it with the same client token and "
+                "so never creates it twice")
+            return exit_code or EXIT_ADVANCE_FAILED
+        verb = "submitted" if result["created"] == "yes" else "was already submitted as"
+        log(f"step {target} {verb} job {result['jobId']}")
+        if self.records is not None and self.records.is_stopped(self.run_id):  # stop raced with this submit
+            self.client.stop_job(self.chain.pool, result["jobId"])
+            log(f"run {self.run_id} was stopped meanwhile; stopped job {result['jobId']} again")
+        return None
 
 
 def handler_context(chain: Chain, run_id: str, outcome: str, failed: List[str]) -> Dict[str, str]:
@@ -318,38 +370,12 @@ def _peers_problem(client: JobsAPI, chain: Chain, run_id: str, step: str, attemp
     from job_chain.chain.submit import find_submitted
 
     entry = records.submission(run_id, step, attempt) if records else None
-    job_id = entry["jobId"] if entry else (find_submitted(client, chain.pool, run_id, step, attempt, started)
-                                           or {}).get("jobId")
+    job_id = entry["jobId"] if entry else os.environ.get("AIHC_JOB_ID")  # the platform names the job it runs
+    if not job_id:
+        job_id = (find_submitted(client, chain.pool, run_id, step, attempt, started) or {}).get("jobId")
     if not job_id:
         return "cannot find this job to check its other replicas"
     try:
         return submit_with_deadline(lambda: wait_for_peers(client, chain.pool, job_id, self_pod, deadline), deadline)
     except AIHCError as exc:
         return f"cannot check the other replicas: {exc}"
-
-
-def env_deadline() -> float:
-    try:
-        return float(os.environ.get("JOB_CHAIN_ADVANCE_DEADLINE", DEFAULT_DEADLINE))
-    except ValueError:
-        return DEFAULT_DEADLINE
-
-
-def reconnect_from_credentials_file() -> Optional[Any]:
-    """A client for the host the credentials file names now (``JOB_CHAIN_CREDENTIALS``), if any.
-
-    A pod keeps the ``AIHC_HOST`` it started with; when that stops answering (the local server
-    restarted elsewhere), the file the server rewrites on start says where it is now.
-    """
-    from job_chain.aihc.client import AIHCClient
-    from job_chain.aihc.credentials import CREDENTIALS_ENV, resolve_credentials
-    from job_chain.errors import JobChainError
-
-    path = os.environ.get(CREDENTIALS_ENV)
-    if not path:
-        return None
-    try:
-        return AIHCClient(resolve_credentials(credentials_file=path, env={}))
-    except JobChainError as exc:
-        log(f"cannot re-read {path}: {exc}")
-        return None

@@ -16,9 +16,7 @@ import contextlib
 import json
 import os
 import re
-import secrets
 import shlex
-import shutil
 import time
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Set, Tuple
 
@@ -31,6 +29,8 @@ _STEP = r"([a-z0-9][-a-z0-9]{0,62})"
 _SUBMISSION = re.compile(rf"step-{_STEP}-attempt-(\d+)\.json")
 _EXIT = re.compile(rf"exit-{_STEP}-attempt-(\d+)\.json")
 _ADVANCE_FAILED = re.compile(rf"advance-failed-{_STEP}-attempt-(\d+)\.json")
+_SUCCEEDED = re.compile(rf"succeeded-{_STEP}-attempt-(\d+)\.json")
+FACTS = {"step": _SUBMISSION, "exit": _EXIT, "succeeded": _SUCCEEDED, "advance-failed": _ADVANCE_FAILED}
 _REVISION = re.compile(r"revision-(\d+)\.json")
 _RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 STOPPED_MARKER = "stopped.json"
@@ -42,6 +42,8 @@ LOCK = ".lock"
 
 def new_run_id() -> str:
     """Sortable, label-safe, unique enough: ``20261122-113045-9f3a``."""
+    import secrets
+
     return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(2)
 
 
@@ -83,6 +85,9 @@ class RunRecords:
         self.root = os.path.abspath(chain_path) + ".runs"
         self._frozen: Dict[Tuple[str, int], Any] = {}
 
+    def directory(self, run_id: str) -> str:
+        return self._dir(run_id)
+
     def _dir(self, run_id: str) -> str:
         if not isinstance(run_id, str) or not _RUN_ID.fullmatch(run_id):
             raise RunNotFound(f"{run_id!r} is not a run id (run ids look like 20261122-113045-9f3a)"
@@ -118,6 +123,8 @@ class RunRecords:
 
     def delete_run(self, run_id: str) -> None:
         """Forget a run: its directory and everything in it."""
+        import shutil
+
         shutil.rmtree(self._dir(run_id), ignore_errors=True)
 
     def get_run(self, run_id: str) -> Optional[Dict[str, Any]]:
@@ -163,8 +170,7 @@ class RunRecords:
             return []
 
     def latest_run(self) -> Optional[Dict[str, Any]]:
-        runs = self.runs()
-        return runs[0] if runs else None
+        return next(iter(self.runs()), None)
 
     @contextlib.contextmanager
     def start_lock(self) -> Iterator[None]:
@@ -251,10 +257,14 @@ class RunRecords:
         except OSError:
             return False
 
-    def record_submission(self, run_id: str, step: str, attempt: int, job_id: str, job_name: str) -> bool:
-        """Note a created job; False (not an error) when the record is not writable here."""
-        return self._write(run_id, _name("step", step, attempt), {
-            "step": step, "attempt": attempt, "jobId": job_id, "jobName": job_name, "submitted": time.time()})
+    def record_submission(self, run_id: str, step: str, attempt: int, job_id: str, job_name: str,
+                          mode: Optional[str] = None) -> bool:
+        """Note a created job; False (not an error) when not writable here. ``mode "job"``: its own tail
+        reports to this record (so a join can be decided from the record: :mod:`~job_chain.chain.readiness`)."""
+        entry = {"step": step, "attempt": attempt, "jobId": job_id, "jobName": job_name, "submitted": time.time()}
+        if mode:
+            entry["mode"] = mode
+        return self._write(run_id, _name("step", step, attempt), entry)
 
     def submission(self, run_id: str, step: str, attempt: int) -> Optional[Dict[str, Any]]:
         return _read(os.path.join(self._dir(run_id), _name("step", step, attempt)))
@@ -384,10 +394,8 @@ class RunRecords:
 
     def clear_stopped(self, run_id: str) -> None:
         for name in (STOPPED_MARKER, START_FAILED):
-            try:
+            with contextlib.suppress(FileNotFoundError):
                 os.unlink(os.path.join(self._dir(run_id), name))
-            except FileNotFoundError:
-                pass
 
     def is_stopped(self, run_id: str) -> bool:
         return os.path.exists(os.path.join(self._dir(run_id), STOPPED_MARKER))
