@@ -152,31 +152,29 @@ class ChainSession(PlacesMixin, PlanMixin, ResumeMixin, WatchMixin, LogsMixin):
         return self.records.frozen(run.run_id) if run.revision else None
 
     def status(self, run_id: Optional[str] = None, *, now: Optional[float] = None) -> RunStatus:
-        """Every step of the run (default: the latest) and its outcome, as the API tells it now."""
-        from job_chain.chain.observe import observe
+        """Every step of the run (default: the latest) and its outcome, as the API tells it now.
+
+        The API is asked for the run's own jobs (named by the record), not the pool's; see
+        :mod:`job_chain.chain.look` for where a walk of the pool is still needed.
+        """
+        from job_chain.chain.look import may_hide_a_job, run_attempts
 
         run = self.run(run_id)
         chain = self.frozen(run)
-        if self.records.start_failure(run.run_id) and not self.records.submissions(run.run_id):
-            attempts: List[Any] = []  # it never started: nothing to ask the API (which may be why)
-            endpoint = run.endpoint
-        else:
-            cache, final = self.records.cached_attempts(run.run_id)
-            client = self.client_for(run)
-            attempts, known, settled = observe(client, chain.pool, run.run_id, cache=cache, final=final,
-                                               first_job_id=self.records.first_job_id(run.run_id),
-                                               since=run.started.timestamp())
-            if known != cache or settled != final:
-                self.records.save_attempts(run.run_id, known, settled)
-            endpoint = run.endpoint or getattr(client, "endpoint", "")
-        # the record matters only where a job did not succeed, and for the furthest step's advance
-        keys: List[Tuple[str, int]] = []
-        for a in [a for a in attempts if a.terminal and a.status not in SUCCEEDED] + attempts[-1:]:
-            step = chain.resolve(a.step)
-            keys += [(a.step, a.attempt)] + ([(step.name, a.attempt)] if step is not None else [])
-        facts = self.records.facts(run.run_id, keys=keys)
-        status = summarize(chain, attempts, facts, run_id=run.run_id, now=now, local=run.local, endpoint=endpoint,
-                           first_step=run.first_step)
+        walked = False
+        while True:
+            attempts, endpoint = run_attempts(self.records, lambda: self.client_for(run), chain, run, walk=walked)
+            # the record matters only where a job did not succeed, and for the furthest step's advance
+            keys: List[Tuple[str, int]] = []
+            for a in [a for a in attempts if a.terminal and a.status not in SUCCEEDED] + attempts[-1:]:
+                step = chain.resolve(a.step)
+                keys += [(a.step, a.attempt)] + ([(step.name, a.attempt)] if step is not None else [])
+            facts = self.records.facts(run.run_id, keys=keys)
+            status = summarize(chain, attempts, facts, run_id=run.run_id, now=now, local=run.local,
+                               endpoint=endpoint, first_step=run.first_step)
+            if walked or not attempts or not may_hide_a_job(status):
+                break
+            walked = True  # a step that should have started is not seen: its job may be unrecorded
         status.revisions = self.records.revisions(run.run_id)
         return status
 
@@ -281,6 +279,10 @@ class ChainSession(PlacesMixin, PlanMixin, ResumeMixin, WatchMixin, LogsMixin):
 
         chain = self.frozen(run)
         client = self.client_for(run)
+        if mode == "inline":
+            from job_chain.chain.submit import inline_origin
+
+            inline_origin(chain, client, self.records.first_job_id(run.run_id))
         finish = f"'job-chain resume {shlex.quote(self.path)} --run {run.run_id}'"
         try:
             result = submit_with_deadline(

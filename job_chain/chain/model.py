@@ -67,6 +67,8 @@ class Chain:
     graph: bool = False  # True when some job names dependsOn (else each step follows the previous one)
     revision: int = 0  # a run's frozen revision (1 at start, +1 per resume that changed it); 0: read from a file
     digest: str = ""  # sha256 of the frozen revision's content
+    began: Optional[float] = None  # inline runs: the API's createdAt of the run's first job (snapshots carry it)
+    first_job: bool = False  # inline runs: this snapshot is the run's first job's (so it knows no began yet)
     _cached: Optional[Tuple[Any, ...]] = field(default=None, init=False, repr=False, compare=False)
 
     def _maps(self) -> Tuple[Dict[int, Step], Dict[int, List[Step]], Dict[str, Step]]:
