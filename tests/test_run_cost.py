@@ -1,0 +1,70 @@
+"""A run's cost is the run's: what ``status`` asks the API grows with the run's own jobs, not with
+the other jobs of the pool (real local server, real HTTP, calls counted on job-chain's own client)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Dict, List
+
+from conftest import LocalServer, job_body
+
+from job_chain import ChainSession
+from job_chain.aihc.client import AIHCClient
+from job_chain.aihc.credentials import Credentials
+from job_chain.chain.frozen import freeze
+from job_chain.chain.loader import load_chain
+from job_chain.chain.record import RunRecords
+from job_chain.chain.submit import submit_step
+
+RUN = "20260101-000000-cost"
+STEPS = 12
+
+
+class Counting(AIHCClient):
+    """job-chain's client, counting the list pages and job reads it sends."""
+
+    calls: Dict[str, int]
+
+    def list_jobs(self, *args: Any, **kwargs: Any) -> Dict[str, Any]:
+        self.calls["list"] = self.calls.get("list", 0) + 1
+        return super().list_jobs(*args, **kwargs)
+
+    def get_job(self, *args: Any, **kwargs: Any) -> Dict[str, Any]:
+        self.calls["get"] = self.calls.get("get", 0) + 1
+        return super().get_job(*args, **kwargs)
+
+
+def test_status_asks_for_the_runs_own_jobs_whatever_else_the_pool_holds(tmp_path: Path,
+                                                                         local_server_factory: Any) -> None:
+    server: LocalServer = local_server_factory(max_running=1)
+    creds = server.creds()
+    client = Counting(Credentials(server.url, creds["ak"], creds["sk"]), max_retries=2)
+    client.calls = {}
+    client.create_job(server.pool, job_body("blocker", "sleep 120"))  # everything after it waits, no process
+    jobs: List[Dict[str, Any]] = [{"name": f"s{i}", "jobSpec": {"command": "true", "image": "local"}}
+                                  for i in range(STEPS)]
+    path = tmp_path / "chain_info.json"
+    path.write_text(json.dumps({"resourcePoolId": server.pool, "jobs": jobs}))
+    chain = load_chain(str(path), local=True)
+    records = RunRecords(str(path))
+    digest = records.freeze(RUN, freeze(chain), revision=1, reason="started")
+    records.create_run(RUN, chain=str(path), startStep=0, mode="job", endpoint=server.url, pool=server.pool,
+                       revision=1, digest=digest, local=False)
+    for step in chain.steps:  # every step submitted and waiting: a look must read each of them
+        submit_step(client, chain, step.name, RUN, 1, records=records, mode="job")
+    session = ChainSession.from_file(str(path), client=client)
+
+    def look() -> Dict[str, int]:
+        client.calls = {}
+        assert [s.status for s in session.status(RUN).steps] == ["Pending"] * STEPS
+        return dict(client.calls)
+
+    assert look() == {"list": 1}  # the run alone in its pool: one page holds all of it
+    for i in range(60):  # others fill more than a page, newer than every job of the run
+        client.create_job(server.pool, job_body(f"other-{i}", "true"))
+    busy = look()
+    assert busy == {"list": 1, "get": STEPS}  # the first page did not pay its way: the rest by id
+    for i in range(60, 120):
+        client.create_job(server.pool, job_body(f"other-{i}", "true"))
+    assert look() == busy  # twice the pool, the same questions
