@@ -4,6 +4,7 @@ the other jobs of the pool (real local server, real HTTP, calls counted on job-c
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 from typing import Any, Dict, List
 
@@ -22,16 +23,21 @@ STEPS = 12
 
 
 class Counting(AIHCClient):
-    """job-chain's client, counting the list pages and job reads it sends."""
+    """job-chain's client, counting the list pages and job reads it sends (from any thread)."""
 
     calls: Dict[str, int]
+    lock = threading.Lock()
+
+    def count(self, what: str) -> None:
+        with self.lock:
+            self.calls[what] = self.calls.get(what, 0) + 1
 
     def list_jobs(self, *args: Any, **kwargs: Any) -> Dict[str, Any]:
-        self.calls["list"] = self.calls.get("list", 0) + 1
+        self.count("list")
         return super().list_jobs(*args, **kwargs)
 
     def get_job(self, *args: Any, **kwargs: Any) -> Dict[str, Any]:
-        self.calls["get"] = self.calls.get("get", 0) + 1
+        self.count("get")
         return super().get_job(*args, **kwargs)
 
 
