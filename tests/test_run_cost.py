@@ -6,15 +6,17 @@ from __future__ import annotations
 import json
 import threading
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Tuple
 
 from conftest import LocalServer, job_body
 
 from job_chain import ChainSession
 from job_chain.aihc.client import AIHCClient
 from job_chain.aihc.credentials import Credentials
+from job_chain.chain.advance import advance
 from job_chain.chain.frozen import freeze
 from job_chain.chain.loader import load_chain
+from job_chain.chain.model import Chain
 from job_chain.chain.record import RunRecords
 from job_chain.chain.submit import submit_step
 
@@ -40,23 +42,37 @@ class Counting(AIHCClient):
         self.count("get")
         return super().get_job(*args, **kwargs)
 
+    def create_job(self, *args: Any, **kwargs: Any) -> Dict[str, Any]:
+        self.count("create")
+        return super().create_job(*args, **kwargs)
 
-def test_status_asks_for_the_runs_own_jobs_whatever_else_the_pool_holds(tmp_path: Path,
-                                                                         local_server_factory: Any) -> None:
-    server: LocalServer = local_server_factory(max_running=1)
+
+def counting(server: LocalServer) -> Counting:
     creds = server.creds()
     client = Counting(Credentials(server.url, creds["ak"], creds["sk"]), max_retries=2)
     client.calls = {}
-    client.create_job(server.pool, job_body("blocker", "sleep 120"))  # everything after it waits, no process
-    jobs: List[Dict[str, Any]] = [{"name": f"s{i}", "jobSpec": {"command": "true", "image": "local"}}
-                                  for i in range(STEPS)]
-    path = tmp_path / "chain_info.json"
+    return client
+
+
+def recorded_run(path: Path, server: LocalServer, jobs: List[Dict[str, Any]]) -> Tuple[Chain, RunRecords]:
+    """A job-mode run of ``jobs`` recorded as ``run`` records it (nothing submitted yet)."""
     path.write_text(json.dumps({"resourcePoolId": server.pool, "jobs": jobs}))
     chain = load_chain(str(path), local=True)
     records = RunRecords(str(path))
     digest = records.freeze(RUN, freeze(chain), revision=1, reason="started")
     records.create_run(RUN, chain=str(path), startStep=0, mode="job", endpoint=server.url, pool=server.pool,
                        revision=1, digest=digest, local=False)
+    return records.frozen(RUN), records
+
+
+def test_status_asks_for_the_runs_own_jobs_whatever_else_the_pool_holds(tmp_path: Path,
+                                                                         local_server_factory: Any) -> None:
+    server: LocalServer = local_server_factory(max_running=1)
+    client = counting(server)
+    client.create_job(server.pool, job_body("blocker", "sleep 120"))  # everything after it waits, no process
+    path = tmp_path / "chain_info.json"
+    chain, records = recorded_run(path, server, [{"name": f"s{i}", "jobSpec": {"command": "true", "image": "local"}}
+                                                 for i in range(STEPS)])
     for step in chain.steps:  # every step submitted and waiting: a look must read each of them
         submit_step(client, chain, step.name, RUN, 1, records=records, mode="job")
     session = ChainSession.from_file(str(path), client=client)
@@ -74,3 +90,32 @@ def test_status_asks_for_the_runs_own_jobs_whatever_else_the_pool_holds(tmp_path
     for i in range(60, 120):
         client.create_job(server.pool, job_body(f"other-{i}", "true"))
     assert look() == busy  # twice the pool, the same questions
+
+
+def test_a_join_in_a_busy_pool_asks_the_api_for_nothing_but_its_create(tmp_path: Path,
+                                                                       local_server_factory: Any) -> None:
+    """The branches of a → (b, c) → d decide from the run record (in-process advances, counted)."""
+    server: LocalServer = local_server_factory(max_running=1)
+    client = counting(server)
+    client.create_job(server.pool, job_body("blocker", "sleep 120"))
+    for i in range(60):  # a busy pool: more than a page of other jobs, all newer than the run
+        client.create_job(server.pool, job_body(f"other-{i}", "true"))
+    jobs: List[Dict[str, Any]] = [{"name": n, "jobSpec": {"command": "true", "image": "local"}} for n in "abcd"]
+    for job, needs in zip(jobs, [None, ["a"], ["a"], ["b", "c"]]):
+        if needs:
+            job["jobChain"] = {"dependsOn": needs}
+    chain, records = recorded_run(tmp_path / "chain_info.json", server, jobs)
+    for name in "abc":
+        records.record_submission(RUN, name, 1, f"job-{name}", name, mode="job")
+    records.record_exit(RUN, "a", 1, 0)
+    records.record_succeeded(RUN, "a", 1)
+
+    def finish(step: str) -> Dict[str, int]:
+        client.calls = {}
+        assert advance(chain, client, run_id=RUN, step=step, attempt=1, exit_code=0, records=records,
+                       resume_hint="job-chain resume") == 0
+        return dict(client.calls)
+
+    assert finish("b") == {}  # c has not reported: not ready, nothing asked
+    assert finish("c") == {"create": 1}  # sees b's marker: d is ready
+    assert records.submission(RUN, "d", 1) is not None
