@@ -8,7 +8,6 @@ own start. Counted with ``python -X importtime``, never timed: timings belong to
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -17,13 +16,12 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Set
 
 import pytest
+from chain_helpers import RECORDED_RUN as RUN
+from chain_helpers import diamond_jobs, recorded_run
 from conftest import LocalServer
 
-from job_chain.chain.frozen import freeze
-from job_chain.chain.loader import load_chain
 from job_chain.chain.record import RunRecords
 
-RUN = "20260101-000000-abcd"
 NEVER = ("click", "rich", "job_chain.cli", "job_chain.session", "job_chain.local", "job_chain.ui",
          "job_chain.chain.loader", "job_chain.chain.observe", "platformdirs", "argparse")
 # and for a branch whose join is not ready (the SDK itself loads tempfile, through pycryptodome's cffi)
@@ -50,23 +48,9 @@ def heavy(modules: List[str], forbidden: tuple) -> List[str]:
 
 def diamond_record(directory: Path, host: Optional[str] = None, pool: str = "pool-x") -> Path:
     """A run of a → (b, c) → d recorded as started in job mode: a succeeded, b and c submitted."""
-    jobs: List[Dict[str, Any]] = [{"name": n, "jobSpec": {"command": "true", "image": "local", "replicas": 1}}
-                                  for n in "abcd"]
-    for job, needs in zip(jobs, [None, ["a"], ["a"], ["b", "c"]]):
-        if needs:
-            job["jobChain"] = {"dependsOn": needs}
-    path = directory / "chain_info.json"
-    path.write_text(json.dumps({"resourcePoolId": pool, "jobs": jobs}))
-    chain = load_chain(str(path), local=True)
-    records = RunRecords(str(path))
-    digest = records.freeze(RUN, freeze(chain), revision=1, reason="started")
-    records.create_run(RUN, chain=str(path), startStep=0, mode="job", endpoint=host or "http://127.0.0.1:9",
-                       pool=pool, revision=1, digest=digest, local=False)
-    for name in "abc":
-        records.record_submission(RUN, name, 1, f"job-{name}", name, mode="job")
-    records.record_exit(RUN, "a", 1, 0)
-    records.record_succeeded(RUN, "a", 1)
-    return path
+    recorded_run(directory / "chain_info.json", pool, diamond_jobs(), endpoint=host or "http://127.0.0.1:9",
+                 submitted="abc", succeeded="a")
+    return directory / "chain_info.json"
 
 
 def hop(chain: Path, step: str, *, env: Dict[str, str], entry: tuple = ("-m", "job_chain.hop"),

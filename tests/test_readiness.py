@@ -3,36 +3,24 @@ alone decides, and exactly where the API is asked (by job id) because the record
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
+from chain_helpers import RECORDED_RUN as RUN
+from chain_helpers import diamond_jobs, recorded_run
+
 from job_chain.chain import graph
-from job_chain.chain.loader import load_chain
 from job_chain.chain.model import Chain
 from job_chain.chain.readiness import look
 from job_chain.chain.record import RunRecords
 
-RUN = "20260101-000000-abcd"
-
 
 def diamond(tmp_path: Path, **top: Any) -> Chain:
     """a → (b, c) → d, plus a failure handler when ``handler``; a succeeded, b and c submitted in job mode."""
-    handler = top.pop("handler", False)
-    jobs: List[Dict[str, Any]] = [{"name": n, "jobSpec": {"command": "true", "image": "local"}} for n in "abcd"]
-    for job, needs in zip(jobs, [None, ["a"], ["a"], ["b", "c"]]):
-        if needs:
-            job["jobChain"] = {"dependsOn": needs}
-    if handler:
-        jobs.append({"name": "cleanup", "jobSpec": {"command": "true", "image": "local"},
-                     "jobChain": {"runOn": "failure"}})
-    path = tmp_path / "chain_info.json"
-    path.write_text(json.dumps({"resourcePoolId": "p", "jobs": jobs, **top}))
-    chain = load_chain(str(path), local=True)
-    records = RunRecords(str(path))
-    for name in "abc":
-        records.record_submission(RUN, name, 1, f"job-{name}", name, mode="job")
-    succeed(records, "a")
+    handler = [{"name": "cleanup", "jobSpec": {"command": "true", "image": "local"}, "jobChain": {"runOn": "failure"}}]
+    chain, _ = recorded_run(tmp_path / "chain_info.json", "p", diamond_jobs(*(handler if top.pop("handler", False)
+                                                                              else [])), submitted="abc",
+                            succeeded="a", **top)
     return chain
 
 
@@ -122,12 +110,9 @@ def test_with_handlers_the_question_stops_at_the_first_step_still_going(tmp_path
                                   for n in ["split", "w0", "w1", "w2", "w3"]]
     for job in jobs[1:]:
         job["jobChain"] = {"dependsOn": ["split"]}
-    path = tmp_path / "chain_info.json"
-    path.write_text(json.dumps({"resourcePoolId": "p", "jobs": jobs,
-                                "notify": [{"url": "http://127.0.0.1:9/hook", "on": ["failed"]}]}))
-    chain = load_chain(str(path), local=True)
-    records = RunRecords(str(path))
-    succeed(records, "split")
+    chain, _ = recorded_run(tmp_path / "chain_info.json", "p", jobs, submitted=[], succeeded=["split"],
+                            notify=[{"url": "http://127.0.0.1:9/hook", "on": ["failed"]}])
+    records = RunRecords(chain.path)
     for name in ["w0", "w1", "w2", "w3"]:
         records.record_submission(RUN, name, 1, f"job-{name}", name, mode="job")
     asked = Jobs({f"job-w{i}": "Running" for i in range(4)})

@@ -3,24 +3,20 @@ the other jobs of the pool (real local server, real HTTP, calls counted on job-c
 
 from __future__ import annotations
 
-import json
 import threading
 from pathlib import Path
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict
 
+from chain_helpers import RECORDED_RUN as RUN
+from chain_helpers import diamond_jobs, recorded_run
 from conftest import LocalServer, job_body
 
 from job_chain import ChainSession
 from job_chain.aihc.client import AIHCClient
 from job_chain.aihc.credentials import Credentials
 from job_chain.chain.advance import advance
-from job_chain.chain.frozen import freeze
-from job_chain.chain.loader import load_chain
-from job_chain.chain.model import Chain
-from job_chain.chain.record import RunRecords
 from job_chain.chain.submit import submit_step
 
-RUN = "20260101-000000-cost"
 STEPS = 12
 
 
@@ -54,25 +50,15 @@ def counting(server: LocalServer) -> Counting:
     return client
 
 
-def recorded_run(path: Path, server: LocalServer, jobs: List[Dict[str, Any]]) -> Tuple[Chain, RunRecords]:
-    """A job-mode run of ``jobs`` recorded as ``run`` records it (nothing submitted yet)."""
-    path.write_text(json.dumps({"resourcePoolId": server.pool, "jobs": jobs}))
-    chain = load_chain(str(path), local=True)
-    records = RunRecords(str(path))
-    digest = records.freeze(RUN, freeze(chain), revision=1, reason="started")
-    records.create_run(RUN, chain=str(path), startStep=0, mode="job", endpoint=server.url, pool=server.pool,
-                       revision=1, digest=digest, local=False)
-    return records.frozen(RUN), records
-
-
 def test_status_asks_for_the_runs_own_jobs_whatever_else_the_pool_holds(tmp_path: Path,
                                                                          local_server_factory: Any) -> None:
     server: LocalServer = local_server_factory(max_running=1)
     client = counting(server)
     client.create_job(server.pool, job_body("blocker", "sleep 120"))  # everything after it waits, no process
     path = tmp_path / "chain_info.json"
-    chain, records = recorded_run(path, server, [{"name": f"s{i}", "jobSpec": {"command": "true", "image": "local"}}
-                                                 for i in range(STEPS)])
+    chain, records = recorded_run(path, server.pool, [{"name": f"s{i}", "jobSpec": {"command": "true",
+                                                                                  "image": "local"}}
+                                                      for i in range(STEPS)], endpoint=server.url)
     for step in chain.steps:  # every step submitted and waiting: a look must read each of them
         submit_step(client, chain, step.name, RUN, 1, records=records, mode="job")
     session = ChainSession.from_file(str(path), client=client)
@@ -100,15 +86,8 @@ def test_a_join_in_a_busy_pool_asks_the_api_for_nothing_but_its_create(tmp_path:
     client.create_job(server.pool, job_body("blocker", "sleep 120"))
     for i in range(60):  # a busy pool: more than a page of other jobs, all newer than the run
         client.create_job(server.pool, job_body(f"other-{i}", "true"))
-    jobs: List[Dict[str, Any]] = [{"name": n, "jobSpec": {"command": "true", "image": "local"}} for n in "abcd"]
-    for job, needs in zip(jobs, [None, ["a"], ["a"], ["b", "c"]]):
-        if needs:
-            job["jobChain"] = {"dependsOn": needs}
-    chain, records = recorded_run(tmp_path / "chain_info.json", server, jobs)
-    for name in "abc":
-        records.record_submission(RUN, name, 1, f"job-{name}", name, mode="job")
-    records.record_exit(RUN, "a", 1, 0)
-    records.record_succeeded(RUN, "a", 1)
+    chain, records = recorded_run(tmp_path / "chain_info.json", server.pool, diamond_jobs(), endpoint=server.url,
+                                  submitted="abc", succeeded="a")
 
     def finish(step: str) -> Dict[str, int]:
         client.calls = {}
