@@ -171,7 +171,11 @@ class _Hop:
         if self.records is None and self.chain.began is None and self.chain.first_job and own:
             from job_chain.aihc.timefmt import parse_time
 
-            created = parse_time(self.job(own).get("createdAt"))
+            try:
+                created = parse_time(self.job(own).get("createdAt"))
+            except JobChainError as exc:  # walks fall back to the run id's time, an hour of skew allowed
+                log(f"cannot read this job's own createdAt: {exc}")
+                created = None
             self.chain.began, self.chain.first_job = (created.timestamp() if created else None), False
         return self.chain.began
 
@@ -242,7 +246,7 @@ class _Hop:
                 states = self.states(me, succeeded)
             if self.records is None:  # no shared record: wait for lower-index steps finishing too
                 states = self._wait_for_lower(me, states, succeeded)
-        except AIHCError as exc:
+        except JobChainError as exc:  # the API gave up, or no credentials reach this job
             message = f"cannot see the rest of the run to decide what starts next: {exc}"
             if self.records is not None:
                 self.records.record_advance_failure(self.run_id, me.name, attempt, message)
