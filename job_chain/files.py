@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Union
+from typing import Any, Dict, Optional, Union
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -34,6 +34,17 @@ def write_private(path: PathLike, data: Union[str, bytes]) -> None:
         except OSError:
             pass
         raise
+
+
+def read_json_dict(path: PathLike) -> Optional[Dict[str, Any]]:
+    """The JSON object in ``path``; None when it is missing, unreadable or not an object (a run
+    record's files may be absent, or written by a newer version)."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def write_json_private(path: PathLike, obj: Any) -> None:

@@ -17,12 +17,40 @@ them), so the next look needs no walk for them.
 
 from __future__ import annotations
 
-from typing import Any, Callable, List, Set, Tuple
+import os
+from typing import Any, Callable, Dict, List, Set, Tuple
 
 from job_chain.chain.model import Chain
 from job_chain.chain.progress import NOT_SUBMITTED, Attempt, Outcome, RunStatus
 from job_chain.chain.record import RunRecords
 from job_chain.errors import JobChainError
+from job_chain.files import read_json_dict, write_json_private
+
+ATTEMPTS_CACHE = "attempts.json"  # in the run's directory: the attempts a look knew, marked final or not
+
+
+def cached_attempts(records: RunRecords, run_id: str) -> Tuple[Dict[str, Attempt], Set[str]]:
+    """(the attempts a previous look knew, the ids of those that had finished for good)."""
+    data = read_json_dict(os.path.join(records.directory(run_id), ATTEMPTS_CACHE)) or {}
+    known: Dict[str, Attempt] = {}
+    final: Set[str] = set()
+    for job_id, item in data.items():
+        attempt = Attempt.from_cache(item) if isinstance(item, dict) else None
+        if attempt is not None:
+            known[job_id] = attempt
+            if item.get("final") is True:
+                final.add(job_id)
+    return known, final
+
+
+def save_attempts(records: RunRecords, run_id: str, attempts: Dict[str, Attempt], final: Set[str]) -> None:
+    """Keep what this look knew; not an error where the record is not writable."""
+    try:
+        write_json_private(os.path.join(records.directory(run_id), ATTEMPTS_CACHE),
+                           {job_id: dict(a.to_cache(), final=job_id in final)
+                            for job_id, a in sorted(attempts.items())})
+    except OSError:
+        pass
 
 
 def must_walk(records: RunRecords, run_id: str, mode: str, ids: Set[str]) -> bool:
@@ -41,7 +69,7 @@ def run_attempts(records: RunRecords, client_for: Callable[[], Any], chain: Chai
     entries = records.submissions(run.run_id)
     ids = {str(e["jobId"]) for e in entries}
     never_started = records.start_failure(run.run_id) is not None and not entries
-    cache, final = records.cached_attempts(run.run_id)
+    cache, final = cached_attempts(records, run.run_id)
     try:
         client = client_for()
         if walk or must_walk(records, run.run_id, run.mode, ids):
@@ -55,7 +83,7 @@ def run_attempts(records: RunRecords, client_for: Callable[[], Any], chain: Chai
             return [], run.endpoint
         raise
     if known != cache or settled != final:
-        records.save_attempts(run.run_id, known, settled)
+        save_attempts(records, run.run_id, known, settled)
     recorded = {(str(e["step"]), int(e["attempt"])) for e in entries}
     for item in attempts:  # the record learns what only the pool told
         if (item.step, item.attempt) not in recorded:

@@ -29,6 +29,7 @@ from job_chain.aihc.status import FAILED, STOPPED, SUCCEEDED, TERMINAL
 from job_chain.chain import graph
 from job_chain.chain.model import Chain, Step
 from job_chain.chain.record import FACTS, RunRecords
+from job_chain.files import read_json_dict
 
 Listed = Dict[str, Dict[Tuple[str, int], str]]  # kind -> (step, attempt) -> file name
 
@@ -97,11 +98,11 @@ def latest_attempts(records: RunRecords, run_id: str, chain: Chain) -> Dict[str,
         if key in facts["exit"]:
             item.reports = True
             if not item.succeeded:
-                code = _read(os.path.join(directory, facts["exit"][key])).get("exitCode")
+                code = (read_json_dict(os.path.join(directory, facts["exit"][key])) or {}).get("exitCode")
                 item.exit_code = code if isinstance(code, int) else None
         item.reports = item.reports or item.succeeded
         if key in facts["step"] and not item.settled:
-            entry = _read(os.path.join(directory, facts["step"][key]))
+            entry = read_json_dict(os.path.join(directory, facts["step"][key])) or {}
             item.job_id = str(entry.get("jobId") or "")
             item.reports = item.reports or entry.get("mode") == "job"
         out[name] = item
@@ -155,14 +156,3 @@ def note_own_job(records: RunRecords, run_id: str, step: str, attempt: int) -> N
     job_id = os.environ.get("AIHC_JOB_ID")
     if job_id and records.submission(run_id, step, attempt) is None:
         records.record_submission(run_id, step, attempt, job_id, os.environ.get("AIHC_JOB_NAME", ""), mode="job")
-
-
-def _read(path: str) -> Dict[str, Any]:
-    import json
-
-    try:
-        with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}

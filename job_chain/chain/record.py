@@ -5,23 +5,26 @@ the run started, and its current revision), ``revision-1.json`` (the chain froze
 resume that changed the run adds ``revision-2.json`` beside it), ``step-<name>-attempt-1.json``
 per submission, ``exit-<name>-attempt-1.json`` per script exit (written by the advancing job),
 ``advance-failed-…`` when an advance gave up, ``stopped.json``, ``start-failed.json`` and
-``attempts.json`` (a cache of finished attempts), each written atomically with mode 0600. Steps
-are known by name. One file per fact means replicas, retries and the local ``run`` never
-rewrite each other's files. The API stays the source of truth for job statuses.
+``attempts.json`` (a cache of finished attempts, kept by :mod:`job_chain.chain.look`), each
+written atomically with mode 0600. Steps are known by name. One file per fact means replicas,
+retries and the local ``run`` never rewrite each other's files. In job mode every job's tail
+reports here, so joins are decided from these files (:mod:`job_chain.chain.readiness`); the API
+stays the source of truth for job statuses.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 import shlex
 import time
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Set, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
-from job_chain.chain.progress import Attempt, RunFacts
+if TYPE_CHECKING:  # a job advancing a chain reads the record without the status types
+    from job_chain.chain.progress import RunFacts
 from job_chain.errors import RunNotFound, UsageError
+from job_chain.files import read_json_dict as _read
 from job_chain.files import write_json_private
 
 # a step is named by its AIHC job name (or, in runs recorded before names, its index)
@@ -35,7 +38,6 @@ _REVISION = re.compile(r"revision-(\d+)\.json")
 _RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 STOPPED_MARKER = "stopped.json"
 START_FAILED = "start-failed.json"
-ATTEMPTS_CACHE = "attempts.json"
 RUN_CREDENTIALS = "credentials.json"  # the chain file's api_config at start, for the advancing jobs
 LOCK = ".lock"
 
@@ -57,15 +59,6 @@ def run_started(run_id: str) -> Optional[float]:
     try:
         return float(calendar.timegm(time.strptime(run_id[:15], "%Y%m%d-%H%M%S")))
     except ValueError:
-        return None
-
-
-def _read(path: str) -> Optional[Dict[str, Any]]:
-    try:
-        with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
-        return data if isinstance(data, dict) else None
-    except (OSError, ValueError):
         return None
 
 
@@ -358,6 +351,8 @@ class RunRecords:
             failures = {key: text for key, text in gave_up.items() if text is not None}
         succeeded = {key for key in (exits if keys is None else wanted) if self.succeeded(run_id, *key)}
         started = run.get("started")
+        from job_chain.chain.progress import RunFacts
+
         return RunFacts(started=float(started) if isinstance(started, (int, float)) else run_started(run_id),
                         stopped=self.is_stopped(run_id), script_exit=exits, succeeded=succeeded,
                         advance_failed=failures, round=self.round(run_id, run),
@@ -369,24 +364,6 @@ class RunRecords:
                 os.unlink(os.path.join(self._dir(run_id), _name("advance-failed", entry["step"], entry["attempt"])))
             except OSError:
                 pass
-
-    # -- the cache of finished attempts --------------------------------------------------------
-    def cached_attempts(self, run_id: str) -> Tuple[Dict[str, Attempt], Set[str]]:
-        """(the attempts a previous look knew, the ids of those that had finished for good)."""
-        data = _read(os.path.join(self._dir(run_id), ATTEMPTS_CACHE)) or {}
-        known: Dict[str, Attempt] = {}
-        final: Set[str] = set()
-        for job_id, item in data.items():
-            attempt = Attempt.from_cache(item) if isinstance(item, dict) else None
-            if attempt is not None:
-                known[job_id] = attempt
-                if item.get("final") is True:
-                    final.add(job_id)
-        return known, final
-
-    def save_attempts(self, run_id: str, attempts: Dict[str, Attempt], final: Set[str]) -> None:
-        self._write(run_id, ATTEMPTS_CACHE, {job_id: dict(a.to_cache(), final=job_id in final)
-                                             for job_id, a in sorted(attempts.items())})
 
     # -- stopping ----------------------------------------------------------------------------
     def mark_stopped(self, run_id: str) -> None:
