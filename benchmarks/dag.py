@@ -60,12 +60,12 @@ def join_overheads(server: harness.BenchServer, diamonds: int) -> List[float]:
         run_id = harness.run_id_of(server.cli("run", str(path)).stdout)
         server.wait_done(before + 4)
         jobs = steps_of(server, run_id)
-        if sorted(jobs) != ["0", "1", "2", "3"]:
+        if sorted(jobs) != ["a", "b", "c", "d"]:
             raise RuntimeError(f"diamond {i}: steps {sorted(jobs)}")
-        ends = [harness.script_end(server, jobs[s]) for s in ("1", "2")]
-        if None in ends or jobs["3"]["pod_started"] is None:
+        ends = [harness.script_end(server, jobs[s]) for s in ("b", "c")]
+        if None in ends or jobs["d"]["pod_started"] is None:
             raise RuntimeError(f"diamond {i}: no end marker or d never ran")
-        out.append(jobs["3"]["pod_started"] - max(ends))  # type: ignore[type-var]
+        out.append(jobs["d"]["pod_started"] - max(ends))  # type: ignore[type-var]
     return out
 
 
@@ -79,9 +79,14 @@ def fan(server: harness.BenchServer, width: int) -> Dict[str, Any]:
     server.wait_done(before + width + 2, stall_timeout=120)
     wall = time.monotonic() - t0
     found = steps_of(server, run_id)  # raises on any duplicate
+    workers = [found[f"w{i}"] for i in range(width)]
+    split_end = harness.script_end(server, found["split"]) or found["split"]["pod_finished"]
+    worker_ends = [harness.script_end(server, w) or w["pod_finished"] for w in workers]
     return {"steps": len(found), "expected": width + 2, "wall_s": wall,
-            "merge_after_last_worker_s": found[str(width + 1)]["pod_started"] - max(
-                found[str(i + 1)]["pod_finished"] for i in range(width))}
+            "merge_after_last_worker_s": found["merge"]["pod_started"] - max(w["pod_finished"] for w in workers),
+            "join_s": found["merge"]["pod_started"] - max(worker_ends),  # last branch's script end → merge running
+            "fanout_created_s": max(w["created_at"] for w in workers) - split_end,  # split end → last branch created
+            "fanout_running_s": max(w["pod_started"] for w in workers) - split_end}
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -103,6 +108,10 @@ def main(argv: Optional[List[str]] = None) -> int:
         Figure(f"1 → {width} → 1 fan-out/fan-in: steps created", f"{fanned['expected']}, each once",
                f"{fanned['steps']}", once, float(fanned["steps"])),
         Figure(f"1 → {width} → 1 wall time", "(reported)", f"{fanned['wall_s']:.1f} s", None, fanned["wall_s"]),
+        Figure(f"fan-out: split's script end → all {width} branches created", "(reported)",
+               ms(fanned["fanout_created_s"]), None, fanned["fanout_created_s"]),
+        Figure(f"fan-in: last of {width} branches' script end → merge running", "(reported)",
+               ms(fanned["join_s"]), None, fanned["join_s"]),
     ]
     harness.report("dag", args, figures, {"join": joins, "fan": fanned}, started,
                    {"diamonds": diamonds, "width": width})

@@ -37,7 +37,8 @@ CHILD_ENV_DROP = ("AIHC_HOST", "AIHC_AK", "AIHC_SK", "AK", "SK", "HOST", "JOB_CH
 # files, so timing a run that compiles every module from source (as PYTHONDONTWRITEBYTECODE=1
 # would make it) measures the environment, not job-chain. A prefix keeps the checkout untouched.
 PYCACHE = RESULTS / ".pycache"
-WARM_IMPORTS = ("job_chain.cli, job_chain.cli.chain, job_chain.cli.local, job_chain.chain.advance, "
+WARM_IMPORTS = ("job_chain.cli, job_chain.cli.chain, job_chain.cli.local, job_chain.chain.advance, job_chain.hop, "
+                "job_chain.chain.readiness, "
                 "job_chain.chain.progress, job_chain.chain.loader, job_chain.chain.record, job_chain.aihc.client, "
                 "job_chain.local.server, job_chain.local.routes, job_chain.local.executor, rich.console, rich.table, "
                 "rich.live, uvicorn, psutil")
@@ -269,7 +270,9 @@ def hops(server: BenchServer, run_id: str) -> List[Dict[str, float]]:
     ``pod_exit_to_next``: step N's pod exit → N+1 running (negative: the pod exits only after its
     advance submitted N+1); ``cycle``: pod start → next pod start.
     """
-    steps = {int(j["step"]): j for j in chain_jobs(server) if j["run"] == run_id and j["attempt"] == "1"}
+    # steps are labelled by name ("step-12"); the number is their place in the line
+    steps = {int(j["step"].rsplit("-", 1)[-1]): j for j in chain_jobs(server) if j["run"] == run_id
+             and j["attempt"] == "1"}
     out = []
     for index in sorted(steps):
         current, nxt = steps[index], steps.get(index + 1)

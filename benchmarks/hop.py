@@ -1,7 +1,7 @@
 """Hop overhead: how long a self-advancing chain takes from one step's end to the next step running.
 
 An N-step chain of ``true`` is started with ``job-chain run FILE``; every later step is submitted
-from inside the previous job (``job-chain advance``). Per hop we take the time from step N's
+from inside the previous job (``python3 -m job_chain.hop``). Per hop we take the time from step N's
 user script ending (a marker it logs) to step N+1's pod running (pods.started_at in state.db),
 and compare it with the physical floor measured in the same run: python start + ``import
 job_chain`` client + one signed request.

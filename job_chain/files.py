@@ -4,21 +4,25 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
-from pathlib import Path
-from typing import Any, Union
+from typing import Any, Dict, Optional, Union
 
 PathLike = Union[str, "os.PathLike[str]"]
 
 
 def write_private(path: PathLike, data: Union[str, bytes]) -> None:
-    """Write ``data`` to ``path`` atomically (temp file + rename) with mode 0600."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
+    """Write ``data`` to ``path`` atomically (temp file + rename) with mode 0600.
+
+    The temporary name is random (jobs on many machines write into one run record), created
+    exclusively with mode 0600; no ``tempfile``, which a job advancing a chain would import.
+    """
+    target = os.fspath(path)
+    directory, name = os.path.split(os.path.abspath(target))
+    os.makedirs(directory, exist_ok=True)
     raw = data.encode("utf-8") if isinstance(data, str) else data
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=str(target.parent))
+    tmp = os.path.join(directory, f".{name}.{os.urandom(6).hex()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
-        os.fchmod(fd, 0o600)
+        os.fchmod(fd, 0o600)  # whatever the umask
         with os.fdopen(fd, "wb") as handle:
             handle.write(raw)
             handle.flush()
@@ -30,6 +34,17 @@ def write_private(path: PathLike, data: Union[str, bytes]) -> None:
         except OSError:
             pass
         raise
+
+
+def read_json_dict(path: PathLike) -> Optional[Dict[str, Any]]:
+    """The JSON object in ``path``; None when it is missing, unreadable or not an object (a run
+    record's files may be absent, or written by a newer version)."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def write_json_private(path: PathLike, obj: Any) -> None:

@@ -177,34 +177,35 @@ class ChainSession(PlacesMixin, PlanMixin, ResumeMixin, WatchMixin, LogsMixin):
     def status(self, run_id: Optional[str] = None, *, now: Optional[float] = None, outputs: bool = False) -> RunStatus:
         """Every step of the run (default: the latest) and its outcome, as the API tells it now.
 
-        Each step's outputs come from the run record; an inline run keeps them in its jobs' logs, which
-        ``outputs=True`` reads (once per step: what was read is kept in the record)."""
-        from job_chain.chain.observe import observe
+        The API is asked for the run's own jobs (named by the record), not the pool's; see
+        :mod:`job_chain.chain.look` for where a walk of the pool is still needed. Each step's outputs
+        come from the run record; an inline run keeps them in its jobs' logs, which ``outputs=True``
+        reads (once per step: what was read is kept in the record)."""
+        from job_chain.chain.look import may_hide_a_job, run_attempts
 
         run = self.run(run_id)
         chain = self.frozen(run)
-        submissions = self.records.submissions(run.run_id)
-        client: Optional[JobsAPI] = None
-        if self.records.start_refused(run.run_id):
-            attempts: List[Any] = []  # it never started: nothing to ask the API (which may be why)
-            endpoint = run.endpoint
-        else:
-            cache, final = self.records.cached_attempts(run.run_id)
-            client = self.client_for(run)
-            attempts, known, settled = observe(client, chain.pool, run.run_id, cache=cache, final=final,
-                                               first_job_id=submissions[0]["jobId"] if submissions else None,
-                                               since=run.started.timestamp())
-            if known != cache or settled != final:
-                self.records.save_attempts(run.run_id, known, settled)
-            endpoint = run.endpoint or getattr(client, "endpoint", "")
-        facts = self.records.facts(run.run_id, keys=_fact_keys(chain, attempts), submissions=submissions)
-        self._more_facts(run, chain, facts)
-        if client is not None:  # why each failed attempt failed: from the record, else its logs (once)
-            from job_chain.chain.causes import explain_failures
+        walked = False
+        while True:
+            client: Optional[JobsAPI] = None
+            if self.records.start_refused(run.run_id):
+                attempts: List[Any] = []  # it never started: nothing to ask the API (which may be why)
+                endpoint = run.endpoint
+            else:
+                attempts, endpoint = run_attempts(self.records, lambda: self.client_for(run), chain, run, walk=walked)
+                client = self.client_for(run)
+            submissions = self.records.submissions(run.run_id)
+            facts = self.records.facts(run.run_id, keys=_fact_keys(chain, attempts), submissions=submissions)
+            self._more_facts(run, chain, facts)
+            if client is not None:  # why each failed attempt failed: from the record, else its logs (once)
+                from job_chain.chain.causes import explain_failures
 
-            explain_failures(client, chain, self.records, run.run_id, attempts, facts)
-        status = summarize(chain, attempts, facts, run_id=run.run_id, now=now, local=run.local, endpoint=endpoint,
-                           first_step=run.first_step)
+                explain_failures(client, chain, self.records, run.run_id, attempts, facts)
+            status = summarize(chain, attempts, facts, run_id=run.run_id, now=now, local=run.local,
+                               endpoint=endpoint, first_step=run.first_step)
+            if walked or not attempts or not may_hide_a_job(status):
+                break
+            walked = True  # a step that should have started is not seen: its job may be unrecorded
         if outputs and run.mode == "inline":
             self._read_logged_outputs(run, chain, status)
         status.revisions = self.records.revisions(run.run_id)
@@ -342,6 +343,10 @@ class ChainSession(PlacesMixin, PlanMixin, ResumeMixin, WatchMixin, LogsMixin):
 
         chain = self.frozen(run)
         client = self.client_for(run)
+        if mode == "inline":
+            from job_chain.chain.submit import inline_origin
+
+            inline_origin(chain, client, self.records.first_job_id(run.run_id))
         finish = f"'job-chain resume {shlex.quote(self.path)} --run {run.run_id}'"
         resume = None
         if attempt > 1 and chain.named(name) is not None:  # a resumed step continues from its last checkpoint

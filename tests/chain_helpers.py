@@ -113,3 +113,37 @@ class Hooks:
         self.server = HTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook/secret-token"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
+RECORDED_RUN = "20260101-000000-abcd"
+
+
+def diamond_jobs(*extra: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """The bodies of a → (b, c) → d (scripts ``true``), then ``extra`` jobs."""
+    jobs: List[Dict[str, Any]] = [{"name": n, "jobSpec": {"command": "true", "image": "local"}} for n in "abcd"]
+    for job, needs in zip(jobs, [None, ["a"], ["a"], ["b", "c"]]):
+        if needs:
+            job["jobChain"] = {"dependsOn": needs}
+    return jobs + list(extra)
+
+
+def recorded_run(path: Path, pool: str, jobs: List[Dict[str, Any]], *, endpoint: str = "http://127.0.0.1:9",
+                 submitted: str = "", succeeded: str = "", run_id: str = RECORDED_RUN, **top: Any) -> Any:
+    """(the run's frozen chain, its RunRecords) of a job-mode run of ``jobs`` recorded as ``run`` records
+    one (run id :data:`RECORDED_RUN` unless given), with the steps named in ``submitted`` recorded as submitted in
+    job mode (job ids ``job-<name>``) and those in ``succeeded`` as succeeded by their own tails."""
+    from job_chain.chain.frozen import freeze
+    from job_chain.chain.loader import load_chain
+    from job_chain.chain.record import RunRecords
+
+    path.write_text(json.dumps({"resourcePoolId": pool, "jobs": jobs, **top}))
+    records = RunRecords(str(path))
+    digest = records.freeze(run_id, freeze(load_chain(str(path), local=True)), revision=1, reason="started")
+    records.create_run(run_id, chain=str(path), startStep=0, mode="job", endpoint=endpoint, pool=pool,
+                       revision=1, digest=digest, local=False)
+    for name in submitted:
+        records.record_submission(run_id, name, 1, f"job-{name}", name, mode="job")
+    for name in succeeded:
+        records.record_exit(run_id, name, 1, 0)
+        records.record_succeeded(run_id, name, 1)
+    return records.frozen(run_id), records

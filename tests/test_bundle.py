@@ -63,3 +63,5 @@ def test_bundle_runs_on_python_3_8(local_server: Any, bundle_dir: Path) -> None:
                           capture_output=True, text=True, env=env, timeout=60)
     assert done.returncode == 0, done.stderr
     assert isinstance(json.loads(done.stdout), list)
+    hop = subprocess.run([interpreter, "-m", "job_chain.hop"], capture_output=True, text=True, env=env, timeout=60)
+    assert hop.returncode == 2 and hop.stderr.startswith("job-chain: error: --run is required")  # the tail's entry

@@ -10,7 +10,7 @@ from typing import Any, Dict, Iterator
 
 import pytest
 from chain_helpers import Hooks, write_chain
-from conftest import LocalServer
+from conftest import LocalServer, job_body
 
 from job_chain import ChainSession, Outcome
 
@@ -126,6 +126,27 @@ def test_joins_work_inline_and_in_watch_mode(tmp_path: Path, shared_server: Loca
     run = s.start(mode=mode)
     assert s.wait(run.run_id, timeout=120, interval=0.3).outcome is Outcome.SUCCEEDED
     assert jobs_by_step(shared_server, run.run_id) == {"a/1": 1, "b/1": 1, "c/1": 1, "d/1": 1}
+
+
+def test_inline_joins_with_the_submitting_clock_over_an_hour_ahead(tmp_path: Path, shared_server: LocalServer,
+                                                                    monkeypatch: Any) -> None:
+    """Issue 18, item 8: the run id (and so the submitting machine's clock) two hours ahead of the
+    API. The inline jobs bound their pool walks by the API's createdAt of the run's first job,
+    carried in their snapshots, so the join still runs, once, and no step is submitted again."""
+    import job_chain.session as session_module
+
+    real = session_module.new_run_id
+    monkeypatch.setattr(session_module, "new_run_id", lambda: time.strftime(
+        "%Y%m%d-%H%M%S", time.gmtime(time.time() + 2 * 3600)) + real()[15:])
+    client = shared_server.client(max_retries=3)
+    client.create_job(shared_server.pool, job_body("before-the-run", "true"))  # the pool holds older jobs
+    s = ChainSession.from_file(str(diamond(tmp_path, shared_server.pool)), client=client)
+    run = s.start(mode="inline")
+    assert s.wait(run.run_id, timeout=120, interval=0.3).outcome is Outcome.SUCCEEDED
+    assert jobs_by_step(shared_server, run.run_id) == {"a/1": 1, "b/1": 1, "c/1": 1, "d/1": 1}
+    logs = "".join(s.log(run.run_id, step=name) for name in ("a", "b", "c", "d")).splitlines()
+    assert not [line for line in logs if line.startswith("job-chain: step a ")]  # never taken for not submitted
+    assert [line for line in logs if line.startswith("job-chain: step d submitted")]
 
 
 def test_stop_runs_the_always_handler_and_resume_reruns_only_what_did_not_succeed(

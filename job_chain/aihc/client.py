@@ -11,7 +11,6 @@ import contextlib
 import errno
 import http.client
 import json
-import random
 import socket
 from typing import Any, Dict, Iterator, List, Optional
 from urllib.parse import urlsplit
@@ -82,6 +81,8 @@ class _RetryPolicy:
 
     def get_delay_before_next_retry_in_millis(self, error: BaseException, retries_attempted: int) -> float:
         delay = min(self.max_delay, self.base_delay * (2 ** retries_attempted))
+        import random
+
         return 1000.0 * delay * random.uniform(0.5, 1.0)
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from job_chain.errors import CredentialsMissing, UsageError
@@ -34,7 +33,8 @@ class Credentials:
 def load_credentials_file(path: str) -> Dict[str, Any]:
     """Read a credentials file (JSON with host, ak, sk); errors name the file."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
     except OSError as exc:
         raise UsageError(f"cannot read credentials file {path}: {exc.strerror}") from None
     try:

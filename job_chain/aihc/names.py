@@ -7,7 +7,6 @@ within ``MAX_JOB_NAME`` characters so the pod names fit the 63-character label l
 
 from __future__ import annotations
 
-import hashlib
 import re
 from typing import Optional
 
@@ -45,6 +44,8 @@ def make_job_name(text: str, max_length: int = MAX_JOB_NAME) -> str:
     if not slug or not slug[0].isalpha():
         slug = f"job-{slug}".rstrip("-")
     if len(slug) > max_length:
+        import hashlib
+
         digest = hashlib.sha1(text.encode("utf-8")).hexdigest()[:6]
         slug = f"{slug[: max_length - 7].rstrip('-')}-{digest}"
     return slug

@@ -19,7 +19,6 @@ the Python SDK's ``JobConfig``/``JobSpec``/``Resource``/``Datasource`` models
 
 from __future__ import annotations
 
-import difflib
 import json
 import posixpath
 import re
@@ -185,6 +184,8 @@ def env_name_problem(name: str) -> Optional[str]:
 
 def closest(key: str, known: Iterable[str]) -> Optional[str]:
     """The known key ``key`` most likely misspells (case aside: ``resourcePoolID``), or None."""
+    import difflib  # here: a job advancing a chain reads settings, never unknown keys
+
     if len(key) >= 100:
         return None
     lowered = {k.lower(): k for k in known}

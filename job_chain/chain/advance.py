@@ -1,7 +1,7 @@
 """What a finished step does from inside its job: submit the next step, retry, or stop.
 
-Runs in training images (Python >= 3.8, maybe no internet): only the BCE SDK and click.
-Messages go to stderr, which is the job's log.
+Runs in training images (Python >= 3.8, maybe no internet) through ``python3 -m job_chain.hop``:
+the standard library, and the BCE SDK once a request is made. Messages go to stderr, the job's log.
 """
 
 from __future__ import annotations
@@ -14,17 +14,19 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from job_chain.aihc.api import JobsAPI
 from job_chain.aihc.errors import AIHCError
-from job_chain.aihc.status import FAILED, STOPPED, SUCCEEDED
 from job_chain.chain.model import Chain, Step
 from job_chain.chain.record import RunRecords, run_started
 from job_chain.chain.submit import submit_step
+from job_chain.errors import JobChainError
 
 DEFAULT_DEADLINE = 600.0  # seconds an advance keeps retrying the API before giving up
 EXIT_ADVANCE_FAILED = 75  # EX_TEMPFAIL: the step succeeded, the next one could not be submitted
+SUBMIT_WIDTH = 16  # creates in flight at once when a split starts its branches
 
 
 def log(message: str) -> None:
-    print(f"job-chain: {message}", file=sys.stderr, flush=True)
+    sys.stderr.write(f"job-chain: {message}\n")  # one write: lines from concurrent submits never interleave
+    sys.stderr.flush()
 
 
 def submit_with_deadline(
@@ -122,6 +124,7 @@ def _advance(chain: Chain, current: Step, client: JobsAPI, run_id: str, attempt:
         exit_code = outputs_.EXIT_BAD_OUTPUTS
         known = Failure("user", "unusable-outputs", outputs[1], explanation="write KEY=VALUE lines to "
                         "$JOB_CHAIN_OUTPUTS (docs/graphs.md, Outputs), then resume the run")
+    recorded = False
     if records is not None:
         checkpoint = None
         if current.checkpoint is not None:
@@ -129,12 +132,17 @@ def _advance(chain: Chain, current: Step, client: JobsAPI, run_id: str, attempt:
 
             checkpoint = last_complete(current.checkpoint)
         # before anything can fail: status shows it
-        records.record_exit(run_id, name, attempt, exit_code, checkpoint[0] if checkpoint else None)
+        recorded = records.record_exit(run_id, name, attempt, exit_code, checkpoint[0] if checkpoint else None)
     if records is not None and records.is_stopped(run_id):
         log(f"run {run_id} was stopped by the user; not submitting anything")
         return exit_code
     started = ((records.get_run(run_id) or {}).get("started") if records else None) or run_started(run_id)
     hop = _Hop(chain, client, run_id, records, mode, started, deadline, reconnect, resume_hint)
+    hop.recorded = recorded
+    if recorded and hop.mode == "job":
+        from job_chain.chain.readiness import note_own_job
+
+        note_own_job(records, run_id, name, attempt)  # type: ignore[arg-type]
 
     if exit_code != 0:
         from job_chain.chain import on_failure
@@ -149,8 +157,8 @@ def _advance(chain: Chain, current: Step, client: JobsAPI, run_id: str, attempt:
             log(f"step {name}: {problem}; not advancing (the job fails)")
             return EXIT_ADVANCE_FAILED
     outputs_.keep(chain, records, run_id, name, attempt, outputs[0], log)  # before the success is seen
-    if records is not None:
-        records.record_succeeded(run_id, name, attempt)  # durably, before looking at the others
+    if records is not None:  # durably, before looking at the others
+        hop.recorded = records.record_succeeded(run_id, name, attempt) and hop.recorded
     if current.is_handler:
         log(f"exit handler {name} succeeded")
         return 0
@@ -181,18 +189,51 @@ class _Hop:
         found = submit_with_deadline(lambda: find_submitted(self.client, self.chain.pool, self.run_id, name, attempt,
                                                             self.started), self.deadline, on_unreachable=self.refresh)
         return str(found["jobId"]) if found else None
+        self.recorded = False  # this step's exit (and success) are in the shared run record
+
+    def from_record(self) -> bool:
+        """Whether what starts next can be decided from the run record (job mode, facts written)."""
+        return self.records is not None and self.mode == "job" and self.recorded and self.chain.revision >= 1
+
+    def began(self) -> Optional[float]:
+        """Inline runs: the API's createdAt of the run's first job, which bounds every walk of the pool
+        (never this machine's or the submitter's clock). The first job's snapshot cannot carry it:
+        that job asks the API for its own createdAt (``AIHC_JOB_ID``) and passes it on."""
+        own = os.environ.get("AIHC_JOB_ID")
+        if self.records is None and self.chain.began is None and self.chain.first_job and own:
+            from job_chain.aihc.timefmt import parse_time
+
+            try:
+                created = parse_time(self.job(own).get("createdAt"))
+            except JobChainError as exc:  # walks fall back to the run id's time, an hour of skew allowed
+                log(f"cannot read this job's own createdAt: {exc}")
+                created = None
+            self.chain.began, self.chain.first_job = (created.timestamp() if created else None), False
+        return self.chain.began
+
+    def job(self, job_id: str) -> Dict[str, Any]:
+        """One of the run's own jobs, by id (a deleted job reads as Deleted)."""
+        try:
+            return submit_with_deadline(lambda: self.client.get_job(self.chain.pool, job_id), self.deadline,
+                                        on_unreachable=self.refresh)
+        except AIHCError as exc:
+            if exc.status == 404:
+                return {"jobId": job_id, "status": "Deleted"}
+            raise
 
     # -- the run as a graph ------------------------------------------------------------------
     def states(self, me: Step, me_succeeded: bool) -> Dict[int, str]:
         """step index -> planner state, from the API and the run record."""
+        from job_chain.aihc.status import FAILED
         from job_chain.chain import graph
         from job_chain.chain.observe import observe
         from job_chain.chain.outcome import by_step
+        from job_chain.chain.readiness import state_of
 
         first_job = self.records.first_job_id(self.run_id) if self.records else None
         attempts, _, _ = submit_with_deadline(
             lambda: observe(self.client, self.chain.pool, self.run_id, cache={}, first_job_id=first_job,
-                            since=self.started, explain_failures=False),
+                            since=self.started, began=self.began(), explain_failures=False),
             self.deadline, on_unreachable=self.refresh)
         states: Dict[int, str] = {}
         self.latest, self.attempts = {}, list(attempts)
@@ -204,17 +245,10 @@ class _Hop:
             item = counted[-1]
             self.latest[name] = item
             code = self.records.script_exit(self.run_id, name, item.attempt) if self.records else None
-            if item.status in SUCCEEDED or (self.records and self.records.succeeded(self.run_id, name, item.attempt)):
-                states[step.index] = graph.SUCCEEDED
-            elif item.status in FAILED or (code is not None and code != 0):
-                code = code if code is not None else 1
-                causes = [self._kept_cause(name, a.attempt) for a in counted if a.status in FAILED or a is item] \
-                    if step.retry_budgets is not None else []  # budgets per cause need them
-                states[step.index] = graph.RETRY_DUE if step.may_retry(item.attempt, code, causes) else graph.FAILED
-            elif item.status in STOPPED:
-                states[step.index] = graph.STOPPED
-            else:
-                states[step.index] = graph.ACTIVE
+            marker = bool(self.records and self.records.succeeded(self.run_id, name, item.attempt))
+            causes = [self._kept_cause(name, a.attempt) for a in counted if a.status in FAILED or a is item] \
+                if step.retry_budgets is not None else []  # budgets per cause need them
+            states[step.index] = state_of(step, item.attempt, item.status, code, marker, causes)
         states[me.index] = graph.SUCCEEDED if me_succeeded else graph.FAILED
         return states
 
@@ -253,10 +287,16 @@ class _Hop:
             return 0 if succeeded else 1
         stopped = bool(self.records and self.records.is_stopped(self.run_id))
         try:
-            states = self.states(me, succeeded)
+            if self.from_record():  # the record decides; the API only where it cannot (readiness.py)
+                from job_chain.chain.readiness import look
+
+                states, self.latest = look(self.chain, self.records, self.run_id, me, succeeded,  # type: ignore
+                                           job=self.job, watchers=watchers, stopped=stopped)
+            else:
+                states = self.states(me, succeeded)
             if self.records is None:  # no shared record: wait for lower-index steps finishing too
                 states = self._wait_for_lower(me, states, succeeded)
-        except AIHCError as exc:
+        except JobChainError as exc:  # the API gave up, or no credentials reach this job
             message = f"cannot see the rest of the run to decide what starts next: {exc}"
             if self.records is not None:
                 self.records.record_advance_failure(self.run_id, me.name, attempt, message)
@@ -340,8 +380,24 @@ class _Hop:
                         None, 0, context)
         else:
             log(f"the run ended: {outcome}")
-        notify(self.chain, self.records, self.run_id, outcome, status=outcome, failed=details,
-               gpu=run_hours(self.chain, self.attempts, failing=failing), log=log)
+        gpu = run_hours(self.chain, self._every_attempt(), failing=failing) if self.chain.notify else None
+        notify(self.chain, self.records, self.run_id, outcome, status=outcome, failed=details, gpu=gpu, log=log)
+
+    def _every_attempt(self) -> List[Any]:
+        """Every attempt of the run (for the GPU-hours a run's end notification gives): as the last
+        look saw them, or — when the record decided and nothing was asked — the run's own jobs by id."""
+        if self.attempts or self.records is None:
+            return self.attempts
+        from job_chain.chain.observe import by_id
+
+        ids = {str(e["jobId"]) for e in self.records.submissions(self.run_id)}
+        try:
+            self.attempts, _, _ = submit_with_deadline(
+                lambda: by_id(self.client, self.chain.pool, self.run_id, ids, cache={}, explain_failures=False),
+                self.deadline, on_unreachable=self.refresh)
+        except JobChainError as exc:
+            log(f"cannot read the run's jobs for its GPU-hours: {exc}")
+        return self.attempts
 
     # -- submitting --------------------------------------------------------------------------
     def refresh(self) -> None:
@@ -361,34 +417,51 @@ class _Hop:
 
     def submit(self, targets: List[Tuple[str, int]], origin: Optional[Tuple[str, int]], exit_code: int,
                context: Optional[Dict[str, str]] = None, resume: Optional[Tuple[int, str]] = None) -> int:
-        """Submit each (step, attempt); on giving up, record it for status and say how to resume.
+        """Submit each (step, attempt) — a split's branches at once, :data:`SUBMIT_WIDTH` at a time, each
+        with its own client token and record entry; on giving up, record it and say how to resume.
         ``resume``: the checkpoint a retry resumes from (in its environment and its record)."""
+        def one(target: Tuple[str, int]) -> Optional[int]:
+            return self._submit_one(target[0], target[1], origin, exit_code, context, resume)
+
+        self.began()  # an inline snapshot tells the steps it starts where the run began
+
+        if len(targets) > 1:
+            from concurrent.futures import ThreadPoolExecutor
+
+            getattr(self.client, "endpoint", None)  # a lazy client is built once, before threads share it
+            with ThreadPoolExecutor(max_workers=min(SUBMIT_WIDTH, len(targets))) as pool:
+                codes = list(pool.map(one, targets))
+        else:
+            codes = [one(target) for target in targets]
+        return next((code for code in codes if code is not None), exit_code)
+
+    def _submit_one(self, target: str, attempt: int, origin: Optional[Tuple[str, int]], exit_code: int,
+                    context: Optional[Dict[str, str]], resume: Optional[Tuple[int, str]]) -> Optional[int]:
+        """Submit one step; None when it was, else the exit code the job ends with."""
         from job_chain.chain.params import MissingOutput
 
-        for target, next_attempt in targets:
-            try:
-                result = submit_with_deadline(
-                    lambda t=target, a=next_attempt: submit_step(  # type: ignore[misc]
-                        self.client, self.chain, t, self.run_id, a, records=self.records, mode=self.mode,
-                        since=self.started, context=context, resume=resume),
-                    self.deadline, on_unreachable=self.refresh,
-                )
-            except (AIHCError, MissingOutput) as exc:
-                self.error = exc
-                message = f"step {target} could not be submitted: {exc}"
-                if self.records is not None and origin is not None:
-                    self.records.record_advance_failure(self.run_id, origin[0], origin[1], message)
-                what = "succeeded" if exit_code == 0 else f"failed (exit code {exit_code})"
-                log(f"step {origin[0] if origin else '-'} {what}, but {message}. It may have been created all the "
-                    f"same; continue with '{self.resume_hint}', which submits it with the same client token and "
-                    "so never creates it twice")
-                return exit_code or EXIT_ADVANCE_FAILED
-            verb = "submitted" if result["created"] == "yes" else "was already submitted as"
-            log(f"step {target} {verb} job {result['jobId']}")
-            if self.records is not None and self.records.is_stopped(self.run_id):  # stop raced with this submit
-                self.client.stop_job(self.chain.pool, result["jobId"])
-                log(f"run {self.run_id} was stopped meanwhile; stopped job {result['jobId']} again")
-        return exit_code
+        try:
+            result = submit_with_deadline(
+                lambda: submit_step(self.client, self.chain, target, self.run_id, attempt, records=self.records,
+                                    mode=self.mode, since=self.started, context=context, resume=resume),
+                self.deadline, on_unreachable=self.refresh,
+            )
+        except (JobChainError, MissingOutput) as exc:  # the API gave up, no credentials, an output missing
+            self.error = exc
+            message = f"step {target} could not be submitted: {exc}"
+            if self.records is not None and origin is not None:
+                self.records.record_advance_failure(self.run_id, origin[0], origin[1], message)
+            what = "succeeded" if exit_code == 0 else f"failed (exit code {exit_code})"
+            log(f"step {origin[0] if origin else '-'} {what}, but {message}. It may have been created all the "
+                f"same; continue with '{self.resume_hint}', which submits it with the same client token and "
+                "so never creates it twice")
+            return exit_code or EXIT_ADVANCE_FAILED
+        verb = "submitted" if result["created"] == "yes" else "was already submitted as"
+        log(f"step {target} {verb} job {result['jobId']}")
+        if self.records is not None and self.records.is_stopped(self.run_id):  # stop raced with this submit
+            self.client.stop_job(self.chain.pool, result["jobId"])
+            log(f"run {self.run_id} was stopped meanwhile; stopped job {result['jobId']} again")
+        return None
 
 
 def handler_context(chain: Chain, run_id: str, outcome: str, failed: List[str]) -> Dict[str, str]:
@@ -403,38 +476,12 @@ def _peers_problem(client: JobsAPI, chain: Chain, run_id: str, step: str, attemp
     from job_chain.chain.submit import find_submitted
 
     entry = records.submission(run_id, step, attempt) if records else None
-    job_id = entry["jobId"] if entry else (find_submitted(client, chain.pool, run_id, step, attempt, started)
-                                           or {}).get("jobId")
+    job_id = entry["jobId"] if entry else os.environ.get("AIHC_JOB_ID")  # the platform names the job it runs
+    if not job_id:
+        job_id = (find_submitted(client, chain.pool, run_id, step, attempt, started) or {}).get("jobId")
     if not job_id:
         return "cannot find this job to check its other replicas"
     try:
         return submit_with_deadline(lambda: wait_for_peers(client, chain.pool, job_id, self_pod, deadline), deadline)
     except AIHCError as exc:
         return f"cannot check the other replicas: {exc}"
-
-
-def env_deadline() -> float:
-    try:
-        return float(os.environ.get("JOB_CHAIN_ADVANCE_DEADLINE", DEFAULT_DEADLINE))
-    except ValueError:
-        return DEFAULT_DEADLINE
-
-
-def reconnect_from_credentials_file() -> Optional[Any]:
-    """A client for the host the credentials file names now (``JOB_CHAIN_CREDENTIALS``), if any.
-
-    A pod keeps the ``AIHC_HOST`` it started with; when that stops answering (the local server
-    restarted elsewhere), the file the server rewrites on start says where it is now.
-    """
-    from job_chain.aihc.client import AIHCClient
-    from job_chain.aihc.credentials import CREDENTIALS_ENV, resolve_credentials
-    from job_chain.errors import JobChainError
-
-    path = os.environ.get(CREDENTIALS_ENV)
-    if not path:
-        return None
-    try:
-        return AIHCClient(resolve_credentials(credentials_file=path, env={}))
-    except JobChainError as exc:
-        log(f"cannot re-read {path}: {exc}")
-        return None

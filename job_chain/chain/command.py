@@ -6,7 +6,6 @@ chain's length (except with ``inline``, which embeds a snapshot of the remaining
 
 from __future__ import annotations
 
-import hashlib
 import shlex
 from typing import Optional
 
@@ -16,6 +15,8 @@ NO_RUNTIME = 127
 
 def _delimiter(script: str) -> str:
     """A heredoc delimiter that cannot occur as a line of ``script``."""
+    import hashlib
+
     digest = hashlib.sha256(script.encode("utf-8", "surrogateescape")).hexdigest()[:12]
     delimiter = f"JOB_CHAIN_SCRIPT_{digest}"
     lines = set(script.splitlines())
@@ -24,12 +25,12 @@ def _delimiter(script: str) -> str:
     return delimiter
 
 
-def runtime_invocation(scrips_path: Optional[str]) -> str:
-    """Shell words that run job-chain in the job: the bundled runtime if any, else the image's."""
+def runtime_invocation(scrips_path: Optional[str], module: str = "job_chain") -> str:
+    """Shell words that run job-chain (``module``) in the job: the bundled runtime if any, else the image's."""
     if not scrips_path:
-        return "python3 -m job_chain"
+        return f"python3 -m {module}"
     root = scrips_path[:-3].rsplit("/", 1)[0] if scrips_path.endswith(".py") else scrips_path
-    return f"PYTHONPATH={shlex.quote(root)}${{PYTHONPATH:+:$PYTHONPATH}} python3 -m job_chain"
+    return f"PYTHONPATH={shlex.quote(root)}${{PYTHONPATH:+:$PYTHONPATH}} python3 -m {module}"
 
 
 def _runtime_check(scrips_path: Optional[str]) -> str:
@@ -57,8 +58,8 @@ def step_command(
 ) -> str:
     """Wrap ``script`` so that success (RANK 0) submits the next step and failure stops the chain.
 
-    ``snapshot`` (inline mode) is a base64 text of the remaining steps, passed on stdin to
-    ``advance`` instead of reading the chain file from shared storage.
+    ``snapshot`` (inline mode) is a base64 text of the remaining steps, passed on stdin to the
+    advance (``python3 -m job_chain.hop``) instead of reading the chain file from shared storage.
     """
     delimiter = _delimiter(script)
     runner = "bash"
@@ -70,7 +71,8 @@ def step_command(
     # a heredoc always ends in a newline; drop it again when the script had none
     trim = "" if script.endswith("\n") else "truncate -s -1 \"$jc_script\"\n"
     advance = (
-        f"{runtime_invocation(scrips_path)} advance --run {shlex.quote(run_id)} --step {shlex.quote(step)} "
+        # the lean entry point (job_chain/hop.py): no CLI to import on every hop
+        f"{runtime_invocation(scrips_path, 'job_chain.hop')} --run {shlex.quote(run_id)} --step {shlex.quote(step)} "
         f"--attempt {attempt} --exit-code \"$jc_rc\" --outputs \"$jc_dir/outputs\" "
     )
     if snapshot is None:

@@ -13,7 +13,6 @@ breaking or deleting the chain file or its scripts changes nothing in a running 
 from __future__ import annotations
 
 import copy
-import hashlib
 import json
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
@@ -54,6 +53,8 @@ def freeze(chain: Chain, *, steps: Optional[Iterable[Step]] = None) -> Dict[str,
 
 def digest(frozen: Dict[str, Any]) -> str:
     """The content hash of a frozen chain (sha256 of its canonical JSON)."""
+    import hashlib
+
     text = json.dumps(frozen, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 

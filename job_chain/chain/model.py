@@ -106,6 +106,8 @@ class Chain:
     params_set: Dict[str, str] = field(default_factory=dict)  # the values --param gave (a run keeps them)
     max_running: Optional[int] = None  # steps of the run active at once (top-level maxRunning)
     outputs: Dict[str, Dict[str, str]] = field(default_factory=dict)  # inline runs: outputs carried along
+    began: Optional[float] = None  # inline runs: the API's createdAt of the run's first job (snapshots carry it)
+    first_job: bool = False  # inline runs: this snapshot is the run's first job's (so it knows no began yet)
     _cached: Optional[Tuple[Any, ...]] = field(default=None, init=False, repr=False, compare=False)
     _pools: Optional[Tuple[Any, ...]] = field(default=None, init=False, repr=False, compare=False)  # slots.py
 

@@ -6,9 +6,11 @@ resume that changed the run adds ``revision-2.json`` beside it), ``step-<name>-a
 per submission, ``exit-<name>-attempt-1.json`` per script exit (written by the advancing job),
 ``advance-failed-…`` when an advance gave up, ``failure-…`` (why an attempt failed),
 ``stopped.json``, ``start-failed.json`` and
-``attempts.json`` (a cache of finished attempts), each written atomically with mode 0600. Steps
-are known by name. One file per fact means replicas, retries and the local ``run`` never
-rewrite each other's files. The API stays the source of truth for job statuses.
+``attempts.json`` (a cache of finished attempts, kept by :mod:`job_chain.chain.look`), each
+written atomically with mode 0600. Steps are known by name. One file per fact means replicas,
+retries and the local ``run`` never rewrite each other's files. In job mode every job's tail
+reports here, so joins are decided from these files (:mod:`job_chain.chain.readiness`); the API
+stays the source of truth for job statuses.
 """
 
 from __future__ import annotations
@@ -16,32 +18,36 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import secrets
 import shlex
-import shutil
 import time
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Set, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from job_chain.aihc.names import is_job_id
-from job_chain.chain.progress import Attempt, RunFacts
 from job_chain.chain.record_attempt import STEP_PATTERN, AttemptRecords, run_started
 from job_chain.chain.record_attempt import fact_name as _name
-from job_chain.chain.record_attempt import read_json as _read
 from job_chain.errors import RunNotFound, UsageError
+from job_chain.files import read_json_dict as _read
 from job_chain.files import write_json_private
 
+if TYPE_CHECKING:  # a job advancing a chain reads the record without the status types
+    from job_chain.chain.progress import RunFacts
+
 _SUBMISSION = re.compile(rf"step-{STEP_PATTERN}-attempt-(\d+)\.json")
+# the facts a join is decided from (job_chain.chain.readiness), by the kind in their file names
+FACTS = {kind: re.compile(rf"{kind}-{STEP_PATTERN}-attempt-(\d+)\.json")
+         for kind in ("step", "exit", "succeeded", "advance-failed")}
 _REVISION = re.compile(r"revision-(\d+)\.json")
 _RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 STOPPED_MARKER = "stopped.json"
 START_FAILED = "start-failed.json"
-ATTEMPTS_CACHE = "attempts.json"
 RUN_CREDENTIALS = "credentials.json"  # the chain file's api_config at start, for the advancing jobs
 LOCK = ".lock"
 
 
 def new_run_id() -> str:
     """Sortable, label-safe, unique enough: ``20261122-113045-9f3a``."""
+    import secrets
+
     return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(2)
 
 
@@ -96,6 +102,8 @@ class RunRecords(AttemptRecords):
 
     def delete_run(self, run_id: str) -> None:
         """Forget a run: its directory and everything in it."""
+        import shutil
+
         shutil.rmtree(self._dir(run_id), ignore_errors=True)
 
     def get_run(self, run_id: str) -> Optional[Dict[str, Any]]:
@@ -141,8 +149,7 @@ class RunRecords(AttemptRecords):
             return []
 
     def latest_run(self) -> Optional[Dict[str, Any]]:
-        runs = self.runs()
-        return runs[0] if runs else None
+        return next(iter(self.runs()), None)
 
     @contextlib.contextmanager
     def start_lock(self) -> Iterator[None]:
@@ -240,13 +247,18 @@ class RunRecords(AttemptRecords):
             return False
 
     def record_submission(self, run_id: str, step: str, attempt: int, job_id: str, job_name: str,
-                          revision: int = 0, resume: Optional[Tuple[int, str]] = None) -> bool:
-        """Note a created job (the revision of the chain it ran, and the checkpoint a retry was told
-        to resume from); False (not an error) when the record is not writable here."""
+                          revision: int = 0, resume: Optional[Tuple[int, str]] = None,
+                          mode: Optional[str] = None) -> bool:
+        """Note a created job (the revision of the chain it ran, the checkpoint a retry was told to
+        resume from); False (not an error) when the record is not writable here. ``mode "job"``: its
+        own tail reports to this record (so a join can be decided from the record:
+        :mod:`~job_chain.chain.readiness`)."""
         entry: Dict[str, Any] = {"step": step, "attempt": attempt, "jobId": job_id, "jobName": job_name,
                                  "submitted": time.time(), "revision": revision}
         if resume is not None:
             entry["resumeFrom"] = {"iteration": resume[0], "checkpoint": resume[1]}
+        if mode:
+            entry["mode"] = mode
         return self._write(run_id, _name("step", step, attempt), entry)
 
     def submission(self, run_id: str, step: str, attempt: int) -> Optional[Dict[str, Any]]:
@@ -307,6 +319,8 @@ class RunRecords(AttemptRecords):
         """
         run = run if run is not None else (self.get_run(run_id) or {})
         started = run.get("started")
+        from job_chain.chain.progress import RunFacts
+
         facts = RunFacts(started=float(started) if isinstance(started, (int, float)) else run_started(run_id),
                          stopped=self.is_stopped(run_id), round=self.round(run_id, run),
                          start_failed=self.start_failure(run_id))
@@ -323,34 +337,14 @@ class RunRecords(AttemptRecords):
                 facts.resumed[key] = (resume["iteration"], str(resume.get("checkpoint") or ""))
         return facts
 
-    # -- the cache of finished attempts --------------------------------------------------------
-    def cached_attempts(self, run_id: str) -> Tuple[Dict[str, Attempt], Set[str]]:
-        """(the attempts a previous look knew, the ids of those that had finished for good)."""
-        data = _read(os.path.join(self._dir(run_id), ATTEMPTS_CACHE)) or {}
-        known: Dict[str, Attempt] = {}
-        final: Set[str] = set()
-        for job_id, item in data.items():
-            attempt = Attempt.from_cache(item) if isinstance(item, dict) and is_job_id(job_id) else None
-            if attempt is not None and attempt.job_id == job_id:
-                known[job_id] = attempt
-                if item.get("final") is True:
-                    final.add(job_id)
-        return known, final
-
-    def save_attempts(self, run_id: str, attempts: Dict[str, Attempt], final: Set[str]) -> None:
-        self._write(run_id, ATTEMPTS_CACHE, {job_id: dict(a.to_cache(), final=job_id in final)
-                                             for job_id, a in sorted(attempts.items())})
-
     # -- stopping ----------------------------------------------------------------------------
     def mark_stopped(self, run_id: str) -> None:
         write_json_private(os.path.join(self._dir(run_id), STOPPED_MARKER), {"stopped": time.time()})
 
     def clear_stopped(self, run_id: str) -> None:
         for name in (STOPPED_MARKER, START_FAILED):
-            try:
+            with contextlib.suppress(FileNotFoundError):
                 os.unlink(os.path.join(self._dir(run_id), name))
-            except FileNotFoundError:
-                pass
 
     def is_stopped(self, run_id: str) -> bool:
         return os.path.exists(os.path.join(self._dir(run_id), STOPPED_MARKER))

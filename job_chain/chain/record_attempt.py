@@ -9,14 +9,15 @@ job could not), so every later reader agrees with the decision that was taken.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import time
-from typing import Any, Dict, Iterable, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Iterable, Optional, Tuple
 
-from job_chain.chain.progress import RunFacts
-from job_chain.files import write_json_private
+from job_chain.files import read_json_dict, write_json_private
+
+if TYPE_CHECKING:  # a job advancing a chain reads the record without the status types
+    from job_chain.chain.progress import RunFacts
 
 # a step is named by its AIHC job name (or, in runs recorded before names, its index)
 STEP_PATTERN = r"([a-z0-9][-a-z0-9]{0,62})"
@@ -24,15 +25,6 @@ _EXIT = re.compile(rf"exit-{STEP_PATTERN}-attempt-(\d+)\.json")
 _ADVANCE_FAILED = re.compile(rf"advance-failed-{STEP_PATTERN}-attempt-(\d+)\.json")
 
 Key = Tuple[str, int]
-
-
-def read_json(path: str) -> Optional[Dict[str, Any]]:
-    try:
-        with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
-        return data if isinstance(data, dict) else None
-    except (OSError, ValueError):
-        return None
 
 
 def fact_name(kind: str, step: str, attempt: int) -> str:
@@ -85,7 +77,7 @@ class AttemptRecords:
         return self._write(run_id, fact_name("exit", step, attempt), entry)
 
     def exit_entry(self, run_id: str, step: str, attempt: int) -> Optional[Dict[str, Any]]:
-        return read_json(self._path(run_id, "exit", step, attempt))
+        return read_json_dict(self._path(run_id, "exit", step, attempt))
 
     def script_exit(self, run_id: str, step: str, attempt: int) -> Optional[int]:
         code = (self.exit_entry(run_id, step, attempt) or {}).get("exitCode")
@@ -107,7 +99,7 @@ class AttemptRecords:
         return self._write(run_id, fact_name("advance-failed", step, attempt), {"message": message, "at": time.time()})
 
     def advance_failure(self, run_id: str, step: str, attempt: int) -> Optional[str]:
-        entry = read_json(self._path(run_id, "advance-failed", step, attempt))
+        entry = read_json_dict(self._path(run_id, "advance-failed", step, attempt))
         return str(entry.get("message") or "advance gave up") if entry is not None else None
 
     def clear_advance_failures(self, run_id: str) -> None:
@@ -126,7 +118,7 @@ class AttemptRecords:
         ``data`` itself.
         """
         path = self._path(run_id, "failure", step, attempt)
-        existing = read_json(path)
+        existing = read_json_dict(path)
         if existing is not None:
             return existing
         draft = f"{path}.{os.getpid()}.{time.monotonic_ns()}.tmp"
@@ -136,7 +128,7 @@ class AttemptRecords:
             try:
                 os.link(draft, path)
             except FileExistsError:
-                return read_json(path) or data
+                return read_json_dict(path) or data
         except OSError:
             return data
         finally:
@@ -144,10 +136,10 @@ class AttemptRecords:
                 os.unlink(draft)
             except OSError:
                 pass
-        return read_json(path) or data
+        return read_json_dict(path) or data
 
     def failure(self, run_id: str, step: str, attempt: int) -> Optional[Dict[str, Any]]:
-        return read_json(self._path(run_id, "failure", step, attempt))
+        return read_json_dict(self._path(run_id, "failure", step, attempt))
 
     # -- everything at once ------------------------------------------------------------------------
     def attempt_facts(self, run_id: str, facts: RunFacts, keys: Iterable[Key]) -> None:

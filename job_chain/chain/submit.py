@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import copy
 import json
 import os
@@ -33,12 +32,14 @@ def _labels(body: Dict[str, Any], run_id: str, step: str, attempt: int) -> List[
 def encode_snapshot(chain: Chain, first: Step, host: Optional[str]) -> str:
     """A compressed, secret-free copy of the run's chain for ``--inline`` runs: the frozen form,
     without the steps of a line that are already behind ``first``."""
+    import base64
+
     from job_chain.chain.frozen import freeze
     from job_chain.chain.outputs import referenced
 
     keep = [s for s in chain.steps if s.index >= first.index or s.is_handler or chain.graph]
     data: Dict[str, Any] = {"v": 2, "host": host, "chain": os.path.abspath(chain.path),
-                            "frozen": freeze(chain, steps=keep)}
+                            "frozen": freeze(chain, steps=keep), "began": chain.began, "first": chain.first_job}
     carried = {n: v for n, v in chain.outputs.items() if n in referenced(chain)}
     if carried:  # the outputs later steps use, as far as this step knows them
         data["outputs"] = carried
@@ -49,6 +50,8 @@ def encode_snapshot(chain: Chain, first: Step, host: Optional[str]) -> str:
 
 def decode_snapshot(text: str) -> Chain:
     """Rebuild the run's chain from an inline snapshot."""
+    import base64
+
     from job_chain.chain.frozen import FrozenDamaged, thaw
     from job_chain.errors import UsageError
 
@@ -62,7 +65,26 @@ def decode_snapshot(text: str) -> Chain:
         chain.api_config["host"] = data["host"]
     if isinstance(data.get("outputs"), dict):
         chain.outputs = {str(k): dict(v) for k, v in data["outputs"].items() if isinstance(v, dict)}
+    chain.began = float(data["began"]) if isinstance(data.get("began"), (int, float)) else None
+    chain.first_job = data.get("first") is True
     return chain
+
+
+def inline_origin(chain: Chain, client: JobsAPI, first_job_id: Optional[str]) -> None:
+    """Before an inline submission: what its snapshot says about where the run began, in the API's
+    clock (the createdAt of the run's first job), so its pool walks never trust this machine's
+    clock (issue 18, item 8). Without a first job yet, the snapshot says it is the first."""
+    from job_chain.aihc.errors import AIHCError
+    from job_chain.aihc.timefmt import parse_time
+
+    chain.first_job = first_job_id is None
+    if first_job_id is None or chain.began is not None:
+        return
+    try:
+        created = parse_time(client.get_job(chain.pool, first_job_id).get("createdAt"))
+    except AIHCError:
+        return  # the walk falls back to the run id's time, an hour of skew allowed
+    chain.began = created.timestamp() if created is not None else None
 
 
 def step_env(run_id: str, step: Step, context: Optional[Dict[str, str]] = None,
@@ -113,11 +135,12 @@ def build_request(
 
 
 def find_submitted(client: JobsAPI, pool: str, run_id: str, step: str, attempt: int,
-                   since: Optional[float] = None) -> Optional[Dict[str, Any]]:
-    """Look for the job of (run, step, attempt) by its labels, newest first.
+                   since: Optional[float] = None, began: Optional[float] = None) -> Optional[Dict[str, Any]]:
+    """Look for the job of (run, step, attempt) by its labels, newest first: inline runs, no record.
 
-    With ``since`` (the run's start, unix seconds) the walk stops at jobs older than that by
-    more than any plausible clock skew between this machine and the API.
+    The walk stops at jobs created before ``began`` (the API's createdAt of the run's first job);
+    without it, at jobs older than ``since`` (the run's start by the submitting machine's clock) by
+    more than any plausible clock skew between that machine and the API.
     """
     from job_chain.aihc.timefmt import parse_time
     from job_chain.chain.progress import CLOCK_SKEW_ALLOWANCE
@@ -128,7 +151,8 @@ def find_submitted(client: JobsAPI, pool: str, run_id: str, step: str, attempt: 
         if all(labels.get(k) == v for k, v in wanted.items()):
             return job
         created = parse_time(job.get("createdAt"))
-        if since is not None and created is not None and created.timestamp() < since - CLOCK_SKEW_ALLOWANCE:
+        floor = began - 1.0 if began is not None else (since - CLOCK_SKEW_ALLOWANCE if since is not None else None)
+        if floor is not None and created is not None and created.timestamp() < floor:
             return None
     return None
 
@@ -157,7 +181,7 @@ def submit_step(
     if recorded:
         return {"jobId": recorded["jobId"], "jobName": recorded.get("jobName", ""), "created": "no"}
     if records is None:
-        found = find_submitted(client, chain.pool, run_id, name, attempt, since)
+        found = find_submitted(client, chain.pool, run_id, name, attempt, since, chain.began)
         if found:
             return {"jobId": found.get("jobId", ""), "jobName": found.get("name", ""), "created": "no"}
     from job_chain.chain import outputs as outputs_
@@ -176,5 +200,5 @@ def submit_step(
     result = client.create_job(chain.pool, body, client_token=client_token(run_id, step, attempt))
     job_id, job_name = result.get("jobId", ""), result.get("jobName") or body["name"]
     if records:
-        records.record_submission(run_id, name, attempt, job_id, job_name, chain.revision, resume=resume)
+        records.record_submission(run_id, name, attempt, job_id, job_name, chain.revision, resume=resume, mode=mode)
     return {"jobId": job_id, "jobName": job_name, "created": "yes"}

@@ -1,0 +1,212 @@
+"""``python3 -m job_chain.hop``: what a step's tail runs when its script ends, and nothing more.
+
+Every hop of every run starts a fresh Python inside the finishing job, so what it imports is
+paid on every hop: no click, no rich, no CLI package. The API client is built on first use, so
+a branch whose join is not ready yet (decided from the run record) never loads the HTTP stack;
+when a request is made, it is signed and sent by the BCE SDK's own signer and HTTP client.
+``job-chain advance`` (the same thing with the CLI's options) stays for people who call it by hand.
+
+Usage (what :func:`job_chain.chain.command.step_command` writes)::
+
+    python3 -m job_chain.hop --run RUN --step NAME --attempt N --exit-code RC [--outputs FILE] CONFIG_PATH
+    python3 -m job_chain.hop --run RUN --step NAME --attempt N --exit-code RC [--outputs FILE] --snapshot - <<'...'
+
+``--outputs``: the step's ``$JOB_CHAIN_OUTPUTS`` file, read when the script succeeded.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from job_chain.errors import JobChainError, UsageError
+
+USAGE = ("usage: python3 -m job_chain.hop --run RUN --step NAME [--attempt N] --exit-code RC [--outputs FILE] "
+         "(CONFIG_PATH | --snapshot -)")
+_OPTIONS = ("--run", "--step", "--attempt", "--exit-code", "--snapshot", "--outputs")
+
+
+class LazyClient:
+    """An API client made on first use (credentials resolved then): reading the run record needs none."""
+
+    def __init__(self, build: Callable[[], Any]) -> None:
+        self._build = build
+        self._client: Any = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._client is None:
+            self._client = self._build()
+        return getattr(self._client, name)
+
+
+def parse(argv: List[str]) -> Dict[str, Any]:
+    """The tail's arguments (``--flag value`` or ``--flag=value``, one positional path)."""
+    found: Dict[str, Any] = {}
+    words = list(argv)
+    while words:
+        word = words.pop(0)
+        if word in ("-h", "--help"):
+            raise UsageError(USAGE)
+        flag, eq, value = word.partition("=")
+        if flag in _OPTIONS:
+            if not eq:
+                if not words:
+                    raise UsageError(f"{flag} needs a value; {USAGE}")
+                value = words.pop(0)
+            found[flag[2:].replace("-", "_")] = value
+        elif word.startswith("--"):
+            raise UsageError(f"unknown option {word}; {USAGE}")
+        elif "config_path" in found:
+            raise UsageError(f"unexpected argument {word!r}; {USAGE}")
+        else:
+            found["config_path"] = word
+    for name in ("run", "step", "exit_code"):
+        if name not in found:
+            raise UsageError(f"--{name.replace('_', '-')} is required; {USAGE}")
+    for name in ("attempt", "exit_code"):
+        try:
+            found[name] = int(found.get(name, "1"))
+        except ValueError:
+            raise UsageError(f"--{name.replace('_', '-')} must be a whole number, not {found[name]!r}") from None
+    return found
+
+
+def load_run(config_path: Optional[str], run_id: str, snapshot: Optional[Any]) -> Tuple[Any, Any, Dict[str, Any]]:
+    """(the run's chain, its records or None, api_config) from the run record or the inline snapshot.
+
+    The chain is the run's frozen copy: the chain file is read only for the credentials it may
+    hold, and only when no other source has them.
+    """
+    if snapshot is not None:
+        from job_chain.chain.submit import decode_snapshot
+
+        try:
+            text = snapshot.read().decode("ascii")
+        except UnicodeDecodeError:
+            raise UsageError("the inline chain snapshot is damaged: it is not base64 text") from None
+        chain = decode_snapshot(text)
+        return chain, None, dict(chain.api_config)
+    if not config_path:
+        raise UsageError("advance needs the chain file path or --snapshot")
+    from job_chain.chain.record import RunRecords
+
+    records = RunRecords(config_path)
+    run = records.require_run(run_id)
+    chain = records.frozen(run_id, run)
+    api_config = {**records.credentials(run_id), **({"version": chain.api_config["version"]}
+                                                    if chain is not None and chain.api_config.get("version") else {})}
+    if chain is None:  # a run recorded before runs were frozen: the file as it is now (the old behaviour)
+        from job_chain.chain.loader import load_chain
+
+        chain = load_chain(config_path, local=True)
+        api_config = chain.api_config
+        if run.get("local"):  # a --local run stays local
+            chain.config_path = chain.scrips_path = None
+    elif not api_config.get("ak"):  # keys may still be in the file (written after the run started)
+        api_config = {**_file_api_config(config_path), **api_config}
+    return chain, records, api_config
+
+
+def _file_api_config(path: str) -> Dict[str, Any]:
+    """The chain file's ``api_config`` if the file is there and is JSON; {} otherwise (never an error:
+    the run does not depend on the file)."""
+    import json
+
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except (OSError, ValueError):
+        return {}
+    found = data.get("api_config") if isinstance(data, dict) else None
+    return {k: v for k, v in found.items() if isinstance(v, str)} if isinstance(found, dict) else {}
+
+
+def run_advance(*, config_path: Optional[str], run_id: str, step: str, attempt: int, exit_code: int,
+                snapshot: Optional[Any] = None, connection: Optional[Dict[str, Any]] = None,
+                outputs_file: Optional[str] = None) -> int:
+    """Act on the step's exit (see :func:`job_chain.chain.advance.advance`); the job's exit code.
+
+    ``connection``: the CLI's ``--host/--ak/--sk/--credentials/--local/--api-version`` (none in a job).
+    ``outputs_file``: the step's ``$JOB_CHAIN_OUTPUTS`` (read only when the script succeeded).
+    """
+    from job_chain.chain.advance import advance
+
+    chain, records, api_config = load_run(config_path, run_id, snapshot)
+    outputs: Tuple[Dict[str, str], Optional[str]] = ({}, None)
+    if outputs_file and exit_code == 0:
+        from job_chain.chain.outputs import read_file
+
+        outputs = read_file(outputs_file)
+
+    def build() -> Any:
+        from job_chain.aihc.connect import connect
+
+        return connect(api_config=api_config, api_config_origin=f"{chain.path} api_config", **(connection or {}))
+
+    hint = f"job-chain resume {shlex.quote(chain.path)} --run {run_id}"
+    return advance(chain, LazyClient(build), run_id=run_id, step=step, attempt=attempt, exit_code=exit_code,
+                   records=records, resume_hint=hint, deadline=env_deadline(),
+                   reconnect=reconnect_from_credentials_file, outputs=outputs)
+
+
+def env_deadline() -> float:
+    from job_chain.chain.advance import DEFAULT_DEADLINE
+
+    try:
+        return float(os.environ.get("JOB_CHAIN_ADVANCE_DEADLINE", DEFAULT_DEADLINE))
+    except ValueError:
+        return DEFAULT_DEADLINE
+
+
+def reconnect_from_credentials_file() -> Optional[Any]:
+    """A client for the host the credentials file names now (``JOB_CHAIN_CREDENTIALS``), if any.
+
+    A pod keeps the ``AIHC_HOST`` it started with; when that stops answering (the local server
+    restarted elsewhere), the file the server rewrites on start says where it is now.
+    """
+    from job_chain.aihc.client import AIHCClient
+    from job_chain.aihc.credentials import CREDENTIALS_ENV, resolve_credentials
+    from job_chain.chain.advance import log
+
+    path = os.environ.get(CREDENTIALS_ENV)
+    if not path:
+        return None
+    try:
+        return AIHCClient(resolve_credentials(credentials_file=path, env={}))
+    except JobChainError as exc:
+        log(f"cannot re-read {path}: {exc}")
+        return None
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    """Errors are one line on stderr (the job's log) and a non-zero exit, never a traceback."""
+    try:
+        args = parse(sys.argv[1:] if argv is None else argv)
+        snapshot = args.pop("snapshot", None)
+        if snapshot not in (None, "-"):
+            raise UsageError(f"--snapshot takes '-' (the snapshot on stdin), not {snapshot!r}")
+        return run_advance(config_path=args.get("config_path"), run_id=args["run"], step=args["step"],
+                           attempt=args["attempt"], exit_code=args["exit_code"],
+                           snapshot=sys.stdin.buffer if snapshot == "-" else None, outputs_file=args.get("outputs"))
+    except JobChainError as exc:
+        print(f"job-chain: error: {exc}", file=sys.stderr, flush=True)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("job-chain: interrupted", file=sys.stderr, flush=True)
+        return 130
+    except OSError as exc:  # the machine said no (disk full, permission): not a bug in job-chain
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"job-chain: error: {where}{exc.strerror or exc}", file=sys.stderr, flush=True)
+        return 1
+    except Exception as exc:  # a bug: one line in the job's log unless asked for more
+        if os.environ.get("JOB_CHAIN_DEBUG"):
+            raise
+        print(f"job-chain: internal error: {type(exc).__name__}: {exc} "
+              "(set JOB_CHAIN_DEBUG=1 for the traceback and please report it)", file=sys.stderr, flush=True)
+        return 70
+
+
+if __name__ == "__main__":
+    sys.exit(main())
