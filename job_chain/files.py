@@ -4,9 +4,35 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Dict, Optional, Union
+from typing import Any, Dict, Optional, Tuple, Union
 
 PathLike = Union[str, "os.PathLike[str]"]
+
+
+def _private_temp(directory: str, name: str) -> Tuple[str, int]:
+    """A new temporary file beside ``name`` (random name, created exclusively, mode 0600)."""
+    tmp = os.path.join(directory, f".{name}.{os.urandom(6).hex()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    os.fchmod(fd, 0o600)  # whatever the umask
+    return tmp, fd
+
+
+def create_private(path: PathLike, data: Union[str, bytes]) -> bool:
+    """Create ``path`` with ``data`` unless it exists: True for exactly one of any number of callers.
+    Written to a temporary file first and linked into place, so nobody ever reads it half-written."""
+    target = os.fspath(path)
+    directory, name = os.path.split(os.path.abspath(target))
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    tmp, fd = _private_temp(directory, name)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data.encode("utf-8") if isinstance(data, str) else data)
+        os.link(tmp, target)
+        return True
+    except FileExistsError:
+        return False
+    finally:
+        os.unlink(tmp)
 
 
 def write_private(path: PathLike, data: Union[str, bytes]) -> None:
@@ -19,10 +45,8 @@ def write_private(path: PathLike, data: Union[str, bytes]) -> None:
     directory, name = os.path.split(os.path.abspath(target))
     os.makedirs(directory, exist_ok=True)
     raw = data.encode("utf-8") if isinstance(data, str) else data
-    tmp = os.path.join(directory, f".{name}.{os.urandom(6).hex()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    tmp, fd = _private_temp(directory, name)
     try:
-        os.fchmod(fd, 0o600)  # whatever the umask
         with os.fdopen(fd, "wb") as handle:
             handle.write(raw)
             handle.flush()

@@ -141,7 +141,7 @@ def run_advance(*, config_path: Optional[str], run_id: str, step: str, attempt: 
         outputs = read_file(outputs_file)
 
     def build() -> Any:
-        from job_chain.aihc.connect import connect
+        from job_chain.connect import connect
 
         return connect(api_config=api_config, api_config_origin=f"{chain.path} api_config", **(connection or {}))
 
@@ -152,7 +152,7 @@ def run_advance(*, config_path: Optional[str], run_id: str, step: str, attempt: 
 
 
 def env_deadline() -> float:
-    from job_chain.chain.advance import DEFAULT_DEADLINE
+    from job_chain.chain.hop_submit import DEFAULT_DEADLINE
 
     try:
         return float(os.environ.get("JOB_CHAIN_ADVANCE_DEADLINE", DEFAULT_DEADLINE))
@@ -168,7 +168,7 @@ def reconnect_from_credentials_file() -> Optional[Any]:
     """
     from job_chain.aihc.client import AIHCClient
     from job_chain.aihc.credentials import CREDENTIALS_ENV, resolve_credentials
-    from job_chain.chain.advance import log
+    from job_chain.chain.hop_submit import log
 
     path = os.environ.get(CREDENTIALS_ENV)
     if not path:

@@ -19,14 +19,13 @@ from __future__ import annotations
 
 import os
 import shlex
-import time
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 from job_chain.aihc.api import JobsAPI
-from job_chain.aihc.status import FAILED, SUCCEEDED
+from job_chain.aihc.status import SUCCEEDED
 from job_chain.chain.model import Chain
 from job_chain.chain.outcome import summarize
-from job_chain.chain.progress import Outcome, RunStatus, StepStatus
+from job_chain.chain.progress import Outcome, RunStatus
 from job_chain.chain.record import RecordDamaged, RunRecords, new_run_id
 from job_chain.errors import ChainFileInvalid, JobChainError, RunStillActive, UsageError
 from job_chain.runs import ResumePlan, Run, SubmitInterrupted, Submitted
@@ -34,6 +33,7 @@ from job_chain.session_logs import LogsMixin
 from job_chain.session_places import PlacesMixin
 from job_chain.session_plan import PlanMixin
 from job_chain.session_resume import ResumeMixin
+from job_chain.session_stop import StopMixin
 from job_chain.session_watch import WatchMixin
 
 MODES = ("job", "watch", "inline")
@@ -61,7 +61,7 @@ def _fact_keys(chain: Chain, attempts: List[Any]) -> List[Tuple[str, int]]:
     return keys
 
 
-class ChainSession(PlacesMixin, PlanMixin, ResumeMixin, WatchMixin, LogsMixin):
+class ChainSession(PlacesMixin, PlanMixin, ResumeMixin, StopMixin, WatchMixin, LogsMixin):
     """One chain file and the runs recorded beside it, and the AIHC API they run on.
 
     ``client`` (anything satisfying :class:`~job_chain.aihc.api.JobsAPI`) is used for every run
@@ -338,7 +338,7 @@ class ChainSession(PlacesMixin, PlanMixin, ResumeMixin, WatchMixin, LogsMixin):
         the job was committed, and that job would then advance a run the user believes failed.
         """
         from job_chain.aihc.errors import AIHCError
-        from job_chain.chain.advance import submit_with_deadline
+        from job_chain.chain.hop_submit import submit_with_deadline
         from job_chain.chain.submit import submit_step
 
         chain = self.frozen(run)
@@ -371,50 +371,6 @@ class ChainSession(PlacesMixin, PlanMixin, ResumeMixin, WatchMixin, LogsMixin):
         step = chain.named(name)
         return Submitted(run.run_id, name, attempt, result["jobId"], result["jobName"], result["created"] == "yes",
                          step.index if step is not None else -1)
-
-    # -- stop ----------------------------------------------------------------------------------
-    def stop(self, run_id: Optional[str] = None, *, settle: float = 120.0) -> List[StepStatus]:
-        """Stop the run: no later step starts, and each step still going is stopped (returned).
-
-        A run that already ended is refused (:class:`UsageError`): its outcome never changes. With
-        ``runOn: always`` handlers or notifications, waits up to ``settle`` seconds for the stopped
-        steps to end, then starts the handlers and sends ``stopped``.
-        """
-        run = self.run(run_id)
-        chain = self.frozen(run)
-        status = self.status(run.run_id)
-        if status.outcome is not Outcome.RUNNING:
-            raise UsageError(f"run {run.run_id} already {status.outcome.value}: there is nothing to stop"
-                             + (f" ({status.reason})" if status.reason else ""))
-        self.records.mark_stopped(run.run_id)
-        client = self.client_for(run)
-        going = [s for s in self.status(run.run_id).steps if s.active]
-        for step in going:
-            client.stop_job(chain.pool, step.job_id)
-        if chain.handlers or chain.notify:
-            self._after_stop(run, chain, settle)
-        return going
-
-    def _after_stop(self, run: Run, chain: Chain, settle: float) -> None:
-        from job_chain.chain.advance import handler_context
-        from job_chain.chain.notify import notify
-
-        end = time.monotonic() + settle
-        status = self.status(run.run_id)
-        while any(s.active for s in status.steps if not s.is_handler):
-            if time.monotonic() > end:
-                self.warn(f"the stopped steps of run {run.run_id} did not end within {settle:g}s: its "
-                          "runOn: always handlers did not start")
-                return
-            time.sleep(0.5)
-            status = self.status(run.run_id)
-        round_ = self.records.round(run.run_id)
-        failed = [s.name for s in status.steps if not s.is_handler and s.status in FAILED]
-        context = handler_context(chain, run.run_id, "stopped", failed)
-        for handler in chain.handlers:
-            if handler.run_on == "always":
-                self._submit(run, handler.name, round_ + 1, run.mode, context)
-        notify(chain, self.records, run.run_id, "stopped", status="stopped", log=self.warn)
 
     def __repr__(self) -> str:
         return f"ChainSession({os.path.relpath(self.path)!r})"

@@ -19,10 +19,10 @@ class PlacesMixin:
 
     @property
     def api_version(self) -> str:
-        """v1 or v2, as a new client would speak (see :func:`~job_chain.aihc.connect.resolve_api_version`)."""
+        """v1 or v2, as a new client would speak (see :func:`~job_chain.connect.resolve_api_version`)."""
         if self._client is not None:
             return str(getattr(self._client, "api_version", "v1"))
-        from job_chain.aihc.connect import resolve_api_version
+        from job_chain.connect import resolve_api_version
 
         return resolve_api_version(self._api_version, credentials_file=self._explicit.get("credentials_file"),
                                    api_config=self.chain.api_config, api_config_origin=f"{self.path} api_config")
@@ -63,7 +63,7 @@ class PlacesMixin:
         else:
             key, kwargs = ("endpoint", run.endpoint), {"host": run.endpoint or None}
         if key not in self._clients:
-            from job_chain.aihc.connect import connect
+            from job_chain.connect import connect
 
             api_config = self._api_config_for(run)
             # local runs take only the version from api_config (host and keys are the server's)

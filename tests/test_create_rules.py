@@ -181,7 +181,7 @@ def test_non_utf8_script_says_encoding_and_position(tmp_path: Path) -> None:
 
 def test_a_long_odd_key_is_cut_inside_its_quotes() -> None:
     """A JSON path names an odd key as ['…']; a long one is cut inside the quotes (found by the fuzz drill)."""
-    from job_chain.aihc.spec import key_path
+    from job_chain.aihc.keys import key_path
 
     path = key_path("jobs[2].jobSpec.envs[0]", "9" * 5000)
     assert path.startswith("jobs[2].jobSpec.envs[0]['999") and path.endswith("...']") and len(path) < 100

@@ -262,10 +262,15 @@ def test_metrics_real_cpu_samples(shared_server: LocalServer) -> None:
     client, pool = shared_server.client(), shared_server.pool
     busy = "end=$((SECONDS+3)); while [ $SECONDS -lt $end ]; do :; done"
     job_id = client.create_job(pool, job_body("busy", busy))["jobId"]
-    shared_server.wait_status(job_id, "Succeeded", timeout=15)
+    idle_id = client.create_job(pool, job_body("idle", "sleep 3"))["jobId"]
+    shared_server.wait_status(job_id, "Succeeded", timeout=30)
+    shared_server.wait_status(idle_id, "Succeeded", timeout=30)
     cpu = client.job_metrics(pool, job_id, "CpuUsage")
     points = cpu["podMetrics"][0]["metrics"]
-    assert len(points) >= 2 and max(p["value"] for p in points) > 40
+    idle = client.job_metrics(pool, idle_id, "CpuUsage")["podMetrics"][0]["metrics"]
+    # real samples: a busy loop shows CPU use and a sleep none (how much the loop gets depends on
+    # what else the machine runs, so the figure is compared with the idle pod's, not a fixed share)
+    assert len(points) >= 2 and max(p["value"] for p in points) > max([p["value"] for p in idle] + [0.0]) + 5
     assert all(isinstance(p["time"], int) for p in points)
     mem = client.job_metrics(pool, job_id, "MemoryAllocation")["podMetrics"][0]["metrics"]
     assert mem and all(p["value"] > 0 for p in mem)

@@ -93,7 +93,7 @@ def test_a_bad_version_is_one_line(tmp_path: Path, local_server: LocalServer) ->
 
 
 def test_credentials_file_can_choose_v2(tmp_path: Path, local_server: LocalServer) -> None:
-    from job_chain.aihc.connect import connect
+    from job_chain.connect import connect
 
     creds = dict(local_server.creds(), api_config={"version": "v2"})
     path = tmp_path / "creds.json"

@@ -8,71 +8,24 @@ from __future__ import annotations
 
 import os
 import shlex
-import sys
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from job_chain.aihc.api import JobsAPI
 from job_chain.aihc.errors import AIHCError
+from job_chain.chain.hop_submit import (
+    DEFAULT_DEADLINE,
+    EXIT_ADVANCE_FAILED,
+    Submitting,
+    log,
+    submit_with_deadline,
+)
 from job_chain.chain.model import Chain, Step
+from job_chain.chain.peers import peers_problem
 from job_chain.chain.record import RunRecords, run_started
-from job_chain.chain.submit import submit_step
 from job_chain.errors import JobChainError
 
-DEFAULT_DEADLINE = 600.0  # seconds an advance keeps retrying the API before giving up
-EXIT_ADVANCE_FAILED = 75  # EX_TEMPFAIL: the step succeeded, the next one could not be submitted
-SUBMIT_WIDTH = 16  # creates in flight at once when a split starts its branches
-
-
-def log(message: str) -> None:
-    sys.stderr.write(f"job-chain: {message}\n")  # one write: lines from concurrent submits never interleave
-    sys.stderr.flush()
-
-
-def submit_with_deadline(
-    submit: Callable[[], Any], deadline: float, sleep: Callable[[float], None] = time.sleep,
-    on_unreachable: Optional[Callable[[], None]] = None,
-) -> Any:
-    """Call ``submit`` until it works, a non-retryable error occurs, or ``deadline`` passes.
-
-    ``on_unreachable`` runs after a connection failure, before the next try: the in-job advance
-    uses it to re-read where the API is (a restarted local server may listen elsewhere).
-    """
-    end = time.monotonic() + deadline
-    delay = 1.0
-    while True:
-        try:
-            return submit()
-        except AIHCError as exc:
-            if not exc.retryable or time.monotonic() + delay > end:
-                raise
-            log(f"{exc}; retrying in {delay:.0f}s")
-            sleep(delay)
-            delay = min(delay * 2, 30.0)
-            if exc.status is None and on_unreachable is not None:
-                on_unreachable()
-
-
-def wait_for_peers(client: JobsAPI, pool: str, job_id: str, self_pod: str, deadline: float,
-                   interval: float = 0.5, sleep: Callable[[float], None] = time.sleep) -> Optional[str]:
-    """Wait until every other pod of this job succeeded; return why not, or None when they did.
-
-    RANK 0 may finish before the workers; the next step must not start until they are done.
-    """
-    end = time.monotonic() + deadline
-    while True:
-        pods = ((client.get_job(pool, job_id).get("podList") or {}).get("pods")) or []
-        others = [p for p in pods if (p.get("objectMeta") or {}).get("name") != self_pod]
-        phases = {(p.get("objectMeta") or {}).get("name"): (p.get("podStatus") or {}).get("podPhase") for p in others}
-        failed = [name for name, phase in phases.items() if phase in ("Failed", "Unknown")]
-        if failed:
-            return f"replica {failed[0]} failed"
-        if all(phase == "Succeeded" for phase in phases.values()):
-            return None
-        if time.monotonic() > end:
-            return "the other replicas did not finish in time"
-        sleep(interval)
-
+__all__ = ["advance", "handler_context"]
 
 def advance(
     chain: Chain,
@@ -152,7 +105,7 @@ def _advance(chain: Chain, current: Step, client: JobsAPI, run_id: str, attempt:
     replicas = int(current.body.get("jobSpec", {}).get("replicas", 1))
     self_pod = os.environ.get("POD_NAME") or os.environ.get("HOSTNAME") or ""
     if replicas > 1 and self_pod:
-        problem = _peers_problem(client, chain, run_id, name, attempt, records, started, self_pod, deadline)
+        problem = peers_problem(client, chain, run_id, name, attempt, records, started, self_pod, deadline)
         if problem:
             log(f"step {name}: {problem}; not advancing (the job fails)")
             return EXIT_ADVANCE_FAILED
@@ -165,7 +118,7 @@ def _advance(chain: Chain, current: Step, client: JobsAPI, run_id: str, attempt:
     return hop.finish(current, attempt, succeeded=True)
 
 
-class _Hop:
+class _Hop(Submitting):
     """One advancing job's view of the run: what it knows, and how it submits."""
 
     def __init__(self, chain: Chain, client: JobsAPI, run_id: str, records: Optional[RunRecords], mode: str,
@@ -399,89 +352,7 @@ class _Hop:
             log(f"cannot read the run's jobs for its GPU-hours: {exc}")
         return self.attempts
 
-    # -- submitting --------------------------------------------------------------------------
-    def refresh(self) -> None:
-        fresh = self.reconnect() if self.reconnect is not None else None
-        if fresh is not None and getattr(fresh, "endpoint", None) != getattr(self.client, "endpoint", None):
-            log(f"the API moved to {fresh.endpoint}; using it")
-            self.client = fresh
-
-    def slot_submit(self, step: Step, attempt: int, origin: Tuple[str, int]) -> str:
-        """Submit a step that took a slot; say whether it was, or how it failed (:func:`slots.fill`)."""
-        from job_chain.chain import slots
-
-        self.error = None
-        if self.submit([(step.name, attempt)], origin, 0) == 0:
-            return slots.SUBMITTED
-        return slots.NOT_CREATED if slots.not_created(self.error) else slots.UNKNOWN
-
-    def submit(self, targets: List[Tuple[str, int]], origin: Optional[Tuple[str, int]], exit_code: int,
-               context: Optional[Dict[str, str]] = None, resume: Optional[Tuple[int, str]] = None) -> int:
-        """Submit each (step, attempt) — a split's branches at once, :data:`SUBMIT_WIDTH` at a time, each
-        with its own client token and record entry; on giving up, record it and say how to resume.
-        ``resume``: the checkpoint a retry resumes from (in its environment and its record)."""
-        def one(target: Tuple[str, int]) -> Optional[int]:
-            return self._submit_one(target[0], target[1], origin, exit_code, context, resume)
-
-        self.began()  # an inline snapshot tells the steps it starts where the run began
-
-        if len(targets) > 1:
-            from concurrent.futures import ThreadPoolExecutor
-
-            getattr(self.client, "endpoint", None)  # a lazy client is built once, before threads share it
-            with ThreadPoolExecutor(max_workers=min(SUBMIT_WIDTH, len(targets))) as pool:
-                codes = list(pool.map(one, targets))
-        else:
-            codes = [one(target) for target in targets]
-        return next((code for code in codes if code is not None), exit_code)
-
-    def _submit_one(self, target: str, attempt: int, origin: Optional[Tuple[str, int]], exit_code: int,
-                    context: Optional[Dict[str, str]], resume: Optional[Tuple[int, str]]) -> Optional[int]:
-        """Submit one step; None when it was, else the exit code the job ends with."""
-        from job_chain.chain.params import MissingOutput
-
-        try:
-            result = submit_with_deadline(
-                lambda: submit_step(self.client, self.chain, target, self.run_id, attempt, records=self.records,
-                                    mode=self.mode, since=self.started, context=context, resume=resume),
-                self.deadline, on_unreachable=self.refresh,
-            )
-        except (JobChainError, MissingOutput) as exc:  # the API gave up, no credentials, an output missing
-            self.error = exc
-            message = f"step {target} could not be submitted: {exc}"
-            if self.records is not None and origin is not None:
-                self.records.record_advance_failure(self.run_id, origin[0], origin[1], message)
-            what = "succeeded" if exit_code == 0 else f"failed (exit code {exit_code})"
-            log(f"step {origin[0] if origin else '-'} {what}, but {message}. It may have been created all the "
-                f"same; continue with '{self.resume_hint}', which submits it with the same client token and "
-                "so never creates it twice")
-            return exit_code or EXIT_ADVANCE_FAILED
-        verb = "submitted" if result["created"] == "yes" else "was already submitted as"
-        log(f"step {target} {verb} job {result['jobId']}")
-        if self.records is not None and self.records.is_stopped(self.run_id):  # stop raced with this submit
-            self.client.stop_job(self.chain.pool, result["jobId"])
-            log(f"run {self.run_id} was stopped meanwhile; stopped job {result['jobId']} again")
-        return None
-
-
 def handler_context(chain: Chain, run_id: str, outcome: str, failed: List[str]) -> Dict[str, str]:
     """What an exit handler is told about the run it follows (documented in docs/graphs.md)."""
     return {"JOB_CHAIN_OUTCOME": outcome, "JOB_CHAIN_FAILED_STEPS": ",".join(failed),
             "JOB_CHAIN_STATUS_COMMAND": f"job-chain status {shlex.quote(chain.path)} --run {run_id}"}
-
-
-def _peers_problem(client: JobsAPI, chain: Chain, run_id: str, step: str, attempt: int,
-                   records: Optional[RunRecords], started: Optional[float], self_pod: str,
-                   deadline: float) -> Optional[str]:
-    from job_chain.chain.submit import find_submitted
-
-    entry = records.submission(run_id, step, attempt) if records else None
-    job_id = entry["jobId"] if entry else os.environ.get("AIHC_JOB_ID")  # the platform names the job it runs
-    if not job_id:
-        job_id = (find_submitted(client, chain.pool, run_id, step, attempt, started) or {}).get("jobId")
-    if not job_id:
-        return "cannot find this job to check its other replicas"
-    try:
-        return submit_with_deadline(lambda: wait_for_peers(client, chain.pool, job_id, self_pod, deadline), deadline)
-    except AIHCError as exc:
-        return f"cannot check the other replicas: {exc}"

@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from job_chain.aihc.spec import hint
+from job_chain.aihc.keys import hint
 from job_chain.chain.model import Chain, Step
 from job_chain.jsonfile import describe
 

@@ -10,7 +10,8 @@ import os
 import re
 from typing import Any, Dict, List, Optional, Tuple
 
-from job_chain.aihc.spec import body_problems, closest, join_path, key_path, surrogate_problems
+from job_chain.aihc.keys import closest, join_path, key_path
+from job_chain.aihc.spec import body_problems, surrogate_problems
 from job_chain.chain.graph import GraphSettings, check_graph, check_notify
 from job_chain.chain.model import SETTINGS_KEY, Chain, Step
 from job_chain.chain.settings import read_step_settings, step_fields

@@ -211,7 +211,7 @@ def check_step_refs(body: Dict[str, Any], where: str, *, script_file: bool, scri
     ``steps``: every job's name -> (what it is: "step" | "matrix" | "handler", its points);
     ``ancestors``: the names of the jobs this one waits for, directly or not.
     """
-    from job_chain.aihc.spec import join_path
+    from job_chain.aihc.keys import join_path
 
     for path, text in strings(body, script_file=script_file):
         refs, bad = scan(text)

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
-from job_chain.aihc.spec import hint, key_path
+from job_chain.aihc.keys import hint, key_path
 from job_chain.chain.graph import GRAPH_SETTINGS, GraphSettings, read_settings
 from job_chain.chain.model import Checkpoint, FailureRule
 from job_chain.jsonfile import describe, json_type

@@ -24,7 +24,6 @@ import json
 import os
 import random
 import re
-import tempfile
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
@@ -142,19 +141,10 @@ def read_state(directory: str, epoch_: int) -> State:
 
 
 def _create(directory: str, name: str, data: Dict[str, Any]) -> bool:
-    """Create ``name`` with ``data`` unless it exists: True for exactly one caller. Written to a
-    temporary file first and linked into place, so nobody ever reads it half-written."""
-    os.makedirs(directory, mode=0o700, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(data, handle)
-        os.link(tmp, os.path.join(directory, name))
-        return True
-    except FileExistsError:
-        return False
-    finally:
-        os.unlink(tmp)
+    """Create ``name`` with ``data`` unless it exists: True for exactly one caller."""
+    from job_chain.files import create_private
+
+    return create_private(os.path.join(directory, name), json.dumps(data))
 
 
 def _claim_name(epoch_: int, step: str) -> str:

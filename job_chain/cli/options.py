@@ -63,7 +63,7 @@ def with_client(func: Callable[..., Any]) -> Callable[..., Any]:
             api_config = data.get("api_config") if isinstance(data.get("api_config"), dict) else None
             if isinstance(data.get("resourcePoolId"), str):
                 click.get_current_context().meta["job_chain.chain_pool"] = data["resourcePoolId"]
-        from job_chain.aihc.connect import connect
+        from job_chain.connect import connect
 
         client = connect(host=host, ak=ak, sk=sk, credentials_file=credentials_file, local=use_local,
                          api_config=api_config, api_config_origin=f"{chain_file} api_config",

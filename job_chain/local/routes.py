@@ -23,12 +23,11 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware import Middleware
 from starlette.websockets import WebSocketDisconnect
 
-from job_chain.errors import UsageError
-from job_chain.jsonfile import parse_json
 from job_chain.local.auth import check_body_hash, verify, wants_body_hash
 from job_chain.local.backend import Backend
 from job_chain.local.errors import BadRequest, LocalAPIError, NotSupported, error_body
-from job_chain.local.wire import BodyLimitMiddleware
+from job_chain.local.routes_v2 import add_v2_routes
+from job_chain.local.wire import BodyLimitMiddleware, parse_body
 from job_chain.local.wire import JSONAnswer as JSONResponse  # never fails to encode a stored row
 
 API = "/api/v1/aijobs"
@@ -130,23 +129,6 @@ def replay(body: bytes, receive: Callable[..., Awaitable[Any]]) -> Callable[...,
         return pending.pop() if pending else await receive()
 
     return again
-
-
-def parse_body(raw: bytes) -> Any:
-    """A request body as JSON with the chain files' rules (no NaN, huge numbers, deep nesting);
-    None when empty. Not JSON: 400 MalformedJSON, as BCE answers."""
-    if not raw.strip():
-        return None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise BadRequest(f"request body is not valid JSON: not UTF-8 (byte offset {exc.start})",
-                         code="MalformedJSON") from None
-    try:
-        return parse_json(text, "request body")
-    except UsageError as exc:
-        detail = str(exc)[len("request body:"):].replace("invalid JSON: ", "")
-        raise BadRequest(f"request body is not valid JSON at {detail}", code="MalformedJSON") from None
 
 
 # AIHC APIs the local server does not emulate: a clear BCE error, never invented data.
@@ -309,8 +291,6 @@ def create_app(backend: Backend, keys: Mapping[str, str],
         async def unsupported(request: Request) -> JSONResponse:
             raise NotSupported(f"{request.method} {request.url.path} is not supported by the local "
                                "server (it runs training jobs only)")
-
-    from job_chain.local.routes_v2 import add_v2_routes
 
     add_v2_routes(app, backend, answer_v2=answer_flat)
 

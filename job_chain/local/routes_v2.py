@@ -17,12 +17,11 @@ from fastapi.responses import JSONResponse
 from job_chain.local.backend import Backend
 from job_chain.local.backend_v2 import BackendV2
 from job_chain.local.errors import BadRequest
+from job_chain.local.wire import parse_body
 
 
 def add_v2_routes(app: FastAPI, backend: Backend,
                   answer_v2: Callable[..., Awaitable[JSONResponse]]) -> None:
-    from job_chain.local.routes import parse_body
-
     actions = BackendV2(backend)
 
     @app.api_route("/", methods=["GET", "POST"])

@@ -5,6 +5,8 @@
   the moment it passes the cap, so no request can make the server hold more than that.
 * Every JSON answer encodes: a lone UTF-16 surrogate in stored text (rows written before
   creates refused them) is sent as U+FFFD instead of failing the answer with a 500.
+* A request body is read with the chain files' JSON rules (:func:`parse_body`), shared by the v1
+  and v2 routes.
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ from typing import Any, Awaitable, Callable, Dict, List
 
 from fastapi.responses import JSONResponse
 
-from job_chain.local.errors import error_body
+from job_chain.errors import UsageError
+from job_chain.jsonfile import parse_json
+from job_chain.local.errors import BadRequest, error_body
 from job_chain.safe_text import without_surrogates
 
 # A create body holds at most ~2 MiB of command and envs (the kernel's ARG_MAX, see
@@ -86,3 +90,20 @@ class BodyLimitMiddleware:
         message = (f"request body of {size} bytes is over the local server's limit of {self.limit} bytes "
                    f"({self.limit // (1024 * 1024)} MiB)")
         await JSONAnswer(error_body(TOO_LARGE, message, request_id), status_code=413)(scope, receive, send)
+
+
+def parse_body(raw: bytes) -> Any:
+    """A request body as JSON with the chain files' rules (no NaN, huge numbers, deep nesting);
+    None when empty. Not JSON: 400 MalformedJSON, as BCE answers."""
+    if not raw.strip():
+        return None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BadRequest(f"request body is not valid JSON: not UTF-8 (byte offset {exc.start})",
+                         code="MalformedJSON") from None
+    try:
+        return parse_json(text, "request body")
+    except UsageError as exc:
+        detail = str(exc)[len("request body:"):].replace("invalid JSON: ", "")
+        raise BadRequest(f"request body is not valid JSON at {detail}", code="MalformedJSON") from None

@@ -13,8 +13,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
+from job_chain.aihc.keys import key_path
 from job_chain.aihc.status import FAILED, STOPPED, SUCCEEDED
-from job_chain.chain.loader import key_path
 from job_chain.chain.model import LABEL_RUN
 from job_chain.chain.progress import NOT_SUBMITTED, SKIPPED, RunStatus, StepStatus
 

@@ -1,7 +1,9 @@
 """Build an AIHC client from wherever the user's host and keys are, or for the local server.
 
 One function for the CLI's ``--host/--ak/--sk/--credentials/--local`` and for the library's
-``ChainSession.from_file(...)``, so both resolve credentials the same way.
+``ChainSession.from_file(...)``, so both resolve credentials the same way. It sits above both the
+client (:mod:`job_chain.aihc`) and the local server (:mod:`job_chain.local`), so neither reaches
+into the other.
 """
 
 from __future__ import annotations
