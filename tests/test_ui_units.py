@@ -127,20 +127,21 @@ def test_every_asset_a_page_loads_is_in_the_package() -> None:
 def test_console_job_ids_read_from_records_are_checked(tmp_path: Path) -> None:
     """A run record is a file anyone with write access can plant things in: a job id that is
     markup (or any non-id) is ignored, in the attempts cache and in submission files alike."""
+    from job_chain.chain.look import cached_attempts, save_attempts
     from job_chain.chain.progress import Attempt
     from job_chain.chain.record import RunRecords
 
     records = RunRecords(str(tmp_path / "chain.json"))
     records.create_run("20260101-000000-abcd")
-    good = Attempt(0, 1, "pytorchjob-1f2e", "Succeeded", None, None, 0)
+    good = Attempt("s0", 1, "pytorchjob-1f2e", "Succeeded", None, None, 0)
     evil = '<img src=x onerror="alert(1)">'
-    records.save_attempts("20260101-000000-abcd", {good.job_id: good}, {good.job_id})
+    save_attempts(records, "20260101-000000-abcd", {good.job_id: good}, {good.job_id})
     cache_file = tmp_path / "chain.json.runs" / "20260101-000000-abcd" / "attempts.json"
     cache = json.loads(cache_file.read_text())
     cache[evil] = dict(cache[good.job_id], jobId=evil)
     cache["job-other"] = dict(cache[good.job_id], jobId=evil)  # a key that disagrees with its entry
     cache_file.write_text(json.dumps(cache))
-    known, final = records.cached_attempts("20260101-000000-abcd")
+    known, final = cached_attempts(records, "20260101-000000-abcd")
     assert list(known) == [good.job_id] and final == {good.job_id}
     records.record_submission("20260101-000000-abcd", 0, 1, "pytorchjob-1f2e", "a")
     records.record_submission("20260101-000000-abcd", 1, 1, evil, "b")

@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 from typing import Any, Callable, Dict, List, Set, Tuple
 
+from job_chain.aihc.names import is_job_id
 from job_chain.chain.model import Chain
 from job_chain.chain.progress import NOT_SUBMITTED, Attempt, Outcome, RunStatus
 from job_chain.chain.record import RunRecords
@@ -34,9 +35,9 @@ def cached_attempts(records: RunRecords, run_id: str) -> Tuple[Dict[str, Attempt
     data = read_json_dict(os.path.join(records.directory(run_id), ATTEMPTS_CACHE)) or {}
     known: Dict[str, Attempt] = {}
     final: Set[str] = set()
-    for job_id, item in data.items():
-        attempt = Attempt.from_cache(item) if isinstance(item, dict) else None
-        if attempt is not None:
+    for job_id, item in data.items():  # a planted key or entry (markup for a job id) is left out
+        attempt = Attempt.from_cache(item) if isinstance(item, dict) and is_job_id(job_id) else None
+        if attempt is not None and attempt.job_id == job_id:
             known[job_id] = attempt
             if item.get("final") is True:
                 final.add(job_id)
