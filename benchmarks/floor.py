@@ -1,0 +1,378 @@
+"""Hops and joins next to the floor, and what a busy pool costs them (issue 22), in one run.
+
+One local server; every figure is printed with its ratio to the floor or to its counterpart.
+
+- **core**, in rotated rounds (each round runs the five in a different order, so a load burst on
+  this shared machine does not land on one figure only): (a) *the floor*, a fresh python that
+  imports the official SDK's signer and makes one signed request; (b) a linear hop (script end
+  → next pod running); (c) a diamond join and (d) a fan-in-8 join (later branch's script end →
+  join pod running, branches ending together at a barrier); (e) a fan-out of width 64 (split's
+  script end → every branch job created).
+- **list**: (f) the first page (50, newest first) of a pool holding 50 vs 5,000 jobs, and a walk
+  of every page, alternating pools.
+- **status**: (g) ``job-chain status`` (into a pipe) on runs of 500 and 2,000 steps it never looked
+  at (its cache of finished attempts removed), and on the finished 500-step run, table and --json.
+- **busy**: (h) a diamond join, then ``status`` first look, with 0 and with 5,000 other jobs
+  created in the pool while the run ran (step a waits at a gate while they are created).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Sequence
+
+import dag
+import harness
+import others
+from harness import MARKER, Figure, ms
+
+SECTIONS = ("core", "list", "status", "busy")
+POOLS = {"core": harness.POOL, "quiet": "pool-quiet", "busy": "pool-busy", "small": "pool-list-small",
+         "big": "pool-list-big", "status": "pool-status"}
+GATE = (f'while [ ! -e "$SHARED/go" ]; do sleep 0.005; done\necho "{MARKER} $EPOCHREALTIME"\n')
+TARGETS = {"hop": 1.2, "diamond": 1.5, "fanin": 3.0, "fanout_s": 1.0, "page": 1.5, "status_growth": 4.5,
+           "status_s": 0.15, "busy": 1.2}
+
+
+def rotated(items: Sequence[Any], round_no: int) -> List[Any]:
+    shift = round_no % len(items)
+    return list(items[shift:]) + list(items[:shift])
+
+
+def wait_run(server: harness.BenchServer, run_id: str, expected: int, after: int,
+             stall_timeout: float = 90.0) -> Dict[str, Dict[str, Any]]:
+    """Wait until the run has ``expected`` jobs, all Succeeded; its jobs by step."""
+    last, last_change = -1, time.monotonic()
+    while True:
+        jobs = dag.steps_of(server, run_id, after)
+        bad = [j for j in jobs.values() if j["status"] in ("Failed", "Stopped")]
+        if bad:
+            raise RuntimeError(f"run {run_id}: step {bad[0]['step']} ended {bad[0]['status']} "
+                               f"(server log: {server.state_dir / 'server.log'})")
+        done = sum(j["status"] == "Succeeded" for j in jobs.values())
+        if done >= expected:
+            return jobs
+        if done != last:
+            last, last_change = done, time.monotonic()
+        elif time.monotonic() - last_change > stall_timeout:
+            raise RuntimeError(f"run {run_id}: no step finished for {stall_timeout:.0f}s ({done}/{expected})")
+        time.sleep(0.1)
+
+
+def start(server: harness.BenchServer, path: Path) -> str:
+    return harness.run_id_of(server.cli("run", str(path)).stdout)
+
+
+def end_of(server: harness.BenchServer, job: Dict[str, Any]) -> float:
+    found = harness.script_end(server, job)
+    if found is None:
+        raise RuntimeError(f"job {job['id']} (step {job['step']}) logged no end marker")
+    return found
+
+
+def join_after(server: harness.BenchServer, jobs: Dict[str, Dict[str, Any]], branches: Sequence[str],
+               join: str) -> float:
+    """From the later branch's script end to the join's pod running."""
+    return jobs[join]["pod_started"] - max(end_of(server, jobs[b]) for b in branches)
+
+
+# -- (b)–(e) ------------------------------------------------------------------------------------
+def hop(server: harness.BenchServer, work: Path, steps: int) -> List[float]:
+    after = harness.last_rowid(server)
+    run_id = start(server, harness.write_chain(work, steps))
+    wait_run(server, run_id, steps, after)
+    return [h["hop_s"] for h in harness.hops(server, run_id, after)]
+
+
+def fan_in(server: harness.BenchServer, work: Path, width: int, pool: str = harness.POOL,
+           gate: Optional[Callable[[str, int], None]] = None) -> Dict[str, Any]:
+    """a → width branches ending together → join; ``gate(run_id, after)``: a waits for $SHARED/go until it returns."""
+    names = [f"b{i}" for i in range(width)]
+    path = dag.write(work, [{"name": "a", "script": GATE if gate else harness.STEP_SCRIPT}]
+                     + [{"name": n, "script": dag.barrier(width), "needs": ["a"]} for n in names]
+                     + [{"name": "join", "needs": names}], pool=pool)
+    after = harness.last_rowid(server)
+    run_id = start(server, path)
+    if gate:
+        gate(run_id, after)
+        (work / "go").touch()
+    jobs = wait_run(server, run_id, width + 2, after)
+    return {"run_id": run_id, "path": path, "join_s": join_after(
+        server, jobs, [str(i + 1) for i in range(width)], str(width + 1))}
+
+
+def fan_out(server: harness.BenchServer, work: Path, width: int) -> Dict[str, float]:
+    names = [f"w{i}" for i in range(width)]
+    path = dag.write(work, [{"name": "split"}] + [{"name": n, "needs": ["split"]} for n in names]
+                     + [{"name": "merge", "needs": names}])
+    after = harness.last_rowid(server)
+    jobs = wait_run(server, start(server, path), width + 2, after, stall_timeout=180)
+    split_end = end_of(server, jobs["0"])
+    branches = [jobs[str(i + 1)] for i in range(width)]
+    return {"created_s": max(j["created_at"] for j in branches) - split_end,
+            "running_s": max(j["pod_started"] for j in branches) - split_end,
+            "merge_join_s": join_after(server, jobs, [str(i + 1) for i in range(width)], str(width + 1))}
+
+
+def core(server: harness.BenchServer, args: Any) -> Dict[str, Any]:
+    out: Dict[str, List[float]] = {"floor": [], "hop": [], "diamond": [], "fanin": [], "fanout_created": [],
+                                   "fanout_running": [], "fanout_merge": []}
+    base = server.work / "core"
+
+    def floor(r: int) -> None:
+        out["floor"] += harness.measure_floor(server, args.floor_runs, harness.SIGNER_FLOOR_CODE,
+                                              warmup=1 if r == 0 else 0)["samples_s"]
+
+    def fanout(r: int) -> None:
+        found = fan_out(server, base / f"fanout-{r}", args.fan_out)
+        out["fanout_created"].append(found["created_s"])
+        out["fanout_running"].append(found["running_s"])
+        out["fanout_merge"].append(found["merge_join_s"])
+
+    steps: Dict[str, Callable[[int], None]] = {
+        "floor": floor,
+        "hop": lambda r: out["hop"].extend(hop(server, base / f"hop-{r}", args.hop_steps)),
+        "diamond": lambda r: out["diamond"].append(fan_in(server, base / f"diamond-{r}", 2)["join_s"]),
+        "fanin": lambda r: out["fanin"].append(fan_in(server, base / f"fanin-{r}", args.fan_in)["join_s"]),
+        "fanout": fanout,
+    }
+    if "core" not in args.sections:
+        steps = {"floor": floor}
+    for r in range(args.rounds):
+        for name in rotated(list(steps), r):
+            steps[name](r)
+    return out
+
+
+# -- (f) listings ---------------------------------------------------------------------------------
+def listing(server: harness.BenchServer, args: Any) -> Dict[str, Any]:
+    small, big = args.list_sizes
+    pools = {small: POOLS["small"], big: POOLS["big"]}
+    fill_s = {}
+    for size, pool in pools.items():
+        others.park(server, pool)
+        fill_s[size] = others.add(server, pool, size - 1, prefix=f"list-{size}")
+    client = server.client()
+    pages: Dict[int, List[float]] = {small: [], big: []}
+    walks: Dict[int, List[float]] = {small: [], big: []}
+    for r in range(args.rounds):
+        for size in rotated([small, big], r):
+            for _ in range(args.page_runs):
+                t0 = time.perf_counter()
+                client.list_jobs(pools[size], order_by="createdAt", order="desc", page_no=1, page_size=50)
+                pages[size].append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            seen = sum(1 for _ in client.iter_jobs(pools[size], order_by="createdAt", order="desc", page_size=50))
+            walks[size].append(time.perf_counter() - t0)
+            if seen != size:
+                raise RuntimeError(f"pool {pools[size]}: walked {seen} jobs, expected {size}")
+    return {"page": pages, "walk": walks, "fill_s": fill_s}
+
+
+# -- (g) status at scale ----------------------------------------------------------------------------
+def status_cmd(path: Path, *extra: str) -> List[str]:
+    return [*harness.JOB_CHAIN, "status", str(path), *extra]
+
+
+def forget(path: Path) -> None:
+    """Remove the cached attempts of every run of ``path``: the next status is a first look."""
+    for cache in Path(str(path) + ".runs").glob("*/attempts.json"):
+        cache.unlink()
+
+
+def timed(server: harness.BenchServer, command: List[str]) -> float:
+    return harness.timed_runs(command, 1, warmup=0, env=server.cli_env())[0]
+
+
+def status_scale(server: harness.BenchServer, args: Any) -> Dict[str, Any]:
+    small, big = args.status_steps
+    paths, runs = {}, {}
+    after = harness.last_rowid(server)
+    t0 = time.monotonic()
+    for steps in (small, big):  # both at once, each in a pool of its own: a first look walks its own jobs only
+        directory = server.work / f"status-{steps}"
+        directory.mkdir(parents=True)
+        data = harness.chain_data(steps, pool=f"{POOLS['status']}-{steps}", mount=str(directory))
+        paths[steps] = directory / "chain_info.json"
+        paths[steps].write_text(json.dumps(data))
+        runs[steps] = start(server, paths[steps])
+    for steps in (small, big):
+        wait_run(server, runs[steps], steps, after, stall_timeout=120)
+    build_s = time.monotonic() - t0
+    for steps in (small, big):
+        timed(server, status_cmd(paths[steps]))  # warm-up: page cache, bytecode
+    cases: Dict[str, Callable[[], float]] = {
+        "cold_small": lambda: (forget(paths[small]), timed(server, status_cmd(paths[small])))[1],
+        "cold_big": lambda: (forget(paths[big]), timed(server, status_cmd(paths[big])))[1],
+        "warm_small": lambda: timed(server, status_cmd(paths[small])),
+        "warm_small_json": lambda: timed(server, status_cmd(paths[small], "--json")),
+        "warm_big": lambda: timed(server, status_cmd(paths[big])),
+    }
+    out: Dict[str, List[float]] = {name: [] for name in cases}
+    for r in range(args.status_rounds):
+        for name in rotated(list(cases), r):
+            if name.startswith("warm"):
+                timed(server, status_cmd(paths[small if "small" in name else big]))  # (re)fill the cache, untimed
+            out[name].append(cases[name]())
+    return {"times": out, "build_s": build_s, "steps": [small, big]}
+
+
+# -- (h) a busy pool ------------------------------------------------------------------------------------
+def busy(server: harness.BenchServer, args: Any) -> Dict[str, Any]:
+    others.park(server, POOLS["busy"])
+    joins: Dict[str, List[float]] = {"quiet": [], "busy": []}
+    looks: Dict[str, List[float]] = {"quiet": [], "busy": []}
+    fill: List[float] = []
+
+    def wait_first_running(run_id: str, after: int, crowd: int) -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            first = dag.steps_of(server, run_id, after).get("0")
+            if first and first["pod_started"]:
+                if crowd:
+                    fill.append(others.add(server, POOLS["busy"], crowd, prefix=f"busy-{len(fill)}"))
+                return
+            time.sleep(0.05)
+        raise RuntimeError(f"run {run_id}: step a did not start within 60 s")
+
+    for r in range(args.busy_rounds):
+        paths = {}
+        for arm in rotated(["quiet", "busy"], r):
+            crowd = args.others if arm == "busy" else 0
+            found = fan_in(server, server.work / f"busy-{r}-{arm}", 2, pool=POOLS[arm],
+                           gate=lambda run_id, after, n=crowd: wait_first_running(run_id, after, n))
+            joins[arm].append(found["join_s"])
+            paths[arm] = found["path"]
+        for i in range(args.status_runs):
+            for arm in rotated(["quiet", "busy"], i):
+                forget(paths[arm])
+                looks[arm].append(timed(server, status_cmd(paths[arm])))
+    return {"join": joins, "status_first_look": looks, "fill_s": fill}
+
+
+# -- report -------------------------------------------------------------------------------------------
+def median(values: Sequence[float]) -> float:
+    return harness.percentile(values, 50)
+
+
+def versus(value: float, base: float, what: str) -> str:
+    return f"{ms(value)} ({value / base:.2f}× {what})"
+
+
+def figures(args: Any, data: Dict[str, Any]) -> List[Figure]:
+    floor = median(data["core"]["floor"])
+    out = [Figure(f"(a) floor: python + SDK signer + 1 signed request, median of {len(data['core']['floor'])}",
+                  "(reported)", ms(floor), None, floor)]
+
+    def ratio_figure(label: str, values: Sequence[float], target: float) -> None:
+        value = median(values)
+        out.append(Figure(f"{label}, median of {len(values)}", f"≤ {target}× floor", versus(value, floor, "floor"),
+                          value / floor <= target, value))
+
+    core = data["core"]
+    if "core" in args.sections:
+        ratio_figure("(b) linear hop", core["hop"], TARGETS["hop"])
+        ratio_figure("(c) diamond join", core["diamond"], TARGETS["diamond"])
+        ratio_figure(f"(d) fan-in-{args.fan_in} join", core["fanin"], TARGETS["fanin"])
+        created = median(core["fanout_created"])
+        out += [Figure(f"(e) fan-out {args.fan_out}: split end → every branch created, median of "
+                       f"{len(core['fanout_created'])}", f"≤ {TARGETS['fanout_s']:.0f} s",
+                       versus(created, floor, "floor"), created <= TARGETS["fanout_s"], created),
+                Figure(f"(e) fan-out {args.fan_out}: split end → every branch running", "(reported)",
+                       ms(median(core["fanout_running"])), None, median(core["fanout_running"])),
+                Figure(f"(e) fan-in-{args.fan_out} join after it", "(reported)",
+                       versus(median(core["fanout_merge"]), floor, "floor"), None, median(core["fanout_merge"]))]
+    if "list" in args.sections:
+        small, big = args.list_sizes
+        pages, walks = data["list"]["page"], data["list"]["walk"]
+        out += [Figure(f"(f) first page (50) of a pool of {small} jobs, median of {len(pages[small])}",
+                       "(reported)", ms(median(pages[small])), None, median(pages[small])),
+                Figure(f"(f) the same, pool of {big} jobs", f"≤ {TARGETS['page']}× the {small}-job pool",
+                       versus(median(pages[big]), median(pages[small]), f"{small}-job pool"),
+                       median(pages[big]) / median(pages[small]) <= TARGETS["page"], median(pages[big])),
+                Figure(f"(f) walk of every page (50 each) of the {big}-job pool", "(reported)",
+                       f"{median(walks[big]) * 1000:.0f} ms ({median(walks[big]) / big * 1e6:.0f} µs per job; "
+                       f"{median(walks[small]) / small * 1e6:.0f} µs at {small})", None, median(walks[big]))]
+    if "status" in args.sections:
+        small, big = args.status_steps
+        t = {name: median(values) for name, values in data["status"]["times"].items()}
+        n = len(data["status"]["times"]["cold_small"])
+        out += [Figure(f"(g) status, never-seen {small}-step run, median of {n}", "(reported)",
+                       versus(t["cold_small"], floor, "floor"), None, t["cold_small"]),
+                Figure(f"(g) status, never-seen {big}-step run", f"≤ {TARGETS['status_growth']}× the {small}-step",
+                       versus(t["cold_big"], t["cold_small"], f"{small}-step"),
+                       t["cold_big"] / t["cold_small"] <= TARGETS["status_growth"], t["cold_big"]),
+                Figure(f"(g) status, finished {small}-step run (table, into a pipe)", f"≤ {ms(TARGETS['status_s'])}",
+                       versus(t["warm_small"], floor, "floor"), t["warm_small"] <= TARGETS["status_s"],
+                       t["warm_small"]),
+                Figure(f"(g) status --json, finished {small}-step run", f"≤ {ms(TARGETS['status_s'])}",
+                       versus(t["warm_small_json"], floor, "floor"), t["warm_small_json"] <= TARGETS["status_s"],
+                       t["warm_small_json"]),
+                Figure(f"(g) status, finished {big}-step run (table, into a pipe)", "(reported)",
+                       versus(t["warm_big"], floor, "floor"), None, t["warm_big"])]
+    if "busy" in args.sections:
+        joins, looks = data["busy"]["join"], data["busy"]["status_first_look"]
+        for label, values in (("(h) diamond join", joins), ("(h) status, first look", looks)):
+            quiet, crowded = median(values["quiet"]), median(values["busy"])
+            out += [Figure(f"{label}, 0 other jobs created during the run, median of {len(values['quiet'])}",
+                           "(reported)", versus(quiet, floor, "floor"), None, quiet),
+                    Figure(f"{label}, {args.others} other jobs created during the run",
+                           f"≤ {TARGETS['busy']}× with 0", versus(crowded, quiet, "with 0"),
+                           crowded / quiet <= TARGETS["busy"], crowded)]
+    return out
+
+
+def pair(text: str) -> List[int]:
+    values = [int(x) for x in text.split(",")]
+    if len(values) != 2 or not 0 < values[0] < values[1]:
+        raise ValueError(f"expected SMALL,BIG (e.g. 50,5000), got {text!r}")
+    return values
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    p = harness.parser(__doc__.splitlines()[0])
+    p.add_argument("--only", default=",".join(SECTIONS), help=f"sections, comma-separated: {', '.join(SECTIONS)} "
+                   "(the floor is always measured)")
+    p.add_argument("--rounds", type=int, default=None, help="rotated rounds of core and list (default 5, --quick 2)")
+    p.add_argument("--floor-runs", type=int, default=4, help="floor probes per round (default 4)")
+    p.add_argument("--hop-steps", type=int, default=None, help="linear chain per round (default 6, --quick 4)")
+    p.add_argument("--fan-in", type=int, default=8, help="branches of the fan-in join (default 8)")
+    p.add_argument("--fan-out", type=int, default=None, help="fan-out width (default 64, --quick 16)")
+    p.add_argument("--list-sizes", type=pair, default=None, help="jobs in the two listed pools (default 50,5000)")
+    p.add_argument("--page-runs", type=int, default=10, help="first-page requests per pool per round")
+    p.add_argument("--status-steps", type=pair, default=None, help="run lengths for status (default 500,2000)")
+    p.add_argument("--status-rounds", type=int, default=None, help="rotated status rounds (default 5, --quick 2)")
+    p.add_argument("--others", type=int, default=None, help="other jobs created during a busy run (default 5000)")
+    p.add_argument("--busy-rounds", type=int, default=None, help="quiet/busy diamond pairs (default 3, --quick 1)")
+    p.add_argument("--status-runs", type=int, default=3, help="first-look status runs per arm per busy round")
+    args = p.parse_args(argv)
+    args.sections = [s.strip() for s in args.only.split(",") if s.strip()]
+    if set(args.sections) - set(SECTIONS):
+        p.error(f"--only: unknown section(s) {', '.join(sorted(set(args.sections) - set(SECTIONS)))}")
+    quick = args.quick
+    args.rounds = args.rounds or (2 if quick else 5)
+    args.hop_steps = args.hop_steps or (4 if quick else 6)
+    args.fan_out = args.fan_out or (16 if quick else 64)
+    args.list_sizes = args.list_sizes or ([50, 500] if quick else [50, 5000])
+    args.status_steps = args.status_steps or ([50, 200] if quick else [500, 2000])
+    args.status_rounds = args.status_rounds or (2 if quick else 5)
+    args.others = args.others or (500 if quick else 5000)
+    args.busy_rounds = args.busy_rounds or (1 if quick else 3)
+    started = time.time()
+    pools = list(POOLS.values())[:-1] + [f"{POOLS['status']}-{n}" for n in args.status_steps]
+    data: Dict[str, Any] = {}
+    with harness.BenchServer(keep=args.keep, options=others.server_options(pools)) as server:
+        for section, run in (("core", core), ("list", listing), ("status", status_scale), ("busy", busy)):
+            if section in args.sections or section == "core":
+                t0 = time.monotonic()
+                data[section] = run(server, args)
+                print(f"{section}: {time.monotonic() - t0:.0f} s", flush=True)
+    params = {k: v for k, v in vars(args).items() if k not in ("results_dir", "keep")}
+    harness.report("floor", args, figures(args, data), data, started, params)
+    return 0
+
+
+if __name__ == "__main__":
+    harness.main_wrapper(main)
