@@ -40,7 +40,11 @@ CREATE TABLE IF NOT EXISTS jobs (
     master_port INTEGER,
     UNIQUE (pool, client_token)
 );
-CREATE INDEX IF NOT EXISTS jobs_pool ON jobs (pool, created_at);
+DROP INDEX IF EXISTS jobs_pool;
+CREATE INDEX IF NOT EXISTS jobs_pool_created ON jobs (pool, created_at, seq);
+CREATE INDEX IF NOT EXISTS jobs_pool_queue_created ON jobs (pool, queue, created_at, seq);
+CREATE INDEX IF NOT EXISTS jobs_pool_finished ON jobs (pool, finished_at, seq);
+CREATE INDEX IF NOT EXISTS jobs_seq ON jobs (seq);
 CREATE INDEX IF NOT EXISTS jobs_status ON jobs (status);
 CREATE TABLE IF NOT EXISTS pods (
     job_id TEXT NOT NULL,
@@ -89,6 +93,9 @@ CREATE TABLE IF NOT EXISTS queues (
     PRIMARY KEY (pool, name)
 );
 """
+
+# What a listing shows (Backend.job_view); its orders come straight from the jobs_pool_* indexes.
+LIST_COLUMNS = "id, seq, pool, name, spec, status, priority, queue, created_at, finished_at"
 
 METRIC_COLUMNS = {
     "CpuUsage": "cpu_percent",
@@ -196,7 +203,8 @@ class Store:
         self, pool: str, queue: Optional[str], order_by: str, descending: bool,
         offset: int, limit: int, status: Optional[str] = None, name: Optional[str] = None,
     ) -> Tuple[int, List[Dict[str, Any]]]:
-        """One page of a pool's jobs; ``name`` matches a part of the name (v2's keyword)."""
+        """One page of a pool's jobs in an index's order, never a sort of the pool (NULL finished_at
+        sorts lowest, as the 0 it once counted as); ``name`` matches a part of the name (v2's keyword)."""
         column = "finished_at" if order_by == "finishedAt" else "created_at"
         where, args = "pool=?", [pool]
         if queue:
@@ -211,7 +219,7 @@ class Store:
         direction = "DESC" if descending else "ASC"
         total = self._rows(f"SELECT COUNT(*) AS n FROM jobs WHERE {where}", args)[0]["n"]
         rows = self._rows(
-            f"SELECT * FROM jobs WHERE {where} ORDER BY COALESCE({column}, 0) {direction},"
+            f"SELECT {LIST_COLUMNS} FROM jobs WHERE {where} ORDER BY {column} {direction},"
             f" seq {direction} LIMIT ? OFFSET ?", args + [limit, offset],
         )
         return total, [_job(r) for r in rows]
