@@ -20,7 +20,7 @@ import harness
 
 HERE = Path(__file__).resolve().parent
 # cheapest first, so a broken set-up shows within seconds
-BENCHMARKS = ("cli_startup", "hop", "throughput", "concurrency", "scale", "dag", "ui")
+BENCHMARKS = ("cli_startup", "hop", "throughput", "concurrency", "scale", "dag", "floor", "ui")
 
 
 def markdown(outcomes: Dict[str, Dict[str, Any]], quick: bool) -> str:

@@ -7,12 +7,12 @@ from typing import Any, List, Sequence
 import pytest
 from rich.console import Console
 
-from job_chain.cli.render import make_table
+from job_chain.cli.render import make_table, styled_status
 
 JOB_ID = "pytorchjob-2b0c6a8e-5a51-4a34-9c5d-5f6f0f2a6a53"
 NAME = "llama-sft-stage-2-continue-from-ckpt"
 LIST_COLUMNS = ["NAME", "JOB ID", "STATUS", "QUEUE", "PRIORITY", "AGE"]
-LIST_ROWS = [[NAME, JOB_ID, "[green]Succeeded[/green]", "default", "normal", "3d4h"],
+LIST_ROWS = [[NAME, JOB_ID, styled_status("Succeeded"), "default", "normal", "3d4h"],
              ["short", "pytorchjob-0a1b2c3d-0000-4a34-9c5d-5f6f0f2a6a53", "Running", "default", "high", "5s"]]
 STATUS_COLUMNS = ["STEP", "NAME", "STATUS", "ATTEMPT", "JOB ID", "STARTED", "DURATION"]
 STATUS_ROWS = [["0", NAME, "Succeeded", "1", JOB_ID, "15:32:43", "1h02m"],
@@ -93,3 +93,25 @@ def test_piped_output_is_full_width(monkeypatch: pytest.MonkeyPatch) -> None:
 
     assert not render_module.console().is_terminal  # pytest captures stdout: a pipe
     assert render_module.console().width >= 1000
+
+
+def test_no_cell_is_parsed_as_markup(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Text shows as given ("[/usr/bin]" once crashed the markup parser); statuses keep their color;
+    and no cell goes through rich's markup parser, which made 2,000-row tables slow."""
+    import rich.console
+    import rich.markup
+
+    def refuse(*_: Any, **__: Any) -> None:
+        raise AssertionError("a cell went through rich's markup parser")
+
+    monkeypatch.setattr(rich.markup, "render", refuse)
+    monkeypatch.setattr(rich.console, "render_markup", refuse)
+    rows = [["0", "eval[v2]", styled_status("Failed"), "exec [/usr/bin/python] exited with code 1"]]
+    table = make_table(["STEP", "NAME", "STATUS", "REASON"], rows, title="chain[1].json · run x")
+    console = Console(width=120, force_terminal=True, color_system="standard", record=True)
+    console.print(table)
+    shown = console.export_text(styles=True)
+    assert "eval[v2]" in shown and "exec [/usr/bin/python] exited" in shown and "chain[1].json" in shown
+    assert "\x1b[31mFailed" in shown  # red
+    assert table.plain().splitlines()[2].split() == ["0", "eval[v2]", "Failed", "exec", "[/usr/bin/python]",
+                                                     "exited", "with", "code", "1"]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as _dt
-from typing import Any, Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from job_chain.aihc.timefmt import parse_time
 
@@ -36,9 +36,24 @@ def age(created: Optional[str], now: Optional[_dt.datetime] = None) -> str:
     return human_duration((now - when).total_seconds())
 
 
-def styled_status(status: str) -> str:
+class Styled(NamedTuple):
+    """A table cell shown in a style. Cells are never parsed as rich markup: a plain cell is
+    shown as given (a ``[`` in a job name stays a ``[``), and parsing markup in every cell was
+    most of the time a 2,000-row table took."""
+
+    text: str
+    style: str
+
+    def __str__(self) -> str:
+        return self.text
+
+
+Cell = Union[str, Styled]
+
+
+def styled_status(status: str) -> Cell:
     style = STATUS_STYLE.get(status)
-    return f"[{style}]{status}[/{style}]" if style else status
+    return Styled(status, style) if style else status
 
 
 # Columns a narrow terminal may hide, least useful first; ids, names and statuses never are.
@@ -64,12 +79,12 @@ class FittedTable:
     only then do ids wrap too (awkward to copy, but unlike a cut id, still right).
     """
 
-    def __init__(self, columns: Sequence[str], cells: List[List[str]], title: Optional[str],
+    def __init__(self, columns: Sequence[str], cells: List[List[Cell]], title: Optional[str],
                  droppable: Sequence[str]) -> None:
         self.columns = list(columns)
         self.cells = cells
         self.title = title
-        self.widest = [max([len(h)] + [_cell_len(row[i]) for row in cells]) for i, h in enumerate(columns)]
+        self.widest = [max([len(h)] + [cell_len(str(row[i])) for row in cells]) for i, h in enumerate(columns)]
         self.fixed = [_is_identifier(h) or self.widest[i] <= 24 for i, h in enumerate(columns)]
         ids = [i for i, h in enumerate(columns) if h.upper().split()[-1:] == ["ID"]]
         self.primary = set(ids or [i for i, h in enumerate(columns) if _is_identifier(h)])
@@ -99,15 +114,18 @@ class FittedTable:
 
     def table(self, keep: List[int], level: int = 0) -> Any:
         from rich.table import Table
+        from rich.text import Text
 
-        table = Table(title=self.title, box=None, header_style="bold", pad_edge=False, title_justify="left")
+        title = Text(self.title, style="table.title") if self.title else None
+        table = Table(title=title, box=None, header_style="bold", pad_edge=False, title_justify="left")
         for i in keep:
             if self.fixed[i] and (level == 0 or (level == 1 and i in self.primary)):
-                table.add_column(self.columns[i], no_wrap=True, min_width=self.widest[i])
+                table.add_column(Text(self.columns[i]), no_wrap=True, min_width=self.widest[i])
             else:
-                table.add_column(self.columns[i], overflow="fold")
+                table.add_column(Text(self.columns[i]), overflow="fold")
         for row in self.cells:
-            table.add_row(*[row[i] for i in keep])
+            table.add_row(*[Text(c.text, style=c.style) if isinstance(c, Styled) else Text(c)
+                            for c in (row[i] for i in keep)])
         return table
 
     def plain(self) -> str:
@@ -116,15 +134,13 @@ class FittedTable:
         Laid out as rich lays out this table (same gaps), but without rendering it: rich takes
         about a second for a 500-step status, this takes milliseconds.
         """
-        from rich.cells import cell_len
-
-        def line(cells: Sequence[str]) -> str:
-            parts = [cell + " " * (self.widest[i] - cell_len(cell)) for i, cell in enumerate(cells)]
+        def line(cells: Sequence[Cell]) -> str:
+            parts = [str(cell) + " " * (self.widest[i] - cell_len(str(cell))) for i, cell in enumerate(cells)]
             return (" " * GAP).join(parts).rstrip()
 
         lines = [self.title] if self.title else []
         lines.append(line(self.columns))
-        lines.extend(line([_plain(cell) for cell in row]) for row in self.cells)
+        lines.extend(line(row) for row in self.cells)
         return "\n".join(lines)
 
     def __rich_console__(self, console: Any, options: Any) -> Iterator[Any]:
@@ -141,19 +157,13 @@ class FittedTable:
         return Measurement.get(console, options, self.table(list(range(len(self.columns)))))
 
 
-def _cell_len(markup: str) -> int:
-    from rich.cells import cell_len
+def cell_len(text: str) -> int:
+    """Columns ``text`` takes in a terminal (wide CJK characters take two)."""
+    if text.isascii():
+        return len(text)  # the common case, without importing rich
+    from rich.cells import cell_len as rich_cell_len
 
-    return cell_len(_plain(markup))
-
-
-def _plain(markup: str) -> str:
-    """A cell's text without its rich markup (only our own style tags ever occur in cells)."""
-    if "[" not in markup:
-        return markup  # the common case: parsing markup is what made 500-row tables slow
-    from rich.text import Text
-
-    return Text.from_markup(markup).plain
+    return int(rich_cell_len(text))
 
 
 def make_table(columns: Sequence[str], rows: Iterable[Sequence[Any]], title: Optional[str] = None,
@@ -163,7 +173,8 @@ def make_table(columns: Sequence[str], rows: Iterable[Sequence[Any]], title: Opt
     ``droppable``: headers that may be hidden on a narrow terminal, least useful first
     (default: those of :data:`DROP_ORDER` present).
     """
-    cells = [["" if cell is None else str(cell) for cell in row] for row in rows]
+    cells = [[cell if isinstance(cell, Styled) else "" if cell is None else str(cell) for cell in row]
+             for row in rows]
     return FittedTable(columns, cells, title, DROP_ORDER if droppable is None else droppable)
 
 

@@ -123,7 +123,7 @@ def follow(watching: Iterable[RunStatus], chain_path: str, watch_mode: bool) -> 
     return 0 if final.outcome is Outcome.SUCCEEDED else 1
 
 
-def runs_rows(entries: Sequence[Dict[str, Any]]) -> List[List[str]]:
+def runs_rows(entries: Sequence[Dict[str, Any]]) -> List[List[Any]]:
     from job_chain.cli.render import styled_status
 
     rows = []
