@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any, List, Sequence
+import os
+import subprocess
+import sys
+from typing import Any, Dict, List, Sequence
 
 import pytest
 from rich.console import Console
@@ -115,3 +118,22 @@ def test_no_cell_is_parsed_as_markup(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "\x1b[31mFailed" in shown  # red
     assert table.plain().splitlines()[2].split() == ["0", "eval[v2]", "Failed", "exec", "[/usr/bin/python]",
                                                      "exited", "with", "code", "1"]
+
+
+SHOW = ("import sys; from job_chain.cli.render import make_table, show, styled_status; "
+        "show(make_table(['STEP', 'STATUS'], [['0', styled_status('Succeeded')]])); "
+        "print('rich.console' in sys.modules)")
+
+
+@pytest.mark.parametrize("env,colored", [({}, False), ({"FORCE_COLOR": "1"}, True), ({"TTY_COMPATIBLE": "1"}, True)])
+def test_a_pipe_gets_plain_rows_without_loading_rich(env: Dict[str, str], colored: bool) -> None:
+    """Into a pipe a table is plain text and rich's console (~50 modules) is never imported; what
+    makes rich see a terminal anyway (FORCE_COLOR, TTY_COMPATIBLE) still gets rich's rendering."""
+    clean = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "TTY_COMPATIBLE", "NO_COLOR")}
+    done = subprocess.run([sys.executable, "-c", SHOW], env={**clean, **env}, capture_output=True, text=True,
+                          timeout=60, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr
+    *table, loaded = done.stdout.splitlines()
+    assert loaded == str(colored) and ("\x1b[" in done.stdout) == colored
+    rows = [line.split() for line in table if line.strip()]
+    assert rows == [["STEP", "STATUS"], ["0", "Succeeded"]] if not colored else "Succeeded" in done.stdout

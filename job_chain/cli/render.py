@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import datetime as _dt
+import os
+import sys
 from typing import Any, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from job_chain.aihc.timefmt import parse_time
@@ -186,10 +188,21 @@ def console() -> Any:
     return out if out.is_terminal else Console(width=4096)
 
 
+def plainly_piped() -> bool:
+    """True when rich too would see no terminal: stdout is no tty and neither TTY_COMPATIBLE nor
+    FORCE_COLOR says otherwise. Asked without rich, whose console is ~50 modules a pipe needs not."""
+    if os.environ.get("TTY_COMPATIBLE") or os.environ.get("FORCE_COLOR") is not None:
+        return False
+    try:
+        return not sys.stdout.isatty()
+    except (AttributeError, ValueError):  # no stdout, or a closed one
+        return True
+
+
 def show(table: FittedTable) -> None:
     """Print a table: fitted to a terminal, or whole rows of plain text into a pipe or file."""
-    out = console()
-    if out.is_terminal:
+    out = None if plainly_piped() else console()
+    if out is not None and out.is_terminal:
         out.print(table)
     else:
         import click
