@@ -216,7 +216,27 @@ def status_scale(server: harness.BenchServer, args: Any) -> Dict[str, Any]:
             if name.startswith("warm"):
                 timed(server, status_cmd(paths[small if "small" in name else big]))  # (re)fill the cache, untimed
             out[name].append(cases[name]())
-    return {"times": out, "build_s": build_s, "steps": [small, big]}
+    return {"times": out, "build_s": build_s, "steps": [small, big],
+            "terminal_s": terminal_render(server, paths[big], args.status_rounds)}
+
+
+def terminal_render(server: harness.BenchServer, path: Path, rounds: int) -> List[float]:
+    """In-process: the status table of ``path``'s run printed for a 200-column terminal (rich)."""
+    import io
+
+    from rich.console import Console
+
+    from job_chain.cli.run_view import status_table
+    from job_chain.session import ChainSession
+
+    status = ChainSession.from_file(str(path), credentials=server.credentials_file).status()
+    times = []
+    for _ in range(rounds):
+        out = Console(file=io.StringIO(), force_terminal=True, width=200, color_system="standard")
+        t0 = time.perf_counter()
+        out.print(status_table(status))
+        times.append(time.perf_counter() - t0)
+    return times
 
 
 # -- (h) a busy pool ------------------------------------------------------------------------------------
@@ -311,7 +331,9 @@ def figures(args: Any, data: Dict[str, Any]) -> List[Figure]:
                        versus(t["warm_small_json"], floor, "floor"), t["warm_small_json"] <= TARGETS["status_s"],
                        t["warm_small_json"]),
                 Figure(f"(g) status, finished {big}-step run (table, into a pipe)", "(reported)",
-                       versus(t["warm_big"], floor, "floor"), None, t["warm_big"])]
+                       versus(t["warm_big"], floor, "floor"), None, t["warm_big"]),
+                Figure(f"(g) its {big}-row table printed for a 200-column terminal (in-process)", "(reported)",
+                       ms(median(data["status"]["terminal_s"])), None, median(data["status"]["terminal_s"]))]
     if "busy" in args.sections:
         joins, looks = data["busy"]["join"], data["busy"]["status_first_look"]
         for label, values in (("(h) diamond join", joins), ("(h) status, first look", looks)):
