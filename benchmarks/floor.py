@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import dag
 import harness
@@ -44,21 +44,13 @@ def rotated(items: Sequence[Any], round_no: int) -> List[Any]:
 def wait_run(server: harness.BenchServer, run_id: str, expected: int, after: int,
              stall_timeout: float = 90.0) -> Dict[str, Dict[str, Any]]:
     """Wait until the run has ``expected`` jobs, all Succeeded; its jobs by step."""
-    last, last_change = -1, time.monotonic()
-    while True:
+    def look() -> Tuple[int, Optional[str], Dict[str, Dict[str, Any]]]:
         jobs = dag.steps_of(server, run_id, after)
         bad = [j for j in jobs.values() if j["status"] in ("Failed", "Stopped")]
-        if bad:
-            raise RuntimeError(f"run {run_id}: step {bad[0]['step']} ended {bad[0]['status']} "
-                               f"(server log: {server.state_dir / 'server.log'})")
-        done = sum(j["status"] == "Succeeded" for j in jobs.values())
-        if done >= expected:
-            return jobs
-        if done != last:
-            last, last_change = done, time.monotonic()
-        elif time.monotonic() - last_change > stall_timeout:
-            raise RuntimeError(f"run {run_id}: no step finished for {stall_timeout:.0f}s ({done}/{expected})")
-        time.sleep(0.1)
+        wrong = f"run {run_id}: step {bad[0]['step']} ended {bad[0]['status']}" if bad else None
+        return sum(j["status"] == "Succeeded" for j in jobs.values()), wrong, jobs
+
+    return server.wait_for(look, expected, f"run {run_id}", stall_timeout, 0.1)
 
 
 def start(server: harness.BenchServer, path: Path) -> str:

@@ -19,7 +19,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
@@ -179,19 +179,29 @@ class BenchServer(ServerProcess):
 
     def wait_done(self, total: int, stall_timeout: float = 60.0, poll: float = 0.2) -> Dict[str, int]:
         """Wait until ``total`` jobs are terminal; raise if one did not succeed or nothing moves."""
+        def look() -> Tuple[int, Optional[str], Dict[str, int]]:
+            counts = self.counts()
+            bad = any(s in ("Failed", "Stopped") for s in counts)
+            return counts.get("Succeeded", 0), f"jobs ended badly: {counts}" if bad else None, counts
+
+        return self.wait_for(look, total, "jobs", stall_timeout, poll)
+
+    def wait_for(self, look: Callable[[], Tuple[int, Optional[str], Any]], total: int, what: str,
+                 stall_timeout: float, poll: float) -> Any:
+        """Poll ``look`` (→ how many are done, why it went wrong or None, a result) until ``total``
+        are done, and return that result; raise when it went wrong, nothing moved for
+        ``stall_timeout`` seconds, or the server died."""
         last, last_change = -1, time.monotonic()
         while True:
-            counts = self.counts()
-            bad = {s: n for s, n in counts.items() if s in ("Failed", "Stopped")}
-            if bad:
-                raise RuntimeError(f"jobs ended badly: {counts} (server log: {self.state_dir / 'server.log'})")
-            done = counts.get("Succeeded", 0)
+            done, wrong, result = look()
+            if wrong:
+                raise RuntimeError(f"{wrong} (server log: {self.state_dir / 'server.log'})")
             if done >= total:
-                return counts
+                return result
             if done != last:
                 last, last_change = done, time.monotonic()
             elif time.monotonic() - last_change > stall_timeout:
-                raise RuntimeError(f"no job finished for {stall_timeout:.0f}s: {counts}, wanted {total} Succeeded")
+                raise RuntimeError(f"{what}: none finished for {stall_timeout:.0f}s ({done} of {total} succeeded)")
             if self.proc is not None and self.proc.poll() is not None:
                 raise RuntimeError(f"the server died (exit {self.proc.returncode})")
             time.sleep(poll)
