@@ -27,6 +27,7 @@ import dag
 import harness
 import others
 from harness import MARKER, Figure, ms
+from rounds import Samples, rotated
 
 SECTIONS = ("core", "list", "status", "busy")
 POOLS = {"core": harness.POOL, "quiet": "pool-quiet", "busy": "pool-busy", "small": "pool-list-small",
@@ -34,11 +35,6 @@ POOLS = {"core": harness.POOL, "quiet": "pool-quiet", "busy": "pool-busy", "smal
 GATE = (f'while [ ! -e "$SHARED/go" ]; do sleep 0.005; done\necho "{MARKER} $EPOCHREALTIME"\n')
 TARGETS = {"hop": 1.2, "diamond": 1.5, "fanin": 3.0, "fanout_s": 1.0, "page": 1.5, "status_growth": 4.5,
            "status_s": 0.15, "busy": 1.2}
-
-
-def rotated(items: Sequence[Any], round_no: int) -> List[Any]:
-    shift = round_no % len(items)
-    return list(items[shift:]) + list(items[:shift])
 
 
 def wait_run(server: harness.BenchServer, run_id: str, expected: int, after: int,
@@ -103,31 +99,29 @@ def fan_out(server: harness.BenchServer, work: Path, width: int) -> Dict[str, fl
     jobs = wait_run(server, start(server, path), width + 2, after, stall_timeout=180)
     split_end = end_of(server, jobs["0"])
     branches = [jobs[str(i + 1)] for i in range(width)]
-    return {"created_s": max(j["created_at"] for j in branches) - split_end,
-            "running_s": max(j["pod_started"] for j in branches) - split_end,
-            "merge_join_s": join_after(server, jobs, [str(i + 1) for i in range(width)], str(width + 1))}
+    return {"created": max(j["created_at"] for j in branches) - split_end,
+            "running": max(j["pod_started"] for j in branches) - split_end,
+            "merge": join_after(server, jobs, [str(i + 1) for i in range(width)], str(width + 1))}
 
 
-def core(server: harness.BenchServer, args: Any) -> Dict[str, Any]:
-    out: Dict[str, List[float]] = {"floor": [], "hop": [], "diamond": [], "fanin": [], "fanout_created": [],
-                                   "fanout_running": [], "fanout_merge": []}
+def core(server: harness.BenchServer, args: Any) -> Samples:
+    out = Samples()
     base = server.work / "core"
 
     def floor(r: int) -> None:
-        out["floor"] += harness.measure_floor(server, args.floor_runs, harness.SIGNER_FLOOR_CODE,
-                                              warmup=1 if r == 0 else 0)["samples_s"]
+        out.add("floor", r, *harness.measure_floor(server, args.floor_runs, harness.SIGNER_FLOOR_CODE,
+                                                   warmup=1 if r == 0 else 0)["samples_s"])
 
     def fanout(r: int) -> None:
         found = fan_out(server, base / f"fanout-{r}", args.fan_out)
-        out["fanout_created"].append(found["created_s"])
-        out["fanout_running"].append(found["running_s"])
-        out["fanout_merge"].append(found["merge_join_s"])
+        for key in ("created", "running", "merge"):
+            out.add(f"fanout_{key}", r, found[key])
 
     steps: Dict[str, Callable[[int], None]] = {
         "floor": floor,
-        "hop": lambda r: out["hop"].extend(hop(server, base / f"hop-{r}", args.hop_steps)),
-        "diamond": lambda r: out["diamond"].append(fan_in(server, base / f"diamond-{r}", 2)["join_s"]),
-        "fanin": lambda r: out["fanin"].append(fan_in(server, base / f"fanin-{r}", args.fan_in)["join_s"]),
+        "hop": lambda r: out.add("hop", r, *hop(server, base / f"hop-{r}", args.hop_steps)),
+        "diamond": lambda r: out.add("diamond", r, fan_in(server, base / f"diamond-{r}", 2)["join_s"]),
+        "fanin": lambda r: out.add("fanin", r, fan_in(server, base / f"fanin-{r}", args.fan_in)["join_s"]),
         "fanout": fanout,
     }
     if "core" not in args.sections:
@@ -139,28 +133,27 @@ def core(server: harness.BenchServer, args: Any) -> Dict[str, Any]:
 
 
 # -- (f) listings ---------------------------------------------------------------------------------
-def listing(server: harness.BenchServer, args: Any) -> Dict[str, Any]:
+def listing(server: harness.BenchServer, args: Any) -> Samples:
     small, big = args.list_sizes
-    pools = {small: POOLS["small"], big: POOLS["big"]}
-    fill_s = {}
-    for size, pool in pools.items():
+    pools = {"small": (POOLS["small"], small), "big": (POOLS["big"], big)}
+    out = Samples()
+    for key, (pool, size) in pools.items():
         others.park(server, pool)
-        fill_s[size] = others.add(server, pool, size - 1, prefix=f"list-{size}")
+        out.add(f"fill_{key}", 0, others.add(server, pool, size - 1, prefix=f"list-{size}"))
     client = server.client()
-    pages: Dict[int, List[float]] = {small: [], big: []}
-    walks: Dict[int, List[float]] = {small: [], big: []}
     for r in range(args.rounds):
-        for size in rotated([small, big], r):
+        for key in rotated(list(pools), r):
+            pool, size = pools[key]
             for _ in range(args.page_runs):
                 t0 = time.perf_counter()
-                client.list_jobs(pools[size], order_by="createdAt", order="desc", page_no=1, page_size=50)
-                pages[size].append(time.perf_counter() - t0)
+                client.list_jobs(pool, order_by="createdAt", order="desc", page_no=1, page_size=50)
+                out.add(f"page_{key}", r, time.perf_counter() - t0)
             t0 = time.perf_counter()
-            seen = sum(1 for _ in client.iter_jobs(pools[size], order_by="createdAt", order="desc", page_size=50))
-            walks[size].append(time.perf_counter() - t0)
+            seen = sum(1 for _ in client.iter_jobs(pool, order_by="createdAt", order="desc", page_size=50))
+            out.add(f"walk_{key}", r, time.perf_counter() - t0)
             if seen != size:
-                raise RuntimeError(f"pool {pools[size]}: walked {seen} jobs, expected {size}")
-    return {"page": pages, "walk": walks, "fill_s": fill_s}
+                raise RuntimeError(f"pool {pool}: walked {seen} jobs, expected {size}")
+    return out
 
 
 # -- (g) status at scale ----------------------------------------------------------------------------
@@ -178,10 +171,11 @@ def timed(server: harness.BenchServer, command: List[str]) -> float:
     return harness.timed_runs(command, 1, warmup=0, env=server.cli_env())[0]
 
 
-def status_scale(server: harness.BenchServer, args: Any) -> Dict[str, Any]:
+def status_scale(server: harness.BenchServer, args: Any) -> Samples:
     small, big = args.status_steps
     paths, runs = {}, {}
     after = harness.last_rowid(server)
+    out = Samples()
     t0 = time.monotonic()
     for steps in (small, big):  # both at once, each in a pool of its own: a first look walks its own jobs only
         directory = server.work / f"status-{steps}"
@@ -192,7 +186,7 @@ def status_scale(server: harness.BenchServer, args: Any) -> Dict[str, Any]:
         runs[steps] = start(server, paths[steps])
     for steps in (small, big):
         wait_run(server, runs[steps], steps, after, stall_timeout=120)
-    build_s = time.monotonic() - t0
+    out.add("build", 0, time.monotonic() - t0)
     for steps in (small, big):
         timed(server, status_cmd(paths[steps]))  # warm-up: page cache, bytecode
     cases: Dict[str, Callable[[], float]] = {
@@ -202,14 +196,13 @@ def status_scale(server: harness.BenchServer, args: Any) -> Dict[str, Any]:
         "warm_small_json": lambda: timed(server, status_cmd(paths[small], "--json")),
         "warm_big": lambda: timed(server, status_cmd(paths[big])),
     }
-    out: Dict[str, List[float]] = {name: [] for name in cases}
     for r in range(args.status_rounds):
         for name in rotated(list(cases), r):
             if name.startswith("warm"):
                 timed(server, status_cmd(paths[small if "small" in name else big]))  # (re)fill the cache, untimed
-            out[name].append(cases[name]())
-    return {"times": out, "build_s": build_s, "steps": [small, big],
-            "terminal_s": terminal_render(server, paths[big], args.status_rounds)}
+            out.add(name, r, cases[name]())
+    out.add("terminal", 0, *terminal_render(server, paths[big], args.status_rounds))
+    return out
 
 
 def terminal_render(server: harness.BenchServer, path: Path, rounds: int) -> List[float]:
@@ -232,19 +225,17 @@ def terminal_render(server: harness.BenchServer, path: Path, rounds: int) -> Lis
 
 
 # -- (h) a busy pool ------------------------------------------------------------------------------------
-def busy(server: harness.BenchServer, args: Any) -> Dict[str, Any]:
+def busy(server: harness.BenchServer, args: Any) -> Samples:
     others.park(server, POOLS["busy"])
-    joins: Dict[str, List[float]] = {"quiet": [], "busy": []}
-    looks: Dict[str, List[float]] = {"quiet": [], "busy": []}
-    fill: List[float] = []
+    out = Samples()
 
-    def wait_first_running(run_id: str, after: int, crowd: int) -> None:
+    def wait_first_running(run_id: str, after: int, crowd: int, r: int) -> None:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             first = dag.steps_of(server, run_id, after).get("0")
             if first and first["pod_started"]:
                 if crowd:
-                    fill.append(others.add(server, POOLS["busy"], crowd, prefix=f"busy-{len(fill)}"))
+                    out.add("fill", r, others.add(server, POOLS["busy"], crowd, prefix=f"busy-{r}"))
                 return
             time.sleep(0.05)
         raise RuntimeError(f"run {run_id}: step a did not start within 60 s")
@@ -254,87 +245,86 @@ def busy(server: harness.BenchServer, args: Any) -> Dict[str, Any]:
         for arm in rotated(["quiet", "busy"], r):
             crowd = args.others if arm == "busy" else 0
             found = fan_in(server, server.work / f"busy-{r}-{arm}", 2, pool=POOLS[arm],
-                           gate=lambda run_id, after, n=crowd: wait_first_running(run_id, after, n))
-            joins[arm].append(found["join_s"])
+                           gate=lambda run_id, after, n=crowd, r=r: wait_first_running(run_id, after, n, r))
+            out.add(f"join_{arm}", r, found["join_s"])
             paths[arm] = found["path"]
         for i in range(args.status_runs):
             for arm in rotated(["quiet", "busy"], i):
                 forget(paths[arm])
-                looks[arm].append(timed(server, status_cmd(paths[arm])))
-    return {"join": joins, "status_first_look": looks, "fill_s": fill}
+                out.add(f"look_{arm}", r, timed(server, status_cmd(paths[arm])))
+    return out
 
 
 # -- report -------------------------------------------------------------------------------------------
-def median(values: Sequence[float]) -> float:
-    return harness.percentile(values, 50)
+def versus(value: float, ratio: float, what: str) -> str:
+    return f"{ms(value)} ({ratio:.2f}× {what})"
 
 
-def versus(value: float, base: float, what: str) -> str:
-    return f"{ms(value)} ({value / base:.2f}× {what})"
-
-
-def figures(args: Any, data: Dict[str, Any]) -> List[Figure]:
-    floor = median(data["core"]["floor"])
-    out = [Figure(f"(a) floor: python + SDK signer + 1 signed request, median of {len(data['core']['floor'])}",
+def figures(args: Any, data: Dict[str, Samples]) -> List[Figure]:
+    """The headline figures; a ratio within a section is the median of its per-round ratios."""
+    core = data["core"]
+    floor = core.median("floor")
+    out = [Figure(f"(a) floor: python + SDK signer + 1 signed request, median of {len(core.values('floor'))}",
                   "(reported)", ms(floor), None, floor)]
 
-    def ratio_figure(label: str, values: Sequence[float], target: float) -> None:
-        value = median(values)
-        out.append(Figure(f"{label}, median of {len(values)}", f"≤ {target}× floor", versus(value, floor, "floor"),
-                          value / floor <= target, value))
+    def against(samples: Samples, name: str, base: str, label: str, target: Optional[float], what: str) -> None:
+        value, ratio = samples.median(name), samples.ratio(name, base)
+        out.append(Figure(label, "(reported)" if target is None else f"≤ {target}× {what}",
+                          versus(value, ratio, what), None if target is None else ratio <= target, value))
 
-    core = data["core"]
+    def count(samples: Samples, name: str) -> str:
+        return f"median of {len(samples.values(name))}"
+
     if "core" in args.sections:
-        ratio_figure("(b) linear hop", core["hop"], TARGETS["hop"])
-        ratio_figure("(c) diamond join", core["diamond"], TARGETS["diamond"])
-        ratio_figure(f"(d) fan-in-{args.fan_in} join", core["fanin"], TARGETS["fanin"])
-        created = median(core["fanout_created"])
-        out += [Figure(f"(e) fan-out {args.fan_out}: split end → every branch created, median of "
-                       f"{len(core['fanout_created'])}", f"≤ {TARGETS['fanout_s']:.0f} s",
-                       versus(created, floor, "floor"), created <= TARGETS["fanout_s"], created),
-                Figure(f"(e) fan-out {args.fan_out}: split end → every branch running", "(reported)",
-                       ms(median(core["fanout_running"])), None, median(core["fanout_running"])),
-                Figure(f"(e) fan-in-{args.fan_out} join after it", "(reported)",
-                       versus(median(core["fanout_merge"]), floor, "floor"), None, median(core["fanout_merge"]))]
+        against(core, "hop", "floor", f"(b) linear hop, {count(core, 'hop')}", TARGETS["hop"], "floor")
+        against(core, "diamond", "floor", f"(c) diamond join, {count(core, 'diamond')}", TARGETS["diamond"], "floor")
+        against(core, "fanin", "floor", f"(d) fan-in-{args.fan_in} join, {count(core, 'fanin')}", TARGETS["fanin"],
+                "floor")
+        created = core.median("fanout_created")
+        out.append(Figure(f"(e) fan-out {args.fan_out}: split end → every branch created, "
+                          f"{count(core, 'fanout_created')}", f"≤ {TARGETS['fanout_s']:.0f} s",
+                          versus(created, core.ratio("fanout_created", "floor"), "floor"),
+                          created <= TARGETS["fanout_s"], created))
+        against(core, "fanout_running", "floor", f"(e) fan-out {args.fan_out}: split end → every branch running",
+                None, "floor")
+        against(core, "fanout_merge", "floor", f"(e) fan-in-{args.fan_out} join after it", None, "floor")
     if "list" in args.sections:
         small, big = args.list_sizes
-        pages, walks = data["list"]["page"], data["list"]["walk"]
-        out += [Figure(f"(f) first page (50) of a pool of {small} jobs, median of {len(pages[small])}",
-                       "(reported)", ms(median(pages[small])), None, median(pages[small])),
-                Figure(f"(f) the same, pool of {big} jobs", f"≤ {TARGETS['page']}× the {small}-job pool",
-                       versus(median(pages[big]), median(pages[small]), f"{small}-job pool"),
-                       median(pages[big]) / median(pages[small]) <= TARGETS["page"], median(pages[big])),
-                Figure(f"(f) walk of every page (50 each) of the {big}-job pool", "(reported)",
-                       f"{median(walks[big]) * 1000:.0f} ms ({median(walks[big]) / big * 1e6:.0f} µs per job; "
-                       f"{median(walks[small]) / small * 1e6:.0f} µs at {small})", None, median(walks[big]))]
+        listed = data["list"]
+        out.append(Figure(f"(f) first page (50) of a pool of {small} jobs, {count(listed, 'page_small')}",
+                          "(reported)", ms(listed.median("page_small")), None, listed.median("page_small")))
+        against(listed, "page_big", "page_small", f"(f) the same, pool of {big} jobs", TARGETS["page"],
+                f"{small}-job pool")
+        walk = listed.median("walk_big")
+        out.append(Figure(f"(f) walk of every page (50 each) of the {big}-job pool", "(reported)",
+                          f"{walk * 1000:.0f} ms ({walk / big * 1e6:.0f} µs per job; "
+                          f"{listed.median('walk_small') / small * 1e6:.0f} µs at {small})", None, walk))
     if "status" in args.sections:
         small, big = args.status_steps
-        t = {name: median(values) for name, values in data["status"]["times"].items()}
-        n = len(data["status"]["times"]["cold_small"])
-        out += [Figure(f"(g) status, never-seen {small}-step run, median of {n}", "(reported)",
-                       versus(t["cold_small"], floor, "floor"), None, t["cold_small"]),
-                Figure(f"(g) status, never-seen {big}-step run", f"≤ {TARGETS['status_growth']}× the {small}-step",
-                       versus(t["cold_big"], t["cold_small"], f"{small}-step"),
-                       t["cold_big"] / t["cold_small"] <= TARGETS["status_growth"], t["cold_big"]),
-                Figure(f"(g) status, finished {small}-step run (table, into a pipe)", f"≤ {ms(TARGETS['status_s'])}",
-                       versus(t["warm_small"], floor, "floor"), t["warm_small"] <= TARGETS["status_s"],
-                       t["warm_small"]),
-                Figure(f"(g) status --json, finished {small}-step run", f"≤ {ms(TARGETS['status_s'])}",
-                       versus(t["warm_small_json"], floor, "floor"), t["warm_small_json"] <= TARGETS["status_s"],
-                       t["warm_small_json"]),
-                Figure(f"(g) status, finished {big}-step run (table, into a pipe)", "(reported)",
-                       versus(t["warm_big"], floor, "floor"), None, t["warm_big"]),
-                Figure(f"(g) its {big}-row table printed for a 200-column terminal (in-process)", "(reported)",
-                       ms(median(data["status"]["terminal_s"])), None, median(data["status"]["terminal_s"]))]
+        looked = data["status"]
+
+        def absolute(name: str, label: str, target: Optional[float]) -> None:
+            value = looked.median(name)
+            out.append(Figure(label, "(reported)" if target is None else f"≤ {ms(target)}",
+                              versus(value, value / floor, "floor"), None if target is None else value <= target,
+                              value))
+
+        absolute("cold_small", f"(g) status, never-seen {small}-step run, {count(looked, 'cold_small')}", None)
+        against(looked, "cold_big", "cold_small", f"(g) status, never-seen {big}-step run", TARGETS["status_growth"],
+                f"{small}-step")
+        absolute("warm_small", f"(g) status, finished {small}-step run (table, into a pipe)", TARGETS["status_s"])
+        absolute("warm_small_json", f"(g) status --json, finished {small}-step run", TARGETS["status_s"])
+        absolute("warm_big", f"(g) status, finished {big}-step run (table, into a pipe)", None)
+        out.append(Figure(f"(g) its {big}-row table printed for a 200-column terminal (in-process)", "(reported)",
+                          ms(looked.median("terminal")), None, looked.median("terminal")))
     if "busy" in args.sections:
-        joins, looks = data["busy"]["join"], data["busy"]["status_first_look"]
-        for label, values in (("(h) diamond join", joins), ("(h) status, first look", looks)):
-            quiet, crowded = median(values["quiet"]), median(values["busy"])
-            out += [Figure(f"{label}, 0 other jobs created during the run, median of {len(values['quiet'])}",
-                           "(reported)", versus(quiet, floor, "floor"), None, quiet),
-                    Figure(f"{label}, {args.others} other jobs created during the run",
-                           f"≤ {TARGETS['busy']}× with 0", versus(crowded, quiet, "with 0"),
-                           crowded / quiet <= TARGETS["busy"], crowded)]
+        crowd = data["busy"]
+        for key, label in (("join", "(h) diamond join"), ("look", "(h) status, first look")):
+            quiet = crowd.median(f"{key}_quiet")
+            out.append(Figure(f"{label}, 0 other jobs created during the run, {count(crowd, f'{key}_quiet')}",
+                              "(reported)", versus(quiet, quiet / floor, "floor"), None, quiet))
+            against(crowd, f"{key}_busy", f"{key}_quiet", f"{label}, {args.others} other jobs created during the run",
+                    TARGETS["busy"], "with 0")
     return out
 
 
@@ -376,7 +366,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     args.busy_rounds = args.busy_rounds or (1 if quick else 3)
     started = time.time()
     pools = list(POOLS.values())[:-1] + [f"{POOLS['status']}-{n}" for n in args.status_steps]
-    data: Dict[str, Any] = {}
+    data: Dict[str, Samples] = {}
     with harness.BenchServer(keep=args.keep, options=others.server_options(pools)) as server:
         for section, run in (("core", core), ("list", listing), ("status", status_scale), ("busy", busy)):
             if section in args.sections or section == "core":
@@ -384,7 +374,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                 data[section] = run(server, args)
                 print(f"{section}: {time.monotonic() - t0:.0f} s", flush=True)
     params = {k: v for k, v in vars(args).items() if k not in ("results_dir", "keep")}
-    harness.report("floor", args, figures(args, data), data, started, params)
+    harness.report("floor", args, figures(args, data), {k: v.data for k, v in data.items()}, started, params)
     return 0
 
 
