@@ -8,13 +8,13 @@ list request against a local server, a rich table). Timed through the venv's con
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Dict, List, Optional
 
 import harness
+import importtime
 from harness import Figure, ms
 
 TARGET_S = 0.25
@@ -28,17 +28,8 @@ def entry_point() -> List[str]:
 
 def top_imports(command: List[str], env: Dict[str, str], count: int = 8) -> List[Dict[str, object]]:
     """The slowest top-level imports of ``command`` (python -X importtime), for a failing figure."""
-    done = subprocess.run([sys.executable, "-X", "importtime", "-m", "job_chain", *command], env=env,
-                          capture_output=True, text=True, timeout=60)
-    rows = []
-    for line in done.stderr.splitlines():
-        parts = line.split("|")
-        if len(parts) != 3 or not parts[1].strip().isdigit():
-            continue
-        name = parts[2].rstrip()
-        if name.startswith(" ") and not name.startswith("  "):  # top level: one leading space
-            rows.append({"module": name.strip(), "cumulative_ms": int(parts[1]) / 1000})
-    return sorted(rows, key=lambda r: -float(r["cumulative_ms"]))[:count]  # type: ignore[arg-type]
+    found = importtime.measure(["-m", "job_chain", *command], env=env, timeout=60, check=False)
+    return [{"module": i.module, "cumulative_ms": i.cumulative_us / 1000} for i in importtime.top(found, count)]
 
 
 def main(argv: Optional[List[str]] = None) -> int:

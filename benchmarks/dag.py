@@ -18,12 +18,18 @@ from typing import Any, Dict, List, Optional
 import harness
 from harness import MARKER, Figure, ms
 
-BARRIER = (f'touch "$SHARED/$AIHC_JOB_NAME.arrived"\n'
-           'while [ "$(ls "$SHARED" | grep -c arrived)" -lt 2 ]; do sleep 0.002; done\n'
-           f'echo "{MARKER} $EPOCHREALTIME"\n')
+
+def barrier(parties: int) -> str:
+    """A step script that waits until ``parties`` steps of its chain arrived, then logs its end."""
+    return (f'touch "$SHARED/$AIHC_JOB_NAME.arrived"\n'
+            f'while [ "$(ls "$SHARED" | grep -c arrived)" -lt {parties} ]; do sleep 0.002; done\n'
+            f'echo "{MARKER} $EPOCHREALTIME"\n')
 
 
-def write(directory: Path, jobs: List[Dict[str, Any]]) -> Path:
+BARRIER = barrier(2)
+
+
+def write(directory: Path, jobs: List[Dict[str, Any]], pool: str = harness.POOL) -> Path:
     """A chain whose steps share ``directory`` (their datasource and $SHARED)."""
     directory.mkdir(parents=True, exist_ok=True)
     bodies = []
@@ -36,13 +42,14 @@ def write(directory: Path, jobs: List[Dict[str, Any]]) -> Path:
             body["jobChain"] = {"dependsOn": job["needs"]}
         bodies.append(body)
     path = directory / "chain_info.json"
-    path.write_text(json.dumps({"resourcePoolId": harness.POOL, "jobs": bodies}, indent=1))
+    path.write_text(json.dumps({"resourcePoolId": pool, "jobs": bodies}, indent=1))
     return path
 
 
-def steps_of(server: harness.BenchServer, run_id: str) -> Dict[str, Dict[str, Any]]:
+def steps_of(server: harness.BenchServer, run_id: str, after: int = 0) -> Dict[str, Dict[str, Any]]:
+    """The run's jobs by step (from state.db; ``after``: a rowid all of them are newer than)."""
     jobs: Dict[str, Dict[str, Any]] = {}
-    for job in harness.chain_jobs(server):
+    for job in harness.chain_jobs(server, after, run_id):
         if job["run"] == run_id:
             if job["step"] in jobs:
                 raise RuntimeError(f"step {job['step']} of run {run_id} was created twice")

@@ -19,7 +19,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
@@ -120,21 +120,25 @@ def timed_runs(command: Sequence[str], runs: int, warmup: int = 1, env: Optional
 class BenchServer(ServerProcess):
     """A local server with its own temp state dir, on a free loopback port.
 
+    ``options``: more ``local serve`` arguments (``--pool``, ``--queue``).
+
     Use as a context manager: leaving it (also by an exception or SIGTERM) stops the server,
     SIGKILLs the process groups of its pods and removes the temp dir (unless ``keep``).
     """
 
     def __init__(self, max_running: Optional[int] = None, stop_grace: float = 2.0,
-                 sample_interval: Optional[float] = None, keep: bool = False) -> None:
+                 sample_interval: Optional[float] = None, keep: bool = False,
+                 options: Sequence[str] = ()) -> None:
         self.root = Path(tempfile.mkdtemp(prefix="job-chain-bench-"))
         self.work = self.root / "work"
         self.work.mkdir()
-        options = ["--stop-grace", str(stop_grace)]
+        server_options = ["--stop-grace", str(stop_grace)]
         if max_running:
-            options += ["--max-running", str(max_running)]
+            server_options += ["--max-running", str(max_running)]
         if sample_interval is not None:
-            options += ["--sample-interval", str(sample_interval)]
-        super().__init__(self.root / "state", options, env=child_env(), cwd=self.root)  # pods inherit env
+            server_options += ["--sample-interval", str(sample_interval)]
+        # pods inherit the server's env
+        super().__init__(self.root / "state", [*server_options, *options], env=child_env(), cwd=self.root)
         self.pool = POOL
         self.keep = keep
 
@@ -176,19 +180,29 @@ class BenchServer(ServerProcess):
 
     def wait_done(self, total: int, stall_timeout: float = 60.0, poll: float = 0.2) -> Dict[str, int]:
         """Wait until ``total`` jobs are terminal; raise if one did not succeed or nothing moves."""
+        def look() -> Tuple[int, Optional[str], Dict[str, int]]:
+            counts = self.counts()
+            bad = any(s in ("Failed", "Stopped") for s in counts)
+            return counts.get("Succeeded", 0), f"jobs ended badly: {counts}" if bad else None, counts
+
+        return self.wait_for(look, total, "jobs", stall_timeout, poll)
+
+    def wait_for(self, look: Callable[[], Tuple[int, Optional[str], Any]], total: int, what: str,
+                 stall_timeout: float, poll: float) -> Any:
+        """Poll ``look`` (→ how many are done, why it went wrong or None, a result) until ``total``
+        are done, and return that result; raise when it went wrong, nothing moved for
+        ``stall_timeout`` seconds, or the server died."""
         last, last_change = -1, time.monotonic()
         while True:
-            counts = self.counts()
-            bad = {s: n for s, n in counts.items() if s in ("Failed", "Stopped")}
-            if bad:
-                raise RuntimeError(f"jobs ended badly: {counts} (server log: {self.state_dir / 'server.log'})")
-            done = counts.get("Succeeded", 0)
+            done, wrong, result = look()
+            if wrong:
+                raise RuntimeError(f"{wrong} (server log: {self.state_dir / 'server.log'})")
             if done >= total:
-                return counts
+                return result
             if done != last:
                 last, last_change = done, time.monotonic()
             elif time.monotonic() - last_change > stall_timeout:
-                raise RuntimeError(f"no job finished for {stall_timeout:.0f}s: {counts}, wanted {total} Succeeded")
+                raise RuntimeError(f"{what}: none finished for {stall_timeout:.0f}s ({done} of {total} succeeded)")
             if self.proc is not None and self.proc.poll() is not None:
                 raise RuntimeError(f"the server died (exit {self.proc.returncode})")
             time.sleep(poll)
@@ -234,13 +248,18 @@ def _labels(spec: str) -> Dict[str, str]:
     return {x.get("key"): x.get("value") for x in json.loads(spec).get("labels") or []}
 
 
-def chain_jobs(server: BenchServer) -> List[Dict[str, Any]]:
-    """Every job with its labels and its master pod's times, from state.db."""
+def chain_jobs(server: BenchServer, after: int = 0, run_id: str = "") -> List[Dict[str, Any]]:
+    """Every job with its labels and its master pod's times, from state.db.
+
+    ``after``: only jobs inserted after that rowid (:func:`last_rowid`); ``run_id``: only jobs
+    whose body mentions it. Both keep a poll cheap in a pool holding thousands of other jobs.
+    """
     with server.db() as conn:
         rows = conn.execute(
             "SELECT j.id, j.spec, j.status, j.created_at, j.started_at, j.finished_at, p.name AS pod,"
             " p.started_at AS pod_started, p.finished_at AS pod_finished FROM jobs j"
-            " JOIN pods p ON p.job_id = j.id AND p.rank = 0 ORDER BY j.seq").fetchall()
+            " JOIN pods p ON p.job_id = j.id AND p.rank = 0 WHERE j.rowid > ? AND instr(j.spec, ?) > 0"
+            " ORDER BY j.seq", (after, run_id)).fetchall()
     out = []
     for row in rows:
         item = dict(row)
@@ -249,6 +268,12 @@ def chain_jobs(server: BenchServer) -> List[Dict[str, Any]]:
                     attempt=labels.get("job-chain/attempt"))
         out.append(item)
     return out
+
+
+def last_rowid(server: BenchServer) -> int:
+    """The newest job's rowid: pass it as ``after`` to look only at jobs created from now on."""
+    with server.db() as conn:
+        return int(conn.execute("SELECT COALESCE(MAX(rowid), 0) FROM jobs").fetchone()[0])
 
 
 def script_end(server: BenchServer, job: Dict[str, Any]) -> Optional[float]:
@@ -262,7 +287,7 @@ def script_end(server: BenchServer, job: Dict[str, Any]) -> Optional[float]:
     return None
 
 
-def hops(server: BenchServer, run_id: str) -> List[Dict[str, float]]:
+def hops(server: BenchServer, run_id: str, after: int = 0) -> List[Dict[str, float]]:
     """Per hop N→N+1 of a run: the hop (script end → next pod running) and its parts.
 
     ``advance``: script end → next job created (python start, import, load chain, one POST);
@@ -271,7 +296,7 @@ def hops(server: BenchServer, run_id: str) -> List[Dict[str, float]]:
     advance submitted N+1); ``cycle``: pod start → next pod start.
     """
     # steps are labelled by name ("step-12"); the number is their place in the line
-    steps = {int(j["step"].rsplit("-", 1)[-1]): j for j in chain_jobs(server) if j["run"] == run_id
+    steps = {int(j["step"].rsplit("-", 1)[-1]): j for j in chain_jobs(server, after, run_id) if j["run"] == run_id
              and j["attempt"] == "1"}
     out = []
     for index in sorted(steps):
@@ -307,26 +332,50 @@ client = AIHCClient(resolve_credentials(credentials_file=sys.argv[1], env={}), m
 client.list_jobs(sys.argv[2], page_size=1)
 print(repr(time.time()), flush=True)
 """
+# The floor of issue 22: what any hop must do at least. A fresh python imports the official
+# SDK's signer (and http.client), signs one GET exactly as the SDK's HTTP client does (host,
+# x-bce-date, content-length; the SDK's canonical query string) and reads the answer.
+SIGNER_FLOOR_CODE = """
+import http.client, json, sys, time
+from baidubce import utils
+from baidubce.auth import bce_v1_signer
+from baidubce.auth.bce_credentials import BceCredentials
+creds = json.load(open(sys.argv[1]))
+host = creds["host"].split("://", 1)[-1].rstrip("/")
+params = {b"resourcePoolId": sys.argv[2].encode(), b"pageSize": b"1"}
+headers = {b"host": host.encode(), b"content-length": 0, b"x-bce-date": utils.get_canonical_time()}
+headers[b"authorization"] = bce_v1_signer.sign(BceCredentials(creds["ak"], creds["sk"]), b"GET",
+                                               b"/api/v1/aijobs", headers, params)
+conn = http.client.HTTPConnection(host, timeout=30)
+conn.request("GET", "/api/v1/aijobs?" + utils.get_canonical_querystring(params, False).decode(),
+             headers={k.decode(): v for k, v in headers.items()})
+answer = conn.getresponse()
+body = answer.read()
+if answer.status != 200:
+    sys.exit(f"{answer.status}: {body[:300]!r}")
+print(repr(time.time()), flush=True)
+"""
 
 
-def measure_floor(server: BenchServer, runs: int) -> Dict[str, Any]:
-    """Python start + ``import job_chain`` client + one signed request, ``runs`` times.
+def measure_floor(server: BenchServer, runs: int, code: str = FLOOR_CODE, pool: Optional[str] = None,
+                  warmup: int = 1) -> Dict[str, Any]:
+    """A fresh python running ``code`` (import + one signed request), ``runs`` times.
 
     Measured from spawn to the moment the answer is in (interpreter shutdown excluded, as a hop
     does not wait for it either); the full spawn-to-exit wall time is kept too.
     """
     floors, walls = [], []
     env = server.cli_env()
-    for i in range(runs + 1):
+    for i in range(runs + warmup):
         start = time.time()
-        proc = subprocess.Popen([PY, "-c", FLOOR_CODE, server.credentials_file, server.pool], env=env,
+        proc = subprocess.Popen([PY, "-c", code, server.credentials_file, pool or server.pool], env=env,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
         line = proc.stdout.readline() if proc.stdout else ""
         _, err = proc.communicate(timeout=60)
         end = time.time()
         if proc.returncode != 0 or not line.strip():
             raise RuntimeError(f"floor probe failed ({proc.returncode}): {err[-500:]}")
-        if i:  # the first run warms the page cache
+        if i >= warmup:  # the first run warms the page cache
             floors.append(float(line) - start)
             walls.append(end - start)
     return {"answer_s": summary(floors), "spawn_to_exit_s": summary(walls), "samples_s": floors}

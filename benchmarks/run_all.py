@@ -20,7 +20,8 @@ import harness
 
 HERE = Path(__file__).resolve().parent
 # cheapest first, so a broken set-up shows within seconds
-BENCHMARKS = ("cli_startup", "diagnose", "hop", "throughput", "concurrency", "scale", "dag", "matrix", "ui", "logs")
+BENCHMARKS = ("cli_startup", "diagnose", "hop", "throughput", "concurrency", "scale", "dag", "floor", "matrix", "ui",
+              "logs")
 
 
 def markdown(outcomes: Dict[str, Dict[str, Any]], quick: bool) -> str:

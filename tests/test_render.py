@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Any, List, Sequence
+import os
+import subprocess
+import sys
+from typing import Any, Dict, List, Sequence
 
 import pytest
 from rich.console import Console
 
-from job_chain.cli.render import make_table
+from job_chain.cli.render import make_table, styled_status
 
 JOB_ID = "pytorchjob-2b0c6a8e-5a51-4a34-9c5d-5f6f0f2a6a53"
 NAME = "llama-sft-stage-2-continue-from-ckpt"
 LIST_COLUMNS = ["NAME", "JOB ID", "STATUS", "QUEUE", "PRIORITY", "AGE"]
-LIST_ROWS = [[NAME, JOB_ID, "[green]Succeeded[/green]", "default", "normal", "3d4h"],
+LIST_ROWS = [[NAME, JOB_ID, styled_status("Succeeded"), "default", "normal", "3d4h"],
              ["short", "pytorchjob-0a1b2c3d-0000-4a34-9c5d-5f6f0f2a6a53", "Running", "default", "high", "5s"]]
 STATUS_COLUMNS = ["STEP", "NAME", "STATUS", "ATTEMPT", "JOB ID", "STARTED", "DURATION"]
 STATUS_ROWS = [["0", NAME, "Succeeded", "1", JOB_ID, "15:32:43", "1h02m"],
@@ -93,3 +96,71 @@ def test_piped_output_is_full_width(monkeypatch: pytest.MonkeyPatch) -> None:
 
     assert not render_module.console().is_terminal  # pytest captures stdout: a pipe
     assert render_module.console().width >= 1000
+
+
+def test_no_cell_is_parsed_as_markup(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Text shows as given ("[/usr/bin]" once crashed the markup parser); statuses keep their color;
+    and no cell goes through rich's markup parser, which made 2,000-row tables slow."""
+    import rich.console
+    import rich.markup
+
+    def refuse(*_: Any, **__: Any) -> None:
+        raise AssertionError("a cell went through rich's markup parser")
+
+    monkeypatch.setattr(rich.markup, "render", refuse)
+    monkeypatch.setattr(rich.console, "render_markup", refuse)
+    rows = [["0", "eval[v2]", styled_status("Failed"), "exec [/usr/bin/python] exited with code 1"]]
+    table = make_table(["STEP", "NAME", "STATUS", "REASON"], rows, title="chain[1].json · run x")
+    console = Console(width=120, force_terminal=True, color_system="standard", record=True)
+    console.print(table)
+    shown = console.export_text(styles=True)
+    assert "eval[v2]" in shown and "exec [/usr/bin/python] exited" in shown and "chain[1].json" in shown
+    assert "\x1b[31mFailed" in shown  # red
+    assert table.plain().splitlines()[2].split() == ["0", "eval[v2]", "Failed", "exec", "[/usr/bin/python]",
+                                                     "exited", "with", "code", "1"]
+
+
+SHOW = ("import sys; from job_chain.cli.render import make_table, show, styled_status; "
+        "show(make_table(['STEP', 'STATUS'], [['0', styled_status('Succeeded')]])); "
+        "print('rich.console' in sys.modules)")
+
+
+@pytest.mark.parametrize("env,colored", [({}, False), ({"FORCE_COLOR": "1"}, True), ({"TTY_COMPATIBLE": "1"}, True)])
+def test_a_pipe_gets_plain_rows_without_loading_rich(env: Dict[str, str], colored: bool) -> None:
+    """Into a pipe a table is plain text and rich's console (~50 modules) is never imported; what
+    makes rich see a terminal anyway (FORCE_COLOR, TTY_COMPATIBLE) still gets rich's rendering."""
+    clean = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "TTY_COMPATIBLE", "NO_COLOR")}
+    done = subprocess.run([sys.executable, "-c", SHOW], env={**clean, **env}, capture_output=True, text=True,
+                          timeout=60, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr
+    *table, loaded = done.stdout.splitlines()
+    assert loaded == str(colored) and ("\x1b[" in done.stdout) == colored
+    rows = [line.split() for line in table if line.strip()]
+    assert rows == [["STEP", "STATUS"], ["0", "Succeeded"]] if not colored else "Succeeded" in done.stdout
+
+
+@pytest.mark.parametrize("width", [200, 144])
+def test_a_table_that_fits_looks_as_richs_table_would(width: int) -> None:
+    """When every column fits whole, the table is drawn as lines (rich's table takes ~1 s for
+    2,000 rows): the same text, column for column, with the same styles as rich's own table."""
+    rows = [["0", "训练-阶段一", styled_status("Succeeded"), JOB_ID, "a reason long enough to be free text"],
+            ["12", NAME, styled_status("not submitted"), "-", ""]]
+    table = make_table(["STEP", "NAME", "STATUS", "JOB ID", "REASON"], rows, title="c.json · run r")
+    assert sum(table.widest) + 2 * 4 == 144  # fits exactly at 144
+
+    def shown(renderable: Any) -> List[str]:
+        console = Console(width=width, force_terminal=True, color_system="standard", record=True)
+        console.print(renderable)
+        return [line.rstrip() for line in console.export_text(styles=True).splitlines()]
+
+    ours, richs = shown(table), shown(table.table(list(range(5))))
+    assert [strip_styles(line) for line in ours] == [strip_styles(line) for line in richs]
+    assert ours[2].startswith("0     训练-阶段一 ") and "\x1b[32mSucceeded" in ours[2]
+    assert "\x1b[2mnot submitted" in ours[3]
+    assert ours[1].startswith("\x1b[1mSTEP") and ours[0].startswith("\x1b[3mc.json")
+
+
+def strip_styles(line: str) -> str:
+    import re
+
+    return re.sub(r"\x1b\[[0-9;]*m", "", line).rstrip()

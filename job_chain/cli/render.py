@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import datetime as _dt
-from typing import Any, Iterable, Iterator, List, Optional, Sequence, Tuple
+import os
+import sys
+from typing import Any, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from job_chain.aihc.timefmt import parse_time
 
@@ -37,9 +39,24 @@ def age(created: Optional[str], now: Optional[_dt.datetime] = None) -> str:
     return human_duration((now - when).total_seconds())
 
 
-def styled_status(status: str) -> str:
+class Styled(NamedTuple):
+    """A table cell shown in a style. Cells are never parsed as rich markup: a plain cell is
+    shown as given (a ``[`` in a job name stays a ``[``), and parsing markup in every cell was
+    most of the time a 2,000-row table took."""
+
+    text: str
+    style: str
+
+    def __str__(self) -> str:
+        return self.text
+
+
+Cell = Union[str, Styled]
+
+
+def styled_status(status: str) -> Cell:
     style = STATUS_STYLE.get(status)
-    return f"[{style}]{status}[/{style}]" if style else status
+    return Styled(status, style) if style else status
 
 
 # Columns a narrow terminal may hide, least useful first; ids, names and statuses never are.
@@ -65,12 +82,12 @@ class FittedTable:
     only then do ids wrap too (awkward to copy, but unlike a cut id, still right).
     """
 
-    def __init__(self, columns: Sequence[str], cells: List[List[str]], title: Optional[str],
+    def __init__(self, columns: Sequence[str], cells: List[List[Cell]], title: Optional[str],
                  droppable: Sequence[str]) -> None:
         self.columns = list(columns)
         self.cells = cells
         self.title = title
-        self.widest = [max([len(h)] + [_cell_len(row[i]) for row in cells]) for i, h in enumerate(columns)]
+        self.widest = [max([len(h)] + [cell_len(str(row[i])) for row in cells]) for i, h in enumerate(columns)]
         self.fixed = [_is_identifier(h) or self.widest[i] <= 24 for i, h in enumerate(columns)]
         ids = [i for i, h in enumerate(columns) if h.upper().split()[-1:] == ["ID"]]
         self.primary = set(ids or [i for i, h in enumerate(columns) if _is_identifier(h)])
@@ -100,37 +117,57 @@ class FittedTable:
 
     def table(self, keep: List[int], level: int = 0) -> Any:
         from rich.table import Table
+        from rich.text import Text
 
-        table = Table(title=self.title, box=None, header_style="bold", pad_edge=False, title_justify="left")
+        title = Text(self.title, style="table.title") if self.title else None
+        table = Table(title=title, box=None, header_style="bold", pad_edge=False, title_justify="left")
         for i in keep:
             if self.fixed[i] and (level == 0 or (level == 1 and i in self.primary)):
-                table.add_column(self.columns[i], no_wrap=True, min_width=self.widest[i])
+                table.add_column(Text(self.columns[i]), no_wrap=True, min_width=self.widest[i])
             else:
-                table.add_column(self.columns[i], overflow="fold")
+                table.add_column(Text(self.columns[i]), overflow="fold")
         for row in self.cells:
-            table.add_row(*[row[i] for i in keep])
+            table.add_row(*[Text(c.text, style=c.style) if isinstance(c, Styled) else Text(c)
+                            for c in (row[i] for i in keep)])
         return table
+
+    def _lines(self) -> Iterator[Tuple[str, List[Tuple[int, int, str]]]]:
+        """Each line with every column full width, as rich lays out this table when it fits (same
+        gaps), and the (start, end, style) of its styled cells; the title first."""
+        if self.title:
+            yield self.title, [(0, len(self.title), "table.title")]
+        for number, row in enumerate([self.columns, *self.cells]):
+            parts, spans, at = [], [], 0
+            for i, cell in enumerate(row):
+                text = str(cell)
+                style = "bold" if number == 0 else cell.style if isinstance(cell, Styled) else ""
+                if style:
+                    spans.append((at, at + len(text), style))
+                parts.append(text + " " * (self.widest[i] - cell_len(text)))
+                at += len(parts[-1]) + GAP
+            yield (" " * GAP).join(parts).rstrip(), spans
 
     def plain(self) -> str:
         """The whole table as text, for a pipe: every column full width, no styles.
 
-        Laid out as rich lays out this table (same gaps), but without rendering it: rich takes
-        about a second for a 500-step status, this takes milliseconds.
+        Laid out as rich lays out this table, but without rendering it: rich takes about a
+        second for a 500-step status, this takes milliseconds.
         """
-        from rich.cells import cell_len
-
-        def line(cells: Sequence[str]) -> str:
-            parts = [cell + " " * (self.widest[i] - cell_len(cell)) for i, cell in enumerate(cells)]
-            return (" " * GAP).join(parts).rstrip()
-
-        lines = [self.title] if self.title else []
-        lines.append(line(self.columns))
-        lines.extend(line([_plain(cell) for cell in row]) for row in self.cells)
-        return "\n".join(lines)
+        return "\n".join(line for line, _ in self._lines())
 
     def __rich_console__(self, console: Any, options: Any) -> Iterator[Any]:
-        from rich.text import Text
+        from rich.text import Span, Text
 
+        if sum(self.widest) + GAP * (len(self.widest) - 1) <= options.max_width:
+            # everything fits whole: rich's table would lay it out as _lines do, at ~1 ms a row
+            text = Text(no_wrap=True, overflow="ignore")
+            for line, spans in self._lines():
+                start = len(text)
+                text.append(line + "\n")
+                text.spans.extend(Span(start + a, start + b, style) for a, b, style in spans)
+            text.rstrip()
+            yield text
+            return
         keep, hidden, level = self.fit(options.max_width)
         yield self.table(keep, level)
         if hidden:
@@ -142,19 +179,13 @@ class FittedTable:
         return Measurement.get(console, options, self.table(list(range(len(self.columns)))))
 
 
-def _cell_len(markup: str) -> int:
-    from rich.cells import cell_len
+def cell_len(text: str) -> int:
+    """Columns ``text`` takes in a terminal (wide CJK characters take two)."""
+    if text.isascii():
+        return len(text)  # the common case, without importing rich
+    from rich.cells import cell_len as rich_cell_len
 
-    return cell_len(_plain(markup))
-
-
-def _plain(markup: str) -> str:
-    """A cell's text without its rich markup (only our own style tags ever occur in cells)."""
-    if "[" not in markup:
-        return markup  # the common case: parsing markup is what made 500-row tables slow
-    from rich.text import Text
-
-    return Text.from_markup(markup).plain
+    return int(rich_cell_len(text))
 
 
 def make_table(columns: Sequence[str], rows: Iterable[Sequence[Any]], title: Optional[str] = None,
@@ -164,7 +195,8 @@ def make_table(columns: Sequence[str], rows: Iterable[Sequence[Any]], title: Opt
     ``droppable``: headers that may be hidden on a narrow terminal, least useful first
     (default: those of :data:`DROP_ORDER` present).
     """
-    cells = [["" if cell is None else str(cell) for cell in row] for row in rows]
+    cells = [[cell if isinstance(cell, Styled) else "" if cell is None else str(cell) for cell in row]
+             for row in rows]
     return FittedTable(columns, cells, title, DROP_ORDER if droppable is None else droppable)
 
 
@@ -176,10 +208,21 @@ def console() -> Any:
     return out if out.is_terminal else Console(width=4096)
 
 
+def plainly_piped() -> bool:
+    """True when rich too would see no terminal: stdout is no tty and neither TTY_COMPATIBLE nor
+    FORCE_COLOR says otherwise. Asked without rich, whose console is ~50 modules a pipe needs not."""
+    if os.environ.get("TTY_COMPATIBLE") or os.environ.get("FORCE_COLOR") is not None:
+        return False
+    try:
+        return not sys.stdout.isatty()
+    except (AttributeError, ValueError):  # no stdout, or a closed one
+        return True
+
+
 def show(table: FittedTable) -> None:
     """Print a table: fitted to a terminal, or whole rows of plain text into a pipe or file."""
-    out = console()
-    if out.is_terminal:
+    out = None if plainly_piped() else console()
+    if out is not None and out.is_terminal:
         out.print(table)
     else:
         import click

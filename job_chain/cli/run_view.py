@@ -100,13 +100,11 @@ def needs(status: RunStatus, step: StepStatus) -> str:
 
 
 def _step_row(status: RunStatus, s: StepStatus, fmt: str, with_reason: bool, with_gpus: bool) -> List[str]:
-    from rich.markup import escape
-
     from job_chain.chain.gpu import hours_text
     from job_chain.cli.render import human_duration, styled_status
 
     started = _local(s.started)
-    row = [str(s.index), ("  " if s.group else "") + escape(s.label), styled_status(s.status), str(s.attempt or "-"),
+    row = [str(s.index), ("  " if s.group else "") + s.label, styled_status(s.status), str(s.attempt or "-"),
            "-" if s.exit_code is None else str(s.exit_code), s.job_id or "-",
            started.strftime(fmt) if started else "-", human_duration(s.duration())]
     if status.graph:  # what each step waits for: the graph, one row per step
@@ -114,12 +112,12 @@ def _step_row(status: RunStatus, s: StepStatus, fmt: str, with_reason: bool, wit
     if with_gpus:
         row.append(hours_text(s.gpu_hours) + (f" ({hours_text(s.lost_gpu_hours)} lost)" if s.lost_gpu_hours else ""))
     if with_reason:
-        row.append(escape(s.why() or ""))
+        row.append(s.why() or "")
     return row
 
 
 def _group_row(status: RunStatus, group: Dict[str, Any], with_reason: bool, with_gpus: bool) -> List[str]:
-    from job_chain.cli.render import human_duration
+    from job_chain.cli.render import Styled, human_duration
 
     points = [s for s in status.steps if s.index in set(group["steps"])]
     starts = [p.started for p in points if p.started]
@@ -127,7 +125,7 @@ def _group_row(status: RunStatus, group: Dict[str, Any], with_reason: bool, with
     span = (max(ends) - min(starts)).total_seconds() if starts and ends and len(ends) == len(points) else None
     first = _local(min(starts)) if starts else None
     row = [f"{points[0].index}-{points[-1].index}", f"{group['name']} ×{group['points']}",
-           f"[bold]{counts_text(group['counts'])}[/bold]", "-", "-", "-",
+           Styled(counts_text(group["counts"]), "bold"), "-", "-", "-",
            first.strftime("%H:%M:%S") if first else "-", human_duration(span)]
     if status.graph:
         row.insert(2, needs(status, points[0]))
@@ -295,7 +293,7 @@ def run_entry(session: Any, run: Any) -> Dict[str, Any]:
 RUNS_COLUMNS = ["RUN", "STARTED", "OUTCOME", "FAILED / CURRENT", "GPU-H", "WHERE", "NOTE"]
 
 
-def runs_rows(entries: Sequence[Dict[str, Any]]) -> List[List[str]]:
+def runs_rows(entries: Sequence[Dict[str, Any]]) -> List[List[Any]]:
     from job_chain.chain.gpu import hours_text
     from job_chain.cli.render import styled_status
 

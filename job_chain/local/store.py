@@ -16,6 +16,7 @@ import uuid
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from job_chain.aihc.spec import PRIORITIES
+from job_chain.local.schema import migrate
 
 # Scheduled: given its place (capacity counts it), its pods being created (``--schedule-delay``)
 PENDING, SCHEDULED, RUNNING, STOPPING = "Pending", "Scheduled", "Running", "Stopping"
@@ -24,72 +25,10 @@ TERMINAL = frozenset({SUCCEEDED, FAILED, STOPPED})
 ACTIVE = (SCHEDULED, RUNNING, STOPPING)  # jobs that hold their queue's and pool's capacity
 PRIORITY_RANK = {p: rank for rank, p in enumerate(PRIORITIES)}  # high first
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS jobs (
-    id TEXT PRIMARY KEY,
-    seq INTEGER NOT NULL,
-    pool TEXT NOT NULL,
-    name TEXT NOT NULL,
-    spec TEXT NOT NULL,
-    status TEXT NOT NULL,
-    priority TEXT NOT NULL,
-    queue TEXT NOT NULL,
-    created_at REAL NOT NULL,
-    started_at REAL,
-    finished_at REAL,
-    client_token TEXT,
-    master_port INTEGER,
-    UNIQUE (pool, client_token)
-);
-CREATE INDEX IF NOT EXISTS jobs_pool ON jobs (pool, created_at);
-CREATE INDEX IF NOT EXISTS jobs_status ON jobs (status);
-CREATE TABLE IF NOT EXISTS pods (
-    job_id TEXT NOT NULL,
-    name TEXT NOT NULL,
-    replica_type TEXT NOT NULL,
-    rank INTEGER NOT NULL,
-    status TEXT NOT NULL,
-    pid INTEGER,
-    create_time REAL,
-    exit_code INTEGER,
-    started_at REAL,
-    finished_at REAL,
-    env TEXT NOT NULL DEFAULT '[]',
-    PRIMARY KEY (job_id, name)
-);
-CREATE TABLE IF NOT EXISTS events (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    job_id TEXT NOT NULL,
-    pod TEXT,
-    reason TEXT NOT NULL,
-    message TEXT NOT NULL,
-    type TEXT NOT NULL,
-    ts REAL NOT NULL
-);
-CREATE INDEX IF NOT EXISTS events_job ON events (job_id, pod);
-CREATE TABLE IF NOT EXISTS metrics (
-    job_id TEXT NOT NULL,
-    pod TEXT NOT NULL,
-    ts REAL NOT NULL,
-    cpu_percent REAL, memory_percent REAL, cpu_time REAL, memory_bytes REAL,
-    read_rate REAL, write_rate REAL
-);
-CREATE INDEX IF NOT EXISTS metrics_job ON metrics (job_id, pod, ts);
-CREATE TABLE IF NOT EXISTS log_index (
-    job_id TEXT NOT NULL, pod TEXT NOT NULL, ts REAL NOT NULL, pos INTEGER NOT NULL
-);
-CREATE INDEX IF NOT EXISTS log_index_pod ON log_index (job_id, pod, ts);
-CREATE TABLE IF NOT EXISTS tokens (
-    token TEXT PRIMARY KEY, job_id TEXT NOT NULL, pod TEXT NOT NULL, expires REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS pools (
-    id TEXT PRIMARY KEY, capacity INTEGER, created_at REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS queues (
-    pool TEXT NOT NULL, name TEXT NOT NULL, capacity INTEGER, created_at REAL NOT NULL,
-    PRIMARY KEY (pool, name)
-);
-"""
+
+# What a listing shows (Backend.job_view); its orders come straight from the jobs_pool_* indexes.
+LIST_COLUMNS = ("id, seq, pool, name, spec, status, priority, queue, created_at, scheduled_at, started_at, "
+                "finished_at, restarts")
 
 METRIC_COLUMNS = {
     "CpuUsage": "cpu_percent",
@@ -129,14 +68,7 @@ class Store:
         self._db.row_factory = sqlite3.Row
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.executescript(SCHEMA)
-        # columns added since the first release: the body's hash (idempotency), the API version
-        # that created the job, when it was scheduled, fault-tolerance restarts (job and pods)
-        for table, column, kind in (("jobs", "body_hash", "TEXT"), ("jobs", "api", "TEXT"),
-                                    ("jobs", "scheduled_at", "REAL"), ("jobs", "restarts", "INTEGER"),
-                                    ("pods", "restart_count", "INTEGER")):
-            if column not in {r[1] for r in self._db.execute(f"PRAGMA table_info({table})").fetchall()}:
-                self._db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
+        migrate(self._db)
 
     def close(self) -> None:
         with self._lock:
@@ -197,7 +129,8 @@ class Store:
         self, pool: str, queue: Optional[str], order_by: str, descending: bool,
         offset: int, limit: int, status: Optional[str] = None, name: Optional[str] = None,
     ) -> Tuple[int, List[Dict[str, Any]]]:
-        """One page of a pool's jobs; ``name`` matches a part of the name (v2's keyword)."""
+        """One page of a pool's jobs in an index's order, never a sort of the pool (NULL finished_at
+        sorts lowest, as the 0 it once counted as); ``name`` matches a part of the name (v2's keyword)."""
         column = "finished_at" if order_by == "finishedAt" else "created_at"
         where, args = "pool=?", [pool]
         if queue:
@@ -212,7 +145,7 @@ class Store:
         direction = "DESC" if descending else "ASC"
         total = self._rows(f"SELECT COUNT(*) AS n FROM jobs WHERE {where}", args)[0]["n"]
         rows = self._rows(
-            f"SELECT * FROM jobs WHERE {where} ORDER BY COALESCE({column}, 0) {direction},"
+            f"SELECT {LIST_COLUMNS} FROM jobs WHERE {where} ORDER BY {column} {direction},"
             f" seq {direction} LIMIT ? OFFSET ?", args + [limit, offset],
         )
         return total, [_job(r) for r in rows]
