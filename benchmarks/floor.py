@@ -87,8 +87,7 @@ def fan_in(server: harness.BenchServer, work: Path, width: int, pool: str = harn
         gate(run_id, after)
         (work / "go").touch()
     jobs = wait_run(server, run_id, width + 2, after)
-    return {"run_id": run_id, "path": path, "join_s": join_after(
-        server, jobs, [str(i + 1) for i in range(width)], str(width + 1))}
+    return {"run_id": run_id, "path": path, "join_s": join_after(server, jobs, names, "join")}
 
 
 def fan_out(server: harness.BenchServer, work: Path, width: int) -> Dict[str, float]:
@@ -97,11 +96,11 @@ def fan_out(server: harness.BenchServer, work: Path, width: int) -> Dict[str, fl
                      + [{"name": "merge", "needs": names}])
     after = harness.last_rowid(server)
     jobs = wait_run(server, start(server, path), width + 2, after, stall_timeout=180)
-    split_end = end_of(server, jobs["0"])
-    branches = [jobs[str(i + 1)] for i in range(width)]
+    split_end = end_of(server, jobs["split"])
+    branches = [jobs[n] for n in names]
     return {"created": max(j["created_at"] for j in branches) - split_end,
             "running": max(j["pod_started"] for j in branches) - split_end,
-            "merge": join_after(server, jobs, [str(i + 1) for i in range(width)], str(width + 1))}
+            "merge": join_after(server, jobs, names, "merge")}
 
 
 def core(server: harness.BenchServer, args: Any) -> Samples:

@@ -64,6 +64,7 @@ class Executor(Adoption, Lifecycle):
         self.stop_grace = stop_grace
         self.schedule_delay = schedule_delay  # seconds a job stays Scheduled before its pods start
         self._cond = threading.Condition()
+        self._woken = False  # set by wake(); the scheduler clears it before each pass
         self._exit_lock = threading.Lock()
         self._closing = False
         self._live: Dict[Tuple[str, str], LivePod] = {}
@@ -82,7 +83,9 @@ class Executor(Adoption, Lifecycle):
             self._cond.notify_all()
 
     def wake(self) -> None:
+        """Ask for a scheduling pass; returns at once, even while a pass is launching pods."""
         with self._cond:
+            self._woken = True
             self._cond.notify_all()
 
     def live_pods(self) -> List[LivePod]:
@@ -91,13 +94,19 @@ class Executor(Adoption, Lifecycle):
 
     # -- scheduling ------------------------------------------------------------------------
     def _schedule_loop(self) -> None:
-        with self._cond:
-            while not self._closing:
-                try:
-                    self._start_ready()
-                except Exception:  # never let one bad job kill the scheduler
-                    log.exception("scheduler error")
-                self._cond.wait()
+        """One pass per wake-up. The condition is held only to take the wake-up, never while
+        launching, so a create (or a pod's exit) is not queued behind a pass's process spawns."""
+        while True:
+            try:
+                self._start_ready()
+            except Exception:  # never let one bad job kill the scheduler
+                log.exception("scheduler error")
+            with self._cond:
+                while not self._woken and not self._closing:
+                    self._cond.wait()
+                if self._closing:
+                    return
+                self._woken = False
 
     def _start_ready(self) -> None:
         while not self._closing:
