@@ -149,6 +149,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             cache.unlink()  # the first look at a run nobody followed walks every job once
         status_cold = harness.timed_runs([*harness.JOB_CHAIN, "status", str(chain_file)], 1, warmup=0,
                                          env=server.cli_env())[0]
+        frozen = [f.stat().st_size for f in chain_file.parent.glob("chain_info.json.runs/*/revision-*.json")]
         status_s = harness.summary(harness.timed_runs(
             [*harness.JOB_CHAIN, "status", str(server.work / "chain" / "chain_info.json")], 7,
             env=server.cli_env()))
@@ -170,6 +171,8 @@ def main(argv: Optional[List[str]] = None) -> int:
                ms(status_s["median"]), status_s["median"] <= TARGET_STATUS, status_s["median"]),
         Figure("job-chain status on it, first look (no cached attempts)", "(reported)", ms(status_cold), None,
                status_cold),
+        Figure(f"frozen copy of the {steps}-step run (revision-1.json, scripts included)", "(reported)",
+               f"{sum(frozen):,} B ({sum(frozen) / steps:.0f} B a step)", None, float(sum(frozen))),
         Figure("--inline tail bytes at step 0", "(reported: grows)",
                " / ".join(str(r["inline_first_tail"]) for r in sizes), None, float(sizes[-1]["inline_first_tail"])),
     ]
@@ -183,7 +186,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     pngs = plot(per_hop, window, sizes, Path(args.results_dir))
     harness.report("scale", args, figures, {
         "first_window": first, "last_window": last, "drift": drift, "all_hops": harness.summary(hop_values),
-        "chain_wall_s": chain_wall, "status_s": status_s, "status_cold_s": status_cold, "command_sizes": sizes,
+        "chain_wall_s": chain_wall, "status_s": status_s, "status_cold_s": status_cold, "frozen_bytes": sum(frozen),
+        "command_sizes": sizes,
         "load_chain": loads,
         "hops": per_hop, "plots": pngs,
     }, started, {"steps": steps, "window": window, "lengths": lengths})
