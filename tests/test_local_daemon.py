@@ -335,7 +335,8 @@ def test_server_environment_is_a_short_list_of_basics() -> None:
 
 def test_a_read_only_command_says_the_local_server_is_stopped_instead_of_starting_it(
         tmp_path: Path, state: Path) -> None:
-    """Issue 18 item 16: status/runs/logs after `local stop` say so; run and resume start it again."""
+    """Issue 18 item 16: status/runs/logs, and the read-only `jobs`/`pools` commands, after `local stop`
+    say so; run and resume start it again."""
     env = {"JOB_CHAIN_LOCAL_DIR": str(state)}
     chain = make_chain(tmp_path, [{"script": "echo done"}], "pool-local")
     server = SimpleNamespace(credentials_file=str(state / "credentials.json"))
@@ -343,7 +344,8 @@ def test_a_read_only_command_says_the_local_server_is_stopped_instead_of_startin
     done = cli("run", str(chain), "--local", "--follow", server=server, **env)
     assert done.returncode == 0, done.stdout + done.stderr
     assert local("stop", env=clean_env(**env)).stdout.strip() == "stopped"
-    for args in (["status", str(chain)], ["logs", str(chain)], ["status", str(chain), "--local"]):
+    for args in (["status", str(chain)], ["logs", str(chain)], ["status", str(chain), "--local"],
+                 ["jobs", "list", "--local", "--pool", "pool-local"], ["pools", "--local"]):
         refused = cli(*args, server=server, **env)
         assert refused.returncode == 1, refused.stdout
         assert "the local server is stopped" in refused.stderr

@@ -43,7 +43,7 @@ def _first_pod(client: Any, pool: str, job_id: str, pod: Optional[str]) -> str:
 @click.option("--status", default=None, help="Only jobs with this status, e.g. Running.")
 @click.option("--name", default=None, help="Only jobs whose name contains this.")
 @JSON_FLAG
-@with_client
+@with_client(read_only=True)
 def list_cmd(client: Any, pool: Optional[str], queue: Optional[str], order_by: Optional[str],
              order: Optional[str], page_no: Optional[int], page_size: Optional[int],
              status: Optional[str], name: Optional[str], as_json: bool) -> None:
@@ -73,7 +73,7 @@ def list_cmd(client: Any, pool: Optional[str], queue: Optional[str], order_by: O
 @click.argument("job_id")
 @pool_option
 @JSON_FLAG
-@with_client
+@with_client(read_only=True)
 def get_cmd(client: Any, job_id: str, pool: Optional[str], as_json: bool) -> None:
     """Show one job and its pods."""
     from job_chain.cli.render import age, print_table, styled_status
@@ -179,7 +179,7 @@ def set_priority_cmd(client: Any, job_id: str, priority: str, pool: Optional[str
 @click.option("--end", "end_time", default=None, help="End time (default: now).")
 @pool_option
 @JSON_FLAG
-@with_client
+@with_client(read_only=True)
 def events_cmd(client: Any, job_id: str, start_time: Optional[str], end_time: Optional[str],
                pool: Optional[str], as_json: bool) -> None:
     """Show a job's system events."""
@@ -197,7 +197,7 @@ def events_cmd(client: Any, job_id: str, start_time: Optional[str], end_time: Op
 @click.option("--pod", default=None, help="Pod name (default: the job's first pod).")
 @pool_option
 @JSON_FLAG
-@with_client
+@with_client(read_only=True)
 def pod_events_cmd(client: Any, job_id: str, pod: Optional[str], pool: Optional[str], as_json: bool) -> None:
     """Show one pod's system events."""
     from job_chain.aihc.client import naming_pods
@@ -220,7 +220,7 @@ def pod_events_cmd(client: Any, job_id: str, pod: Optional[str], pool: Optional[
 @click.option("--tail", type=click.IntRange(min=0), default=None, help="Only the last N lines.")
 @pool_option
 @JSON_FLAG
-@with_client
+@with_client(read_only=True)
 def logs_cmd(client: Any, job_id: str, pod: Optional[str], follow: bool, tail: Optional[int],
              pool: Optional[str], as_json: bool) -> None:
     """Print a pod's log."""
@@ -245,7 +245,7 @@ def logs_cmd(client: Any, job_id: str, pod: Optional[str], follow: bool, tail: O
 @click.option("--step", "time_step", type=int, default=None, help="Seconds between points.")
 @pool_option
 @JSON_FLAG
-@with_client
+@with_client(read_only=True)
 def metrics_cmd(client: Any, job_id: str, metric_type: str, start_time: Optional[int],
                 end_time: Optional[int], time_step: Optional[int], pool: Optional[str], as_json: bool) -> None:
     """Show a job's monitoring series per pod."""
@@ -273,7 +273,7 @@ def metrics_cmd(client: Any, job_id: str, metric_type: str, start_time: Optional
 @click.argument("job_id")
 @pool_option
 @JSON_FLAG
-@with_client
+@with_client(read_only=True)
 def nodes_cmd(client: Any, job_id: str, pool: Optional[str], as_json: bool) -> None:
     """Show the nodes a job runs on."""
     result = client.job_nodes(resolve_pool(pool), job_id)

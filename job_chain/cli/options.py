@@ -48,8 +48,15 @@ def resolve_pool(pool: Optional[str], chain_pool: Optional[str] = None) -> str:
     return value
 
 
-def with_client(func: Callable[..., Any]) -> Callable[..., Any]:
-    """Decorator: consume the api options and pass ``client=`` to the command."""
+def with_client(func: Optional[Callable[..., Any]] = None, *,
+                read_only: bool = False) -> Callable[..., Any]:
+    """Decorator: consume the api options and pass ``client=`` to the command.
+
+    ``@with_client(read_only=True)``: a command that only looks; with ``--local`` it never starts a
+    stopped local server behind the user's back (it says the server is stopped and how to start it).
+    """
+    if func is None:
+        return functools.partial(with_client, read_only=read_only)
 
     @api_options
     @click.option("--chain", "chain_file", default=None, metavar="CHAIN.json",
@@ -67,7 +74,7 @@ def with_client(func: Callable[..., Any]) -> Callable[..., Any]:
 
         client = connect(host=host, ak=ak, sk=sk, credentials_file=credentials_file, local=use_local,
                          api_config=api_config, api_config_origin=f"{chain_file} api_config",
-                         api_version=api_version)
+                         api_version=api_version, start_local=not read_only)
         return func(client=client, **kwargs)
 
     return wrapper

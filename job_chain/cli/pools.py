@@ -31,7 +31,7 @@ def _shown(value: Any) -> str:
 
 @click.command()
 @JSON_FLAG
-@with_client
+@with_client(read_only=True)
 def pools(client: Any, as_json: bool) -> None:
     """List the resource pools (v1 /api/v1/resourcepools or v2 DescribeResourcePools)."""
     from job_chain.aihc.pools import pool_row
@@ -52,7 +52,7 @@ def pools(client: Any, as_json: bool) -> None:
 @click.command()
 @pool_option
 @JSON_FLAG
-@with_client
+@with_client(read_only=True)
 def queues(client: Any, pool: Optional[str], as_json: bool) -> None:
     """List the queues of a resource pool (v1 .../queue or v2 DescribeQueues)."""
     from job_chain.aihc.pools import queue_row
