@@ -139,3 +139,29 @@ def test_read_tail_reads_the_end_from_a_whole_line(tmp_path: Path) -> None:
     text = read_tail(str(log))
     assert len(text.encode()) <= TAIL_BYTES and text.startswith("filler line\n") and text.endswith("the last line\n")
     assert read_tail(str(log), 20) == "the last line\n"
+
+
+def test_diagnose_tries_a_chains_failure_rules_first(tmp_path: Path) -> None:
+    log = tmp_path / "master.log"
+    log.write_text("step 900 loss 2.1\nRuntimeError: loss spike above 50, stopping\n")
+    rule = {"match": "loss spike above \\d+", "class": "spike", "explanation": "Lower the learning rate."}
+    chain = tmp_path / "chain.json"
+    chain.write_text(json.dumps({"resourcePoolId": "pool-x", "jobs": [
+        {"name": "train", "jobSpec": {"command": "true", "image": "python:3.11", "replicas": 1},
+         "jobChain": {"failureRules": [rule]}},
+        {"name": "eval", "jobSpec": {"command": "true", "image": "python:3.11", "replicas": 1}}]}))
+    plain = CliRunner().invoke(job_chain_cli, ["diagnose", str(log), "--json"])
+    assert plain.exit_code == 0 and json.loads(plain.output)["class"] == "user"  # a RuntimeError, no rule
+    ruled = CliRunner().invoke(job_chain_cli, ["diagnose", str(log), "--chain", str(chain), "--step", "train",
+                                               "--json"])
+    assert ruled.exit_code == 0, ruled.output
+    assert json.loads(ruled.output)["class"] == "spike"
+    assert json.loads(ruled.output)["explanation"] == "Lower the learning rate."
+    other = CliRunner().invoke(job_chain_cli, ["diagnose", str(log), "--chain", str(chain), "--step", "eval", "--json"])
+    assert json.loads(other.output)["class"] == "user"
+    ambiguous = CliRunner().invoke(job_chain_cli, ["diagnose", str(log), "--chain", str(chain)])
+    assert ambiguous.exit_code == 2 and "different failureRules: pass --step NAME" in ambiguous.output
+    missing = CliRunner().invoke(job_chain_cli, ["diagnose", str(log), "--chain", str(chain), "--step", "nope"])
+    assert missing.exit_code == 2 and "no step named 'nope' (steps: train, eval)" in missing.output
+    alone = CliRunner().invoke(job_chain_cli, ["diagnose", str(log), "--step", "train"])
+    assert alone.exit_code == 2 and "pass --chain CHAIN.json too" in alone.output
