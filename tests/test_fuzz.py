@@ -27,7 +27,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from job_chain.aiak import tables
-from job_chain.aiak.generator import OPTIONAL, REQUIRED, SCRIPT_NAMES, generate_chain, parse_spec, step_scripts
+from job_chain.aiak.description import EVAL_KEYS, PRETRAIN_SFT_KEYS
+from job_chain.aiak.generator import (
+    EVAL_SCRIPT_NAMES,
+    OPTIONAL,
+    REQUIRED,
+    SCRIPT_NAMES,
+    generate_chain,
+    parse_spec,
+    step_scripts,
+)
 from job_chain.aihc.names import JOB_NAME_RE, MAX_JOB_NAME, job_name_problem
 from job_chain.chain.loader import ChainFileError, check_chain_data, load_chain
 from job_chain.cli import cli
@@ -438,7 +447,7 @@ GOOD: Dict[str, List[Any]] = {  # good values, from the real tables
     "MODEL_NAME": MODELS,
     "REPLICAS": ["1", 1, "2", 8, " 4 "],
     "VERSION": ["v1", "luyc-v4", "A.b_c-1", "9", "x" * 60, "v.1"],
-    "TRAINING_PHASE": ["pretrain", "sft", "SFT", " pretrain "],
+    "TRAINING_PHASE": ["pretrain", "sft", "SFT", " pretrain ", "pretrain+sft"],
     "TP": ["", "1", 2, "8"],
     "PP": ["", "1", 1, "4"],
     "DATASET_NAME": DATASETS + ["my_corpus"],
@@ -461,6 +470,14 @@ GOOD: Dict[str, List[Any]] = {  # good values, from the real tables
     "RESOURCES": [{"convert": [{"name": "cpu", "quantity": 8}]}, {}],
 }
 assert set(GOOD) == set(REQUIRED) | set(OPTIONAL)
+EXTRA: Dict[str, List[Any]] = {  # keys of pretrain+sft or of EVAL only (good values; wild ones come from json_values)
+    "SFT_DATASET_NAME": DATASETS[:3],
+    "SFT_TRAIN_SCRIPT": ["/workspace/sft.sh"],
+    "EVAL": [["ceval"], ["ceval", "MMLU", "gsm8k"], [f"b{i}" for i in range(16)]],
+    "EVAL_COMMAND": ["python eval.py --task $EVAL_BENCHMARK"],
+    "EVAL_PARALLEL": [1, "2", 16],
+}
+assert set(EXTRA) == set(PRETRAIN_SFT_KEYS) | {"EVAL"} | set(EVAL_KEYS)
 
 
 @st.composite
@@ -478,6 +495,15 @@ def aiak_specs(draw: st.DrawFn) -> Dict[str, Any]:
         spec["TP"], spec["PP"] = rnd.choice([("", ""), ("1", "1"), (2, "4"), ("8", 1)])
         if spec["DATASET_NAME"] == "my_corpus" and rnd.random() < 0.7:
             spec["DATASET_URL"] = rnd.choice(GOOD["DATASET_URL"])
+    extra = []
+    if rnd.random() < 0.3:  # EVAL, now and then with its own keys
+        extra += ["EVAL"] + [key for key in sorted(EVAL_KEYS) if rnd.random() < 0.4]
+    if spec.get("TRAINING_PHASE") == "pretrain+sft" and rnd.random() < 0.8:
+        extra += ["SFT_DATASET_NAME"] + (["SFT_TRAIN_SCRIPT"] if rnd.random() < 0.3 else [])
+    if bad_rate and rnd.random() < 0.2:  # a key of another phase, or EVAL's without EVAL
+        extra.append(rnd.choice(sorted(EXTRA)))
+    for key in extra:
+        spec[key] = draw(json_values) if rnd.random() < bad_rate else rnd.choice(EXTRA[key])
     if bad_rate and rnd.random() < 0.1:
         spec[draw(keys)] = draw(json_values)
     return spec
@@ -510,25 +536,34 @@ def check_aiak_error(error: UsageError) -> None:
     assert "Traceback" not in message
 
 
-def check_generated(chain: Dict[str, Any], validation_dir: Path) -> None:
-    """Three jobs with valid, distinct names, and the chain passes the loader's validation."""
-    assert len(chain["jobs"]) == 3
+TRAINING = [SCRIPT_NAMES["convert"], SCRIPT_NAMES["preprocess"], SCRIPT_NAMES["train"]]
+WITH_SFT = TRAINING + [SCRIPT_NAMES["preprocess"], SCRIPT_NAMES["train"]]
+EVALUATION = [EVAL_SCRIPT_NAMES["eval"], EVAL_SCRIPT_NAMES["report"]]
+
+
+def check_generated(chain: Dict[str, Any], validation_dir: Path) -> List[str]:
+    """Jobs with valid, distinct names in one of the shapes aiak-gen writes (pretrain or sft,
+    pretrain+sft, each with or without EVAL's matrix and report), and the chain passes the
+    loader's validation; the script files its jobs name."""
     names = [job["name"] for job in chain["jobs"]]
     for name in names:
         assert re.match(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", name) and JOB_NAME_RE.match(name), name
         assert len(name) <= MAX_JOB_NAME
-    assert len(set(names)) == 3
-    assert [job["jobSpec"]["command"] for job in chain["jobs"]] == list(SCRIPT_NAMES.values())
+    assert len(set(names)) == len(names)
+    commands = [job["jobSpec"]["command"] for job in chain["jobs"]]
+    assert commands in (TRAINING, WITH_SFT, TRAINING + EVALUATION, WITH_SFT + EVALUATION), commands
     json.dumps(chain, allow_nan=False)
     loaded = check_chain_data(copy.deepcopy(chain), str(validation_dir / "chain_info.json"), local=True)
-    assert len(loaded.steps) == 3
+    points = len(chain["jobs"][-2]["jobChain"]["matrix"]["benchmark"]) if commands[-1] == EVALUATION[-1] else 1
+    assert len(loaded.steps) == len(commands) - 1 + points
+    return sorted(set(commands))
 
 
 @pytest.fixture(scope="module")
 def validation_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The step scripts, so a generated chain can be validated as if written beside them."""
     directory = tmp_path_factory.mktemp("fuzz-aiak-validate")
-    for name, text in step_scripts().items():
+    for name, text in step_scripts(with_eval=True).items():
         (directory / name).write_text(text)
     return directory
 
@@ -547,8 +582,7 @@ def test_aiak_library(validation_dir: Path, spec: Dict[str, Any], template: Any,
     except UsageError as exc:
         check_aiak_error(exc)
         return
-    assert set(scripts) == set(SCRIPT_NAMES.values())
-    check_generated(chain, validation_dir)
+    assert sorted(scripts) == check_generated(chain, validation_dir)
 
 
 def snapshot(directory: Path) -> Dict[str, bytes]:
@@ -581,10 +615,9 @@ def test_aiak_gen_cli(tmp_path_factory: pytest.TempPathFactory, validation_dir: 
             assert snapshot(work) == before
             check_generated(json.loads(result.stdout), validation_dir)
             return
-        assert set(snapshot(work)) == set(before) | {"chain_info.json", *SCRIPT_NAMES.values()}
-        chain = load_chain(str(chain_file), local=True)  # the scripts were written beside it
-        assert len(chain.steps) == 3
-        check_generated(json.loads(chain_file.read_text()), validation_dir)
+        written = check_generated(json.loads(chain_file.read_text()), validation_dir)
+        assert set(snapshot(work)) == set(before) | {"chain_info.json", *written}
+        load_chain(str(chain_file), local=True)  # the scripts were written beside it
     finally:
         shutil.rmtree(work)
 
