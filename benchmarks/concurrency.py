@@ -39,7 +39,7 @@ def audit(jobs: List[Dict[str, Any]], run_ids: List[str], steps: int) -> Dict[st
         if run is None or step is None:
             unlabelled.append(job.get("jobId"))
             continue
-        per_key[(run, int(step))] += 1
+        per_key[(run, int(step.rsplit("-", 1)[-1]))] += 1  # labelled by name ("c01-step-4"): its place
         if job.get("status") != "Succeeded":
             not_succeeded.append({"jobId": job.get("jobId"), "status": job.get("status"), "run": run, "step": step})
     wanted = {(run, step) for run in run_ids for step in range(steps)}

@@ -231,7 +231,7 @@ def busy(server: harness.BenchServer, args: Any) -> Samples:
     def wait_first_running(run_id: str, after: int, crowd: int, r: int) -> None:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
-            first = dag.steps_of(server, run_id, after).get("0")
+            first = dag.steps_of(server, run_id, after).get("a")
             if first and first["pod_started"]:
                 if crowd:
                     out.add("fill", r, others.add(server, POOLS["busy"], crowd, prefix=f"busy-{r}"))

@@ -52,7 +52,8 @@ def command_sizes(lengths: List[int]) -> List[Dict[str, Any]]:
         row: Dict[str, Any] = {"steps": length}
         for mode in ("job", "inline"):
             for where, index in (("first", 0), ("last", length - 1)):
-                body = build_request(chain, index, RUN_ID, 1, mode=mode, host=chain.api_config.get("host"))
+                body = build_request(chain, chain.steps[index].name, RUN_ID, 1, mode=mode,
+                                     host=chain.api_config.get("host"))
                 row[f"{mode}_{where}_tail"] = tail_size(body["jobSpec"]["command"], chain.steps[index].script)
                 row[f"{mode}_{where}_request"] = len(json.dumps(body).encode("utf-8"))
         rows.append(row)
