@@ -188,13 +188,14 @@ class ChainSession(PlacesMixin, PlanMixin, ResumeMixin, StopMixin, WatchMixin, L
         walked = False
         while True:
             client: Optional[JobsAPI] = None
+            submissions = self.records.submissions(run.run_id)
             if self.records.start_refused(run.run_id):
                 attempts: List[Any] = []  # it never started: nothing to ask the API (which may be why)
                 endpoint = run.endpoint
             else:
-                attempts, endpoint = run_attempts(self.records, lambda: self.client_for(run), chain, run, walk=walked)
+                attempts, endpoint = run_attempts(self.records, lambda: self.client_for(run), chain, run,
+                                                  submissions, walk=walked)
                 client = self.client_for(run)
-            submissions = self.records.submissions(run.run_id)
             facts = self.records.facts(run.run_id, keys=_fact_keys(chain, attempts), submissions=submissions)
             self._more_facts(run, chain, facts)
             if client is not None:  # why each failed attempt failed: from the record, else its logs (once)

@@ -75,6 +75,11 @@ def surrogate_problem(text: str) -> Optional[str]:
 
 def surrogate_problems(value: Any, where: str = "") -> List[Problem]:
     """One problem per string (value or key) anywhere in ``value`` holding a lone surrogate."""
+    try:  # the common case, at C speed: UTF-8 has no lone surrogates, so the encode fails on one
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+        return []
+    except (UnicodeEncodeError, TypeError, ValueError, RecursionError):
+        pass  # find each one, with its path
     problems: List[Problem] = []
     stack = [(where, value)]
     while stack:

@@ -271,16 +271,28 @@ def _check_references(c: _Checker, steps: List[Step], matrices: Dict[int, Dict[s
     kinds = {s.name: ("matrix", len(points_of(matrices[s.index]))) if s.index in matrices else
              ("handler" if s.is_handler else "step", 1) for s in steps}
     for step in steps:
-        ancestors: set = set()
-        todo = list(step.depends_on)
-        while todo:
-            parent = by_index[todo.pop()]
-            if parent.name not in ancestors:
-                ancestors.add(parent.name)
-                todo.extend(parent.depends_on)
         check_step_refs(step.body, f"jobs[{step.index}]", script_file=step.script_origin != "inline",
                         script=step.script, name=step.name, params=params, matrix=matrices.get(step.index),
-                        ancestors=ancestors, steps=kinds, problems=c.problems, warnings=c.warnings)
+                        ancestors=_Ancestors(step, by_index), steps=kinds, problems=c.problems, warnings=c.warnings)
+
+
+class _Ancestors:
+    """The names of the jobs ``step`` waits for, directly or not, walked on first use: only a step
+    that names another's outputs asks, so a long linear chain is not checked in quadratic time."""
+
+    def __init__(self, step: Step, by_index: Dict[int, Step]) -> None:
+        self._step, self._by_index = step, by_index
+        self._names: Optional[set] = None
+
+    def __contains__(self, name: object) -> bool:
+        if self._names is None:
+            self._names, todo = set(), list(self._step.depends_on)
+            while todo:
+                parent = self._by_index[todo.pop()]
+                if parent.name not in self._names:
+                    self._names.add(parent.name)
+                    todo.extend(parent.depends_on)
+        return name in self._names
 
 
 def path_under(path: str, mount: str) -> bool:

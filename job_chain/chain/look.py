@@ -63,11 +63,13 @@ def must_walk(records: RunRecords, run_id: str, mode: str, ids: Set[str]) -> boo
 
 
 def run_attempts(records: RunRecords, client_for: Callable[[], Any], chain: Chain, run: Any,
-                 walk: bool = False) -> Tuple[List[Attempt], str]:
-    """(every attempt of the run, the endpoint asked), caching finished attempts in the record."""
+                 entries: List[Dict[str, Any]], walk: bool = False) -> Tuple[List[Attempt], str]:
+    """(every attempt of the run, the endpoint asked), caching finished attempts in the record.
+
+    ``entries``: the run's recorded submissions (:meth:`RunRecords.submissions`, read once by the
+    caller); an attempt only the pool told of is recorded and appended to them."""
     from job_chain.chain.observe import by_id, observe
 
-    entries = records.submissions(run.run_id)
     ids = {str(e["jobId"]) for e in entries}
     never_started = records.start_failure(run.run_id) is not None and not entries
     cache, final = cached_attempts(records, run.run_id)
@@ -89,6 +91,9 @@ def run_attempts(records: RunRecords, client_for: Callable[[], Any], chain: Chai
     for item in attempts:  # the record learns what only the pool told
         if (item.step, item.attempt) not in recorded:
             records.record_submission(run.run_id, item.step, item.attempt, item.job_id, "")
+            learned = records.submission(run.run_id, item.step, item.attempt)
+            if learned is not None:
+                entries.append({**learned, "step": item.step, "attempt": item.attempt})
     return attempts, run.endpoint or getattr(client, "endpoint", "")
 
 

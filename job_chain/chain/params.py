@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Set, Tuple
+from typing import Any, Callable, Container, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
 
 from job_chain.errors import JobChainError, UsageError
 from job_chain.jsonfile import describe, json_type
@@ -204,7 +204,7 @@ def substitute(body: Any, value_of: Callable[[Ref], str], *, script_file: bool, 
 
 
 def check_step_refs(body: Dict[str, Any], where: str, *, script_file: bool, script: Optional[str], name: str,
-                    params: Mapping[str, str], matrix: Optional[Mapping[str, Any]], ancestors: Set[str],
+                    params: Mapping[str, str], matrix: Optional[Mapping[str, Any]], ancestors: Container[str],
                     steps: Mapping[str, Tuple[str, int]], problems: List[str], warnings: List[str]) -> None:
     """Every reference of one job (a matrix step before it is expanded), reported at its JSON path.
 
@@ -229,7 +229,7 @@ def check_step_refs(body: Dict[str, Any], where: str, *, script_file: bool, scri
 
 
 def _ref_problem(ref: Ref, name: str, params: Mapping[str, str], matrix: Optional[Mapping[str, Any]],
-                 ancestors: Set[str], steps: Mapping[str, Tuple[str, int]]) -> Optional[str]:
+                 ancestors: Container[str], steps: Mapping[str, Tuple[str, int]]) -> Optional[str]:
     if ref.kind == "params":
         if ref.name in params:
             return None
