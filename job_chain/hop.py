@@ -95,8 +95,8 @@ def load_run(config_path: Optional[str], run_id: str, snapshot: Optional[Any]) -
     records = RunRecords(config_path)
     run = records.require_run(run_id)
     chain = records.frozen(run_id, run)
-    api_config = {**records.credentials(run_id), **({"version": chain.api_config["version"]}
-                                                    if chain is not None and chain.api_config.get("version") else {})}
+    api_config = run_api_config(records, run_id, chain.api_config.get("version") if chain is not None else None,
+                                config_path, file_keys=chain is not None)
     if chain is None:  # a run recorded before runs were frozen: the file as it is now (the old behaviour)
         from job_chain.chain.loader import load_chain
 
@@ -104,9 +104,16 @@ def load_run(config_path: Optional[str], run_id: str, snapshot: Optional[Any]) -
         api_config = chain.api_config
         if run.get("local"):  # a --local run stays local
             chain.config_path = chain.scrips_path = None
-    elif not api_config.get("ak"):  # keys may still be in the file (written after the run started)
-        api_config = {**_file_api_config(config_path), **api_config}
     return chain, records, api_config
+
+
+def run_api_config(records: Any, run_id: str, version: Any, config_path: str, file_keys: bool = True) -> Dict[str, Any]:
+    """Where the run's API is and its keys: the record's copy of the chain file's api_config at start,
+    the frozen chain's API version; the keys from the file if the record has none (``file_keys``)."""
+    api_config = {**records.credentials(run_id), **({"version": version} if version else {})}
+    if file_keys and not api_config.get("ak"):  # keys may still be in the file (written after the run started)
+        api_config = {**_file_api_config(config_path), **api_config}
+    return api_config
 
 
 def _file_api_config(path: str) -> Dict[str, Any]:
@@ -131,6 +138,17 @@ def run_advance(*, config_path: Optional[str], run_id: str, step: str, attempt: 
     ``connection``: the CLI's ``--host/--ak/--sk/--credentials/--local/--api-version`` (none in a job).
     ``outputs_file``: the step's ``$JOB_CHAIN_OUTPUTS`` (read only when the script succeeded).
     """
+    if snapshot is None and config_path and exit_code == 0 and connection is None:
+        from job_chain.chain import lean
+
+        try:  # a step of a plain line: its plan says what to submit (lean.py); None: the full advance decides
+            code = lean.follow(config_path, run_id, step, attempt, outputs_file,
+                               lambda records, version: run_api_config(records, run_id, version, config_path))
+        except Exception as exc:  # noqa: BLE001 - anything unforeseen: the full advance redoes it, idempotently
+            lean.log(f"the planned advance stopped ({exc}); advancing the full way")
+            code = None
+        if code is not None:
+            return code
     from job_chain.chain.advance import advance
 
     chain, records, api_config = load_run(config_path, run_id, snapshot)

@@ -54,11 +54,11 @@ def diamond_record(directory: Path, host: Optional[str] = None, pool: str = "poo
 
 
 def hop(chain: Path, step: str, *, env: Dict[str, str], entry: tuple = ("-m", "job_chain.hop"),
-        importtime: bool = True) -> subprocess.CompletedProcess:
+        importtime: bool = True, run: str = RUN) -> subprocess.CompletedProcess:
     clean = {k: v for k, v in os.environ.items() if k not in ("AIHC_HOST", "AIHC_AK", "AIHC_SK", "AK", "SK",
                                                               "JOB_CHAIN_CREDENTIALS", "AIHC_JOB_ID")}
     command = [sys.executable, *(("-X", "importtime") if importtime else ()), *entry,
-               "--run", RUN, "--step", step, "--attempt", "1", "--exit-code", "0", str(chain)]
+               "--run", run, "--step", step, "--attempt", "1", "--exit-code", "0", str(chain)]
     return subprocess.run(command, capture_output=True, text=True, env={**clean, **env}, timeout=120)
 
 

@@ -3,11 +3,11 @@ errors, a split's branches at once, and what is recorded when it gives up."""
 
 from __future__ import annotations
 
-import sys
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from job_chain.aihc.errors import AIHCError
+from job_chain.chain.lean import log
 from job_chain.chain.model import Step
 from job_chain.chain.submit import submit_step
 from job_chain.errors import JobChainError
@@ -15,11 +15,6 @@ from job_chain.errors import JobChainError
 DEFAULT_DEADLINE = 600.0  # seconds an advance keeps retrying the API before giving up
 EXIT_ADVANCE_FAILED = 75  # EX_TEMPFAIL: the step succeeded, the next one could not be submitted
 SUBMIT_WIDTH = 16  # creates in flight at once when a split starts its branches
-
-
-def log(message: str) -> None:
-    sys.stderr.write(f"job-chain: {message}\n")  # one write: lines from concurrent submits never interleave
-    sys.stderr.flush()
 
 
 def submit_with_deadline(

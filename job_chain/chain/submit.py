@@ -201,4 +201,8 @@ def submit_step(
     job_id, job_name = result.get("jobId", ""), result.get("jobName") or body["name"]
     if records:
         records.record_submission(run_id, name, attempt, job_id, job_name, chain.revision, resume=resume, mode=mode)
+        if mode == "job":  # what its success submits, for its tail's lean advance
+            from job_chain.chain.lean import plan_submitted
+
+            plan_submitted(chain, records, run_id, step, attempt)
     return {"jobId": job_id, "jobName": job_name, "created": "yes"}

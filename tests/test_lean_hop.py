@@ -1,0 +1,201 @@
+"""The lean hop (job_chain/chain/lean.py): a step of a plain line submits the next from its plan.
+
+The plan is made by the code that submits (so its request is exactly the full advance's); the
+tail follows it without loading the chain model, and leaves anything it did not foresee to the
+full advance, which redoes every step idempotently.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any, Dict, List
+
+import pytest
+from chain_helpers import diamond_jobs, recorded_run
+from conftest import LocalServer
+from test_hop import NEVER, NO_HTTP, heavy, hop, imported
+
+from job_chain.chain import lean
+from job_chain.chain.submit import build_request, client_token
+
+# what thawing the frozen chain loads: a planned hop loads none of it
+CHAIN_MODEL = ("job_chain.chain.model", "job_chain.chain.frozen", "job_chain.chain.graph", "job_chain.chain.params",
+               "job_chain.chain.matrix", "job_chain.chain.slots", "job_chain.chain.advance", "job_chain.chain.submit")
+
+
+RUN = "20260101-000000-1ea0"  # each test that runs jobs on the shared server has a run of its own
+
+
+def line(*names: str, **extra: Any) -> List[Dict[str, Any]]:
+    return [{"name": n, "jobSpec": {"command": "true", "image": "local"}, **extra.get(n, {})} for n in names]
+
+
+def plan_file(chain: Path, step: str, attempt: int = 1, run: str = RUN) -> Path:
+    return Path(f"{chain}.runs") / run / f"lean-{step}-attempt-{attempt}.json"
+
+
+# -- plans, in-process -----------------------------------------------------------------------------
+def test_a_plan_is_the_full_advances_request_for_each_step_of_the_line(tmp_path: Path) -> None:
+    chain, _ = recorded_run(tmp_path / "chain_info.json", "pool-x", line("a", "b", "c", "d"))
+    steps = lean.plan(chain, RUN, chain.named("a"))
+    assert [(s["step"], s["next"], s["attempt"]) for s in steps] == [("a", "b", 1), ("b", "c", 1), ("c", "d", 1)]
+    for entry in steps:
+        follower = chain.named(entry["next"])
+        assert entry["token"] == client_token(RUN, follower, 1)
+        assert entry["body"] == build_request(chain, follower.name, RUN, 1, mode="job")
+    assert len(lean.plan(chain, RUN, chain.named("a"), ahead=2)) == 2
+    assert lean.plan(chain, RUN, chain.named("d")) == []  # the last step: the full advance says the chain is done
+
+
+@pytest.mark.parametrize("jobs, first, expected", [
+    (diamond_jobs(), "a", []),  # a split starts two
+    (diamond_jobs(), "b", ["b"]),  # a join: decided from the record
+    (diamond_jobs({"name": "h", "jobSpec": {"command": "true", "image": "local"}, "jobChain": {"runOn": "always"}}),
+     "b", []),  # a handler waits for the run's end: the full advance asks the API where the record cannot say
+    (line("a", "b", "c", b={"jobChain": {"checkpoint": {"dir": "/ckpt"}}}), "a", ["a"]),  # b reads its checkpoint
+    (line("a", "b", "c", b={"jobSpec": {"command": "true", "image": "local", "replicas": 2}}), "a", ["a"]),
+    (line("a", "b", "c", c={"jobSpec": {"command": "echo ${steps.b.outputs.x}", "image": "local"}}), "a",
+     ["a"]),  # c needs b's outputs, known only when b ends
+])
+def test_a_plan_stops_where_the_full_advance_must_look(tmp_path: Path, jobs: List[Dict[str, Any]], first: str,
+                                                       expected: List[str]) -> None:
+    chain, _ = recorded_run(tmp_path / "chain_info.json", "pool-x", jobs)
+    assert [s["step"] for s in lean.plan(chain, RUN, chain.named(first))] == expected
+
+
+# -- following a plan, in a real job's tail ----------------------------------------------------------
+def started_line(directory: Path, server: LocalServer, run: str, *names: str) -> Path:
+    """A job-mode run of a line recorded as its first step submitted, with that step's plan."""
+    chain, records = recorded_run(directory / "chain_info.json", server.pool, line(*names), endpoint=server.url,
+                                  submitted=names[0], run_id=run)
+    lean.plan_submitted(chain, records, run, chain.named(names[0]), 1)
+    return directory / "chain_info.json"
+
+
+def wait_succeeded(server: LocalServer, job_id: str) -> None:
+    end = time.monotonic() + 60
+    while server.client().get_job(server.pool, job_id)["status"] != "Succeeded":
+        assert time.monotonic() < end, f"job {job_id} did not succeed"
+        time.sleep(0.1)
+
+
+def test_a_planned_hop_submits_without_the_chain_model_and_the_line_goes_on(tmp_path: Path,
+                                                                              shared_server: LocalServer) -> None:
+    from job_chain.chain.record import RunRecords
+
+    run = "20260101-000000-1ea1"
+    chain = started_line(tmp_path, shared_server, run, "a", "b", "c")
+    done = hop(chain, "a", env={"JOB_CHAIN_CREDENTIALS": shared_server.credentials_file}, run=run)
+    assert done.returncode == 0, done.stderr
+    assert "job-chain: step b submitted job" in done.stderr and "full way" not in done.stderr
+    modules = imported(done.stderr)
+    assert heavy(modules, NEVER + CHAIN_MODEL) == [], heavy(modules, NEVER + CHAIN_MODEL)
+    assert "baidubce.auth.bce_v1_signer" in modules and "baidubce.http.bce_http_client" in modules
+    records = RunRecords(str(chain))
+    assert records.script_exit(run, "a", 1) == 0 and records.succeeded(run, "a", 1)
+    assert (records.exit_entry(run, "a", 1) or {}).get("ended")
+    b = records.submission(run, "b", 1)
+    assert b is not None and b["mode"] == "job" and b["revision"] == 1
+    passed_on = json.loads(plan_file(chain, "b", run=run).read_text())  # b's tail follows the rest of the plan
+    assert [s["step"] for s in passed_on["steps"]] == ["b"]
+    wait_succeeded(shared_server, b["jobId"])  # b's own tail submits c, and c ends the line
+    c = records.submission(run, "c", 1)
+    assert c is not None
+    wait_succeeded(shared_server, c["jobId"])
+    assert records.succeeded(run, "c", 1)
+
+
+def test_a_second_tail_finds_the_next_step_submitted_and_creates_nothing(tmp_path: Path,
+                                                                          shared_server: LocalServer) -> None:
+    run = "20260101-000000-1ea2"
+    chain = started_line(tmp_path, shared_server, run, "a", "b")
+    env = {"JOB_CHAIN_CREDENTIALS": shared_server.credentials_file}
+    first = hop(chain, "a", env=env, importtime=False, run=run)
+    again = hop(chain, "a", env=env, importtime=False, run=run)
+    assert first.returncode == again.returncode == 0, first.stderr + again.stderr
+    assert "step b submitted job" in first.stderr and "step b was already submitted as job" in again.stderr
+    jobs = [j for j in shared_server.client().list_jobs(shared_server.pool, page_size=100)["jobs"]
+            if {"key": "job-chain/run", "value": run} in (j.get("labels") or []) and j["name"] == "b"]
+    assert len(jobs) == 1
+
+
+@pytest.mark.parametrize("spoil, run", [("revision", "20260101-000000-1ea3"), ("damaged", "20260101-000000-1ea4"),
+                                        ("stopped", "20260101-000000-1ea5")])
+def test_what_the_plan_did_not_foresee_goes_to_the_full_advance(tmp_path: Path, shared_server: LocalServer,
+                                                                spoil: str, run: str) -> None:
+    from job_chain.chain.record import RunRecords
+
+    chain = started_line(tmp_path, shared_server, run, "a", "b")
+    records = RunRecords(str(chain))
+    if spoil == "revision":  # as after a resume that changed the run: the plan is of revision 1
+        frozen = json.loads((Path(f"{chain}.runs") / run / "revision-1.json").read_text())["chain"]
+        records.freeze(run, frozen, revision=2, reason="resumed")
+        records.update_run(run, revision=2)
+    elif spoil == "damaged":
+        plan_file(chain, "a", run=run).write_text("{not json")
+    else:
+        records.mark_stopped(run)
+    done = hop(chain, "a", env={"JOB_CHAIN_CREDENTIALS": shared_server.credentials_file}, run=run)
+    assert done.returncode == 0, done.stderr
+    assert "job_chain.chain.advance" in imported(done.stderr)  # the full advance decided
+    if spoil == "stopped":
+        assert "was stopped by the user; not submitting anything" in done.stderr
+        assert records.submission(run, "b", 1) is None
+    else:
+        assert "step b submitted job" in done.stderr and records.submission(run, "b", 1) is not None
+
+
+def test_a_planned_join_waits_from_the_record_and_the_last_branch_submits_it(tmp_path: Path,
+                                                                               shared_server: LocalServer) -> None:
+    from job_chain.chain.record import RunRecords
+
+    run = "20260101-000000-1ea6"
+    chain, records = recorded_run(tmp_path / "chain_info.json", shared_server.pool, diamond_jobs(),
+                                  endpoint=shared_server.url, submitted="abc", succeeded="a", run_id=run)
+    for branch in "bc":
+        lean.plan_submitted(chain, records, run, chain.named(branch), 1)
+    assert json.loads(plan_file(Path(chain.path), "b", run=run).read_text())["steps"][0]["needs"] == {"c": 1}
+    env = {"JOB_CHAIN_CREDENTIALS": shared_server.credentials_file}
+    first = hop(Path(chain.path), "b", env=env, run=run)  # c is still running: its tail will see b's marker
+    assert first.returncode == 0, first.stderr
+    assert "job-chain: step b succeeded; its dependents also wait for c" in first.stderr
+    assert heavy(imported(first.stderr), NEVER + CHAIN_MODEL + NO_HTTP) == []
+    assert records.submission(run, "d", 1) is None
+    last = hop(Path(chain.path), "c", env=env, run=run)
+    assert last.returncode == 0, last.stderr
+    assert "job-chain: step d submitted job" in last.stderr
+    assert heavy(imported(last.stderr), NEVER + CHAIN_MODEL) == []
+    d = records.submission(run, "d", 1)
+    assert d is not None
+    wait_succeeded(shared_server, d["jobId"])
+
+
+def test_a_failed_branch_leaves_the_join_to_the_full_advance(tmp_path: Path) -> None:
+    chain, records = recorded_run(tmp_path / "chain_info.json", "pool-x", diamond_jobs(), submitted="abc",
+                                  succeeded="a", run_id=RUN)
+    lean.plan_submitted(chain, records, RUN, chain.named("b"), 1)
+    records.record_exit(RUN, "c", 1, 3)
+    assert lean.join_ready(records, RUN, {"c": 1}) is None
+    records.record_exit(RUN, "c", 2, 0)
+    records.record_succeeded(RUN, "c", 2)
+    assert lean.join_ready(records, RUN, {"c": 1}) is True  # its retry succeeded
+    assert lean.join_ready(records, RUN, {"c": 3}) is None  # a later revision's attempts only: none yet
+    records.record_submission(RUN, "c", 3, "job-c3", "c", mode="watch")
+    assert lean.join_ready(records, RUN, {"c": 3}) is None  # its tail does not report here
+    records.record_submission(RUN, "c", 4, "job-c4", "c", mode="job")
+    assert lean.join_ready(records, RUN, {"c": 4}) is False  # it will report, and see b's marker
+
+
+def test_an_api_error_in_a_planned_hop_is_left_to_the_full_advance(tmp_path: Path) -> None:
+    chain, records = recorded_run(tmp_path / "chain_info.json", "pool-x", line("a", "b"), submitted="a", run_id=RUN)
+    lean.plan_submitted(chain, records, RUN, chain.named("a"), 1)
+    # nothing listens on port 9: the planned create fails, the full advance retries, then gives up
+    secret = "sk-never-in-a-log-0123456789"
+    done = hop(chain.path, "a", env={"JOB_CHAIN_ADVANCE_DEADLINE": "0", "AIHC_HOST": "http://127.0.0.1:9",
+                                     "AIHC_AK": "ak-lean", "AIHC_SK": secret}, importtime=False, run=RUN)
+    assert done.returncode == 75, done.stderr
+    assert "the planned advance stopped" in done.stderr and "advancing the full way" in done.stderr
+    assert "could not be submitted" in done.stderr and secret not in done.stderr
+    assert records.advance_failure(RUN, "a", 1) is not None
