@@ -17,7 +17,6 @@ Usage (what :func:`job_chain.chain.command.step_command` writes)::
 from __future__ import annotations
 
 import os
-import shlex
 import sys
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -162,6 +161,8 @@ def run_advance(*, config_path: Optional[str], run_id: str, step: str, attempt: 
         from job_chain.connect import connect
 
         return connect(api_config=api_config, api_config_origin=f"{chain.path} api_config", **(connection or {}))
+
+    import shlex
 
     hint = f"job-chain resume {shlex.quote(chain.path)} --run {run_id}"
     return advance(chain, LazyClient(build), run_id=run_id, step=step, attempt=attempt, exit_code=exit_code,

@@ -43,10 +43,12 @@ def jobs_by_step(server: LocalServer, run_id: str) -> Dict[str, int]:
 def test_a_diamond_whose_branches_finish_together_joins_exactly_once(tmp_path: Path,
                                                                      shared_server: LocalServer) -> None:
     def one(i: int) -> Dict[str, int]:
-        s = ChainSession.from_file(str(diamond(tmp_path / f"d{i}", shared_server.pool)),
-                                   client=shared_server.client(max_retries=3))
+        path = diamond(tmp_path / f"d{i}", shared_server.pool)
+        s = ChainSession.from_file(str(path), client=shared_server.client(max_retries=3))
         run = s.start()
         assert s.wait(run.run_id, timeout=120, interval=0.3).outcome is Outcome.SUCCEEDED
+        record = Path(f"{path}.runs") / run.run_id  # the split planned its branches: they joined by plan
+        assert (record / "lean-b-attempt-1.json").exists() and (record / "lean-c-attempt-1.json").exists()
         return jobs_by_step(shared_server, run.run_id)
 
     with ThreadPoolExecutor(max_workers=5) as pool:

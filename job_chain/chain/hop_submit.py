@@ -79,30 +79,48 @@ class Submitting:
         """Submit each (step, attempt) — a split's branches at once, :data:`SUBMIT_WIDTH` at a time, each
         with its own client token and record entry; on giving up, record it and say how to resume.
         ``resume``: the checkpoint a retry resumes from (in its environment and its record)."""
+        split = len(targets) > 1
+
         def one(target: Tuple[str, int]) -> Optional[int]:
-            return self._submit_one(target[0], target[1], origin, exit_code, context, resume)
+            return self._submit_one(target[0], target[1], origin, exit_code, context, resume, plan=not split)
 
         self.began()  # an inline snapshot tells the steps it starts where the run began
 
-        if len(targets) > 1:
+        if split:
             from concurrent.futures import ThreadPoolExecutor
 
             getattr(self.client, "endpoint", None)  # a lazy client is built once, before threads share it
             with ThreadPoolExecutor(max_workers=min(SUBMIT_WIDTH, len(targets))) as pool:
                 codes = list(pool.map(one, targets))
+            self._plan_branches(targets)
         else:
             codes = [one(target) for target in targets]
         return next((code for code in codes if code is not None), exit_code)
 
+    def _plan_branches(self, targets: List[Tuple[str, int]]) -> None:
+        """A split's branches, once all are created: what each one's success starts (their join's
+        request is made once for all of them)."""
+        if self.records is None or self.mode != "job":
+            return
+        from job_chain.chain.lean import plan_submitted
+
+        made: Dict[Tuple[str, int], Any] = {}
+        for name, attempt in targets:
+            step = self.chain.named(name)
+            if step is not None and self.records.submission(self.run_id, name, attempt):
+                plan_submitted(self.chain, self.records, self.run_id, step, attempt, made)
+
     def _submit_one(self, target: str, attempt: int, origin: Optional[Tuple[str, int]], exit_code: int,
-                    context: Optional[Dict[str, str]], resume: Optional[Tuple[int, str]]) -> Optional[int]:
+                    context: Optional[Dict[str, str]], resume: Optional[Tuple[int, str]],
+                    plan: bool = True) -> Optional[int]:
         """Submit one step; None when it was, else the exit code the job ends with."""
         from job_chain.chain.params import MissingOutput
 
         try:
             result = submit_with_deadline(
                 lambda: submit_step(self.client, self.chain, target, self.run_id, attempt, records=self.records,
-                                    mode=self.mode, since=self.started, context=context, resume=resume),
+                                    mode=self.mode, since=self.started, context=context, resume=resume,
+                                    plan=plan),
                 self.deadline, on_unreachable=self.refresh,
             )
         except (JobChainError, MissingOutput) as exc:  # the API gave up, no credentials, an output missing

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING, Any, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 if TYPE_CHECKING:
     from job_chain.chain.model import Chain, Step
@@ -58,11 +58,17 @@ def _follower(chain: Chain, step: Step) -> Optional[Step]:
     return None if uses(follower) else follower  # earlier outputs are read when it is submitted
 
 
-def plan(chain: Chain, run_id: str, step: Step, ahead: int = AHEAD) -> List[Dict[str, Any]]:
+Made = Dict[Tuple[str, int], Any]  # (step, attempt) -> its request, shared by plans made together
+
+
+def plan(chain: Chain, run_id: str, step: Step, ahead: int = AHEAD,
+         made: Optional[Made] = None) -> List[Dict[str, Any]]:
     """What ``step`` and the steps after it on its line submit when they succeed, up to ``ahead``
-    of them: ``[{"step", "next", "attempt", "token", "body"}, ...]`` (empty: none qualifies)."""
+    of them: ``[{"step", "next", "attempt", "token", "body", "needs", "waits"}, ...]`` (empty: none
+    qualifies). ``made``: requests already built (a split's branches share their join's)."""
     from job_chain.chain.submit import build_request, client_token
 
+    made = {} if made is None else made
     out: List[Dict[str, Any]] = []
     current: Optional[Step] = step
     while current is not None and len(out) < ahead:
@@ -70,10 +76,12 @@ def plan(chain: Chain, run_id: str, step: Step, ahead: int = AHEAD) -> List[Dict
         if follower is None:
             break
         attempt = follower.first_attempt
+        if (follower.name, attempt) not in made:
+            made[(follower.name, attempt)] = build_request(chain, follower.name, run_id, attempt, mode="job")
         partners = [p for p in (chain.step(i) for i in sorted(follower.depends_on)) if p is not None]
         out.append({"step": current.name, "next": follower.name, "attempt": attempt,
                     "token": client_token(run_id, follower, attempt),
-                    "body": build_request(chain, follower.name, run_id, attempt, mode="job"),
+                    "body": made[(follower.name, attempt)],
                     "needs": {p.name: p.first_attempt for p in partners if p is not current},
                     "waits": ", ".join(p.name for p in partners if p is not current)})
         current = follower
@@ -99,11 +107,12 @@ def _path(records: RunRecords, run_id: str, step: str, attempt: int) -> str:
     return os.path.join(records.directory(run_id), f"{KIND}-{step}-attempt-{attempt}.json")
 
 
-def plan_submitted(chain: Chain, records: RunRecords, run_id: str, step: Step, attempt: int) -> None:
+def plan_submitted(chain: Chain, records: RunRecords, run_id: str, step: Step, attempt: int,
+                   made: Optional[Made] = None) -> None:
     """After ``step`` (attempt ``attempt``) was submitted in job mode: plan what its success submits."""
     if chain.revision >= 1:
         write_plan(records, run_id, step.name, attempt, chain.revision, chain.api_config.get("version"), chain.pool,
-                   plan(chain, run_id, step))
+                   plan(chain, run_id, step, made=made))
 
 
 # -- following a plan (in the finishing job) ----------------------------------------------------------

@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import shlex
 import time
 from typing import TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
@@ -83,6 +82,8 @@ class RunRecords(AttemptRecords):
         if not known:
             return f"; no run of {self.chain_path} is recorded here"
         shown = ", ".join(known[:5]) + (f" and {len(known) - 5} more" if len(known) > 5 else "")
+        import shlex
+
         return f"; known runs (newest first): {shown} (job-chain runs {shlex.quote(self.chain_path)} lists them)"
 
     # -- runs --------------------------------------------------------------------------------
@@ -119,6 +120,8 @@ class RunRecords(AttemptRecords):
         return run
 
     def _damaged_message(self, run_id: str) -> str:
+        import shlex
+
         return (f"the record of run {run_id} is damaged ({os.path.join(self._dir(run_id), 'run.json')} is missing or "
                 f"not JSON): delete it with 'job-chain runs {shlex.quote(self.chain_path)} --delete {run_id}'")
 

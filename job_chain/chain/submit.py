@@ -169,6 +169,7 @@ def submit_step(
     since: Optional[float] = None,
     context: Optional[Dict[str, str]] = None,
     resume: Optional[Tuple[int, str]] = None,
+    plan: bool = True,
 ) -> Dict[str, str]:
     """Create step ``name`` once; return ``{"jobId", "jobName", "created": "yes"|"no"}``.
 
@@ -176,6 +177,8 @@ def submit_step(
     carries a deterministic client token, so a retried or repeated call cannot duplicate it.
     ``resume``: (iteration, directory) of the checkpoint it resumes from, told in its environment
     (``JOB_CHAIN_RESUME_ITERATION``/``JOB_CHAIN_RESUME_CHECKPOINT``) and kept in its record.
+    ``plan``: write what its success starts (:mod:`~job_chain.chain.lean`); a split plans its
+    branches once all are created.
     """
     recorded = records.submission(run_id, name, attempt) if records else None
     if recorded:
@@ -201,7 +204,7 @@ def submit_step(
     job_id, job_name = result.get("jobId", ""), result.get("jobName") or body["name"]
     if records:
         records.record_submission(run_id, name, attempt, job_id, job_name, chain.revision, resume=resume, mode=mode)
-        if mode == "job":  # what its success submits, for its tail's lean advance
+        if mode == "job" and plan:  # what its success submits, for its tail's lean advance
             from job_chain.chain.lean import plan_submitted
 
             plan_submitted(chain, records, run_id, step, attempt)
