@@ -18,26 +18,13 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from job_chain.errors import JobChainError, UsageError
 
 USAGE = ("usage: python3 -m job_chain.hop --run RUN --step NAME [--attempt N] --exit-code RC [--outputs FILE] "
          "(CONFIG_PATH | --snapshot -)")
 _OPTIONS = ("--run", "--step", "--attempt", "--exit-code", "--snapshot", "--outputs")
-
-
-class LazyClient:
-    """An API client made on first use (credentials resolved then): reading the run record needs none."""
-
-    def __init__(self, build: Callable[[], Any]) -> None:
-        self._build = build
-        self._client: Any = None
-
-    def __getattr__(self, name: str) -> Any:
-        if self._client is None:
-            self._client = self._build()
-        return getattr(self._client, name)
 
 
 def parse(argv: List[str]) -> Dict[str, Any]:
@@ -148,6 +135,7 @@ def run_advance(*, config_path: Optional[str], run_id: str, step: str, attempt: 
             code = None
         if code is not None:
             return code
+    from job_chain.aihc.api import LazyClient
     from job_chain.chain.advance import advance
 
     chain, records, api_config = load_run(config_path, run_id, snapshot)

@@ -193,9 +193,9 @@ class ChainSession(PlacesMixin, PlanMixin, ResumeMixin, StopMixin, WatchMixin, L
                 attempts: List[Any] = []  # it never started: nothing to ask the API (which may be why)
                 endpoint = run.endpoint
             else:
-                attempts, endpoint = run_attempts(self.records, lambda: self.client_for(run), chain, run,
-                                                  submissions, walk=walked)
-                client = self.client_for(run)
+                client = self._client_to_look(run)
+                attempts, endpoint = run_attempts(self.records, lambda made=client: made, chain, run, submissions,
+                                                  walk=walked)
             facts = self.records.facts(run.run_id, keys=_fact_keys(chain, attempts), submissions=submissions)
             self._more_facts(run, chain, facts)
             if client is not None:  # why each failed attempt failed: from the record, else its logs (once)
@@ -211,6 +211,16 @@ class ChainSession(PlacesMixin, PlanMixin, ResumeMixin, StopMixin, WatchMixin, L
             self._read_logged_outputs(run, chain, status)
         status.revisions = self.records.revisions(run.run_id)
         return status
+
+    def _client_to_look(self, run: Run) -> JobsAPI:
+        """The client a look at ``run`` asks, made when first asked: a finished run whose jobs are
+        cached needs no request (nor the SDK). A local run's is made at once, so a look says when
+        its server is stopped rather than showing what was cached as if it were live."""
+        if run.local:
+            return self.client_for(run)
+        from job_chain.aihc.api import LazyClient
+
+        return LazyClient(lambda: self.client_for(run))  # type: ignore[return-value]
 
     def _more_facts(self, run: Run, chain: Chain, facts: Any) -> None:
         from job_chain.chain import outputs, slots

@@ -199,3 +199,25 @@ def test_an_api_error_in_a_planned_hop_is_left_to_the_full_advance(tmp_path: Pat
     assert "the planned advance stopped" in done.stderr and "advancing the full way" in done.stderr
     assert "could not be submitted" in done.stderr and secret not in done.stderr
     assert records.advance_failure(RUN, "a", 1) is not None
+
+
+def test_a_look_at_a_finished_run_whose_jobs_are_cached_loads_no_sdk(tmp_path: Path,
+                                                                      shared_server: LocalServer) -> None:
+    """status of a finished run asks the API nothing once its jobs are cached: the client (and the
+    SDK under it) is made only when a request is needed."""
+    import os
+    import subprocess
+    import sys
+
+    from chain_helpers import cli, make_chain
+
+    chain = make_chain(tmp_path, [{"script": "echo one"}, {"script": "echo two"}], shared_server.pool)
+    assert cli("run", str(chain), "--follow", server=shared_server).returncode == 0
+    first = cli("status", str(chain), server=shared_server)  # caches the finished attempts
+    assert first.returncode == 0 and "succeeded" in first.stdout
+    env = dict(os.environ, JOB_CHAIN_CREDENTIALS=shared_server.credentials_file)
+    again = subprocess.run([sys.executable, "-X", "importtime", "-m", "job_chain", "status", str(chain)],
+                           capture_output=True, text=True, env=env, timeout=120)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout == first.stdout
+    assert heavy(imported(again.stderr), ("baidubce", "job_chain.aihc.client", "http.client")) == []

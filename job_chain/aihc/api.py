@@ -7,7 +7,7 @@ depending on either.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Iterator, Optional, Protocol
+from typing import Any, Callable, Dict, Iterator, Optional, Protocol
 
 
 class JobsAPI(Protocol):
@@ -36,3 +36,17 @@ class JobsAPI(Protocol):
                  max_lines: Optional[int] = None, chunk: Optional[int] = None, end_time: Optional[int] = None,
                  keywords: Optional[str] = None, marker: Optional[str] = None) -> Dict[str, Any]:
         """``{"logs": [...], "nextMarker": …}``: one page of one pod's log (see :mod:`logpages`)."""
+
+
+class LazyClient:
+    """An API client made on first use (credentials resolved, the SDK imported then): a hop that
+    decides from the run record, or a look at a finished run whose jobs are cached, needs none."""
+
+    def __init__(self, build: Callable[[], Any]) -> None:
+        self._build = build
+        self._client: Any = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._client is None:
+            self._client = self._build()
+        return getattr(self._client, name)
