@@ -61,8 +61,12 @@ def labels(job: Dict[str, Any]) -> Dict[str, str]:
 
 
 def latest_run(chain: Path) -> str:
-    runs = sorted((chain.parent / (chain.name + ".runs")).iterdir())
-    return runs[-1].name
+    """The newest run by when it started (run ids begun in the same second sort by their random part)."""
+    from job_chain.chain.record import RunRecords
+
+    newest = RunRecords(str(chain)).latest_run()
+    assert newest is not None, f"no run of {chain} is recorded"
+    return str(newest["id"])
 
 
 def wait_outcome(chain: Path, server: Any, wanted: str, timeout: float = 60) -> Dict[str, Any]:
