@@ -215,5 +215,16 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 70
 
 
+def exit_now(code: int) -> None:
+    """End once everything is written, without the interpreter's teardown: with the SDK loaded
+    that is ~9 ms of CPU on every hop, spent while the next step's pod starts. Not under a
+    profiler or a tracer (coverage), which write their data at exit."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if sys.getprofile() is None and sys.gettrace() is None:
+        os._exit(code)
+    sys.exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())

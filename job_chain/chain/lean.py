@@ -91,13 +91,15 @@ def plan(chain: Chain, run_id: str, step: Step, ahead: int = AHEAD,
 def write_plan(records: RunRecords, run_id: str, step: str, attempt: int, revision: int, version: Any,
                pool: str, steps: List[Dict[str, Any]]) -> bool:
     """Keep the plan of (``step``, ``attempt``); False (not an error) when it cannot be written."""
-    from job_chain.files import write_json_private
+    import json
+
+    from job_chain.files import write_private
 
     if not steps or revision < 1:
         return False
-    try:
-        write_json_private(_path(records, run_id, step, attempt),
-                           {"format": FORMAT, "revision": revision, "version": version, "pool": pool, "steps": steps})
+    plan_ = {"format": FORMAT, "revision": revision, "version": version, "pool": pool, "steps": steps}
+    try:  # for the tail, not for people: compact, at C speed (a hop writes the rest of its plan)
+        write_private(_path(records, run_id, step, attempt), json.dumps(plan_, separators=(",", ":")).encode("ascii"))
         return True
     except OSError:
         return False
