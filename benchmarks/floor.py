@@ -74,12 +74,22 @@ def hop(server: harness.BenchServer, work: Path, steps: int) -> List[float]:
     return [h["hop_s"] for h in harness.hops(server, run_id, after)]
 
 
+def staggered(parties: int, gap: float) -> str:
+    """:func:`dag.barrier`, then branch ``b<i>`` ends ``i × gap`` seconds later: each branch's tail
+    runs alone, as it would with a core of its own (a pod per node, as in a cluster)."""
+    wait = dag.barrier(parties).rsplit("echo", 1)[0]
+    return wait + (f'sleep "$(awk "BEGIN {{print ${{AIHC_JOB_NAME#b}} * {gap}}}")"\n'
+                   f'echo "{MARKER} $EPOCHREALTIME"\n')
+
+
 def fan_in(server: harness.BenchServer, work: Path, width: int, pool: str = harness.POOL,
-           gate: Optional[Callable[[str, int], None]] = None) -> Dict[str, Any]:
-    """a → width branches ending together → join; ``gate(run_id, after)``: a waits for $SHARED/go until it returns."""
+           gate: Optional[Callable[[str, int], None]] = None, gap: float = 0.0) -> Dict[str, Any]:
+    """a → width branches ending together (``gap`` > 0: one after another) → join; ``gate(run_id,
+    after)``: a waits for $SHARED/go until it returns."""
     names = [f"b{i}" for i in range(width)]
+    branch = staggered(width, gap) if gap else dag.barrier(width)
     path = dag.write(work, [{"name": "a", "script": GATE if gate else harness.STEP_SCRIPT}]
-                     + [{"name": n, "script": dag.barrier(width), "needs": ["a"]} for n in names]
+                     + [{"name": n, "script": branch, "needs": ["a"]} for n in names]
                      + [{"name": "join", "needs": names}], pool=pool)
     after = harness.last_rowid(server)
     run_id = start(server, path)
@@ -121,6 +131,8 @@ def core(server: harness.BenchServer, args: Any) -> Samples:
         "hop": lambda r: out.add("hop", r, *hop(server, base / f"hop-{r}", args.hop_steps)),
         "diamond": lambda r: out.add("diamond", r, fan_in(server, base / f"diamond-{r}", 2)["join_s"]),
         "fanin": lambda r: out.add("fanin", r, fan_in(server, base / f"fanin-{r}", args.fan_in)["join_s"]),
+        "fanin_alone": lambda r: out.add("fanin_alone", r, fan_in(server, base / f"fanin-alone-{r}", args.fan_in,
+                                                                  gap=0.15)["join_s"]),
         "fanout": fanout,
     }
     if "core" not in args.sections:
@@ -279,6 +291,8 @@ def figures(args: Any, data: Dict[str, Samples]) -> List[Figure]:
         against(core, "diamond", "floor", f"(c) diamond join, {count(core, 'diamond')}", TARGETS["diamond"], "floor")
         against(core, "fanin", "floor", f"(d) fan-in-{args.fan_in} join, {count(core, 'fanin')}", TARGETS["fanin"],
                 "floor")
+        against(core, "fanin_alone", "floor", "(d) … its branches ending 150 ms apart (each tail alone, as on a "
+                "core of its own)", None, "floor")
         created = core.median("fanout_created")
         out.append(Figure(f"(e) fan-out {args.fan_out}: split end → every branch created, "
                           f"{count(core, 'fanout_created')}", f"≤ {TARGETS['fanout_s']:.0f} s",

@@ -95,11 +95,13 @@ def test_a_planned_hop_submits_without_the_chain_model_and_the_line_goes_on(tmp_
     assert "baidubce.auth.bce_v1_signer" in modules and "baidubce.http.bce_http_client" in modules
     records = RunRecords(str(chain))
     assert records.script_exit(run, "a", 1) == 0 and records.succeeded(run, "a", 1)
-    assert (records.exit_entry(run, "a", 1) or {}).get("ended")
+    exit_entry = records.exit_entry(run, "a", 1) or {}
+    assert exit_entry.get("ended") and exit_entry.get("planned") is True
     b = records.submission(run, "b", 1)
     assert b is not None and b["mode"] == "job" and b["revision"] == 1
     passed_on = json.loads(plan_file(chain, "b", run=run).read_text())  # b's tail follows the rest of the plan
     assert [s["step"] for s in passed_on["steps"]] == ["b"]
+    assert not plan_file(chain, "a", run=run).exists()  # a's has served: a run keeps no more than it needs
     wait_succeeded(shared_server, b["jobId"])  # b's own tail submits c, and c ends the line
     c = records.submission(run, "c", 1)
     assert c is not None
@@ -149,7 +151,6 @@ def test_what_the_plan_did_not_foresee_goes_to_the_full_advance(tmp_path: Path, 
 
 def test_a_planned_join_waits_from_the_record_and_the_last_branch_submits_it(tmp_path: Path,
                                                                                shared_server: LocalServer) -> None:
-    from job_chain.chain.record import RunRecords
 
     run = "20260101-000000-1ea6"
     chain, records = recorded_run(tmp_path / "chain_info.json", shared_server.pool, diamond_jobs(),

@@ -154,8 +154,7 @@ def follow(config_path: str, run_id: str, step: str, attempt: int, outputs_file:
             return None
         if not ready:
             log(f"step {step} succeeded; its dependents also wait for {first['waits']}")
-            records.record_advance_end(run_id, step, attempt)
-            return 0
+            return _done(records, run_id, step, attempt)
     done = records.submission(run_id, name, number)
     if done:
         log(f"step {name} was already submitted as job {done['jobId']}")
@@ -172,7 +171,17 @@ def follow(config_path: str, run_id: str, step: str, attempt: int, outputs_file:
         if records.is_stopped(run_id):  # stop raced with this submit
             client.stop_job(own["pool"], job_id)
             log(f"run {run_id} was stopped meanwhile; stopped job {job_id} again")
-    records.record_advance_end(run_id, step, attempt)
+    return _done(records, run_id, step, attempt)
+
+
+def _done(records: RunRecords, run_id: str, step: str, attempt: int) -> int:
+    """The job ends now (its end, for GPU-hours); its plan has served (a second tail of the same
+    attempt finds none and takes the full advance, which finds every step of it done)."""
+    records.record_advance_end(run_id, step, attempt, planned=True)
+    try:
+        os.unlink(_path(records, run_id, step, attempt))
+    except OSError:
+        pass
     return 0
 
 

@@ -68,12 +68,15 @@ class AttemptRecords:
             entry["checkpointIteration"] = checkpoint_iteration
         return self._write(run_id, fact_name("exit", step, attempt), entry)
 
-    def record_advance_end(self, run_id: str, step: str, attempt: int) -> bool:
-        """When the advance that ends this job finished: the job's end, to the millisecond (GPU-hours)."""
+    def record_advance_end(self, run_id: str, step: str, attempt: int, planned: bool = False) -> bool:
+        """When the advance that ends this job finished: the job's end, to the millisecond (GPU-hours);
+        ``planned``: it followed the plan made when the job was submitted (:mod:`~job_chain.chain.lean`)."""
         entry = self.exit_entry(run_id, step, attempt)
         if entry is None:
             return False
         entry["ended"] = time.time()
+        if planned:
+            entry["planned"] = True
         return self._write(run_id, fact_name("exit", step, attempt), entry)
 
     def exit_entry(self, run_id: str, step: str, attempt: int) -> Optional[Dict[str, Any]]:
