@@ -383,3 +383,12 @@ def test_console_messages_speak_of_the_console(home: Path, shared_server: Any, c
     assert "--host" not in said and "restart the console" in said
     resumed = say(JobChainError("boom. 'job-chain resume /x/c.json --run R' continues the run"))
     assert resumed == "boom. Resume on the run's page continues the run"
+
+
+def test_timeline_ticks_say_where_they_are() -> None:
+    """A quarter of a 3 s run is +0.75s, not a rounded +0.8s; long runs count in durations."""
+    from job_chain.ui.views import _offset_label
+
+    assert [_offset_label(k * 3 / 4, 3) for k in range(1, 5)] == ["+0.75s", "+1.5s", "+2.25s", "+3s"]
+    assert [_offset_label(k / 4, 1) for k in range(1, 5)] == ["+0.25s", "+0.5s", "+0.75s", "+1s"]
+    assert _offset_label(1800, 7200) == "+30m 00s"

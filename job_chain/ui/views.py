@@ -105,6 +105,14 @@ class Timeline:
     ticks: List[Tuple[float, str]]
 
 
+def _offset_label(offset: float, span: float) -> str:
+    """A tick's distance from the run's start: exact for short runs (a quarter of 1 s is +0.25s,
+    not a rounded +0.2s), as a duration for long ones."""
+    if span >= 20:
+        return "+" + duration(offset)
+    return "+" + f"{offset:.2f}".rstrip("0").rstrip(".") + "s"
+
+
 def timeline(status: RunStatus, width: int = 1180, now: Optional[float] = None) -> Timeline:
     """Each step a row, each attempt a bar from its start to its end (or now): where the time went."""
     start, end = run_span(status, now)
@@ -128,7 +136,7 @@ def timeline(status: RunStatus, width: int = 1180, now: Optional[float] = None) 
     if start is not None:
         for k in range(5):
             offset = k * span / 4
-            label = (f"+{offset:.1f}s" if span < 20 else "+" + duration(offset)) if k else \
+            label = _offset_label(offset, span) if k else \
                 _dt.datetime.fromtimestamp(start, _dt.timezone.utc).strftime("%m-%d %H:%M:%S")
             ticks.append((label_width + k * (width - label_width - 10) / 4, label))
     return Timeline(rows, width, 4 + len(status.steps) * row_height + 18, row_height, label_width, ticks)
