@@ -81,23 +81,22 @@ def load_run(config_path: Optional[str], run_id: str, snapshot: Optional[Any]) -
     records = RunRecords(config_path)
     run = records.require_run(run_id)
     chain = records.frozen(run_id, run)
-    api_config = run_api_config(records, run_id, chain.api_config.get("version") if chain is not None else None,
-                                config_path, file_keys=chain is not None)
-    if chain is None:  # a run recorded before runs were frozen: the file as it is now (the old behaviour)
-        from job_chain.chain.loader import load_chain
+    if chain is not None:
+        return chain, records, run_api_config(records, run_id, chain.api_config.get("version"), config_path)
+    # a run recorded before runs were frozen: the file as it is now (the old behaviour)
+    from job_chain.chain.loader import load_chain
 
-        chain = load_chain(config_path, local=True)
-        api_config = chain.api_config
-        if run.get("local"):  # a --local run stays local
-            chain.config_path = chain.scrips_path = None
-    return chain, records, api_config
+    chain = load_chain(config_path, local=True)
+    if run.get("local"):  # a --local run stays local
+        chain.config_path = chain.scrips_path = None
+    return chain, records, chain.api_config
 
 
-def run_api_config(records: Any, run_id: str, version: Any, config_path: str, file_keys: bool = True) -> Dict[str, Any]:
+def run_api_config(records: Any, run_id: str, version: Any, config_path: str) -> Dict[str, Any]:
     """Where the run's API is and its keys: the record's copy of the chain file's api_config at start,
-    the frozen chain's API version; the keys from the file if the record has none (``file_keys``)."""
+    the frozen chain's API version; the keys from the file if the record has none."""
     api_config = {**records.credentials(run_id), **({"version": version} if version else {})}
-    if file_keys and not api_config.get("ak"):  # keys may still be in the file (written after the run started)
+    if not api_config.get("ak"):  # keys may still be in the file (written after the run started)
         api_config = {**_file_api_config(config_path), **api_config}
     return api_config
 

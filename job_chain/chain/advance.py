@@ -93,9 +93,7 @@ def _advance(chain: Chain, current: Step, client: JobsAPI, run_id: str, attempt:
     hop = _Hop(chain, client, run_id, records, mode, started, deadline, reconnect, resume_hint)
     hop.recorded = recorded
     if recorded and hop.mode == "job":
-        from job_chain.chain.readiness import note_own_job
-
-        note_own_job(records, run_id, name, attempt)  # type: ignore[arg-type]
+        records.note_own_job(run_id, name, attempt)  # type: ignore[union-attr]
 
     if exit_code != 0:
         from job_chain.chain import on_failure

@@ -64,8 +64,9 @@ Made = Dict[Tuple[str, int], Any]  # (step, attempt) -> its request, shared by p
 def plan(chain: Chain, run_id: str, step: Step, ahead: int = AHEAD,
          made: Optional[Made] = None) -> List[Dict[str, Any]]:
     """What ``step`` and the steps after it on its line submit when they succeed, up to ``ahead``
-    of them: ``[{"step", "next", "attempt", "token", "body", "needs", "waits"}, ...]`` (empty: none
-    qualifies). ``made``: requests already built (a split's branches share their join's)."""
+    of them: ``[{"step", "next", "attempt", "token", "body", "needs"}, ...]`` (empty: none
+    qualifies; ``needs``: the follower's other dependencies, in order). ``made``: requests already
+    built (a split's branches share their join's)."""
     from job_chain.chain.submit import build_request, client_token
 
     made = {} if made is None else made
@@ -82,8 +83,7 @@ def plan(chain: Chain, run_id: str, step: Step, ahead: int = AHEAD,
         out.append({"step": current.name, "next": follower.name, "attempt": attempt,
                     "token": client_token(run_id, follower, attempt),
                     "body": made[(follower.name, attempt)],
-                    "needs": {p.name: p.first_attempt for p in partners if p is not current},
-                    "waits": ", ".join(p.name for p in partners if p is not current)})
+                    "needs": {p.name: p.first_attempt for p in partners if p is not current}})
         current = follower
     return out
 
@@ -143,9 +143,7 @@ def follow(config_path: str, run_id: str, step: str, attempt: int, outputs_file:
     if records.is_stopped(run_id):
         return None
     if recorded:
-        job_id = os.environ.get("AIHC_JOB_ID")  # the record knows every job whose tail ran (readiness.py)
-        if job_id and records.submission(run_id, step, attempt) is None:
-            records.record_submission(run_id, step, attempt, job_id, os.environ.get("AIHC_JOB_NAME", ""), mode="job")
+        records.note_own_job(run_id, step, attempt)
     records.record_succeeded(run_id, step, attempt)  # durably, before looking at the others
     name, number = str(first["next"]), int(first["attempt"])
     if first.get("needs"):
@@ -153,7 +151,7 @@ def follow(config_path: str, run_id: str, step: str, attempt: int, outputs_file:
         if ready is None:
             return None
         if not ready:
-            log(f"step {step} succeeded; its dependents also wait for {first['waits']}")
+            log(f"step {step} succeeded; its dependents also wait for {', '.join(first['needs'])}")
             return _done(records, run_id, step, attempt)
     done = records.submission(run_id, name, number)
     if done:
@@ -190,20 +188,14 @@ def join_ready(records: RunRecords, run_id: str, needs: Dict[str, int]) -> Optio
     on has a succeeded marker): True; False when one has not but its tail is still to report, so it
     will see this step's marker when it does; None for anything else (a failure, a step not
     submitted or submitted where no tail reports here): the full advance decides."""
-    from job_chain.chain.record import FACTS
     from job_chain.files import read_json_dict
 
-    directory = records.directory(run_id)
-    try:
-        names = os.listdir(directory)
-    except OSError:
-        return None
+    facts = records.listed(run_id)
     seen: Dict[str, Dict[int, set]] = {}  # step -> attempt -> kinds of fact
-    for file in names:
-        kind = file.split("-", 1)[0]
-        match = FACTS[kind].fullmatch(file) if kind in ("step", "exit", "succeeded") else None
-        if match is not None and match.group(1) in needs and int(match.group(2)) >= needs[match.group(1)]:
-            seen.setdefault(match.group(1), {}).setdefault(int(match.group(2)), set()).add(kind)
+    for kind in ("step", "exit", "succeeded"):
+        for name, number in facts[kind]:
+            if name in needs and number >= needs[name]:
+                seen.setdefault(name, {}).setdefault(number, set()).add(kind)
     ready = True
     for name in needs:
         attempts = seen.get(name)
@@ -215,7 +207,7 @@ def join_ready(records: RunRecords, run_id: str, needs: Dict[str, int]) -> Optio
             continue
         if "exit" in kinds:
             return None  # it failed, or is between its exit and its marker: the full advance looks
-        entry = read_json_dict(os.path.join(directory, f"step-{name}-attempt-{latest}.json")) or {}
+        entry = read_json_dict(os.path.join(records.directory(run_id), facts["step"][(name, latest)])) or {}
         if entry.get("mode") != "job":
             return None
         ready = False

@@ -56,10 +56,8 @@ def save_attempts(records: RunRecords, run_id: str, attempts: Dict[str, Attempt]
 
 def must_walk(records: RunRecords, run_id: str, mode: str, ids: Set[str]) -> bool:
     """Whether the record may not name every job of the run (see the module's docstring)."""
-    from job_chain.chain.readiness import listed
-
     return (mode == "inline" or not ids or records.start_failure(run_id) is not None
-            or bool(listed(records, run_id)["advance-failed"]))
+            or bool(records.listed(run_id)["advance-failed"]))
 
 
 def run_attempts(records: RunRecords, client_for: Callable[[], Any], chain: Chain, run: Any,

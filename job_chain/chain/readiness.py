@@ -28,10 +28,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from job_chain.aihc.status import FAILED, STOPPED, SUCCEEDED, TERMINAL
 from job_chain.chain import graph
 from job_chain.chain.model import Chain, Step
-from job_chain.chain.record import FACTS, RunRecords
+from job_chain.chain.record import RunRecords
 from job_chain.files import read_json_dict
-
-Listed = Dict[str, Dict[Tuple[str, int], str]]  # kind -> (step, attempt) -> file name
 
 
 @dataclass
@@ -67,24 +65,9 @@ def state_of(step: Step, attempt: int, status: Optional[str], exit_code: Optiona
     return graph.ACTIVE
 
 
-def listed(records: RunRecords, run_id: str) -> Listed:
-    """Every fact file of the run from one listing of its directory (no file is opened)."""
-    try:
-        names = os.listdir(records.directory(run_id))
-    except OSError:
-        names = []
-    out: Listed = {kind: {} for kind in FACTS}
-    for name in names:
-        kind = "advance-failed" if name.startswith("advance-failed-") else name.split("-", 1)[0]
-        match = FACTS[kind].fullmatch(name) if kind in FACTS else None
-        if match is not None:
-            out[kind][(match.group(1), int(match.group(2)))] = name
-    return out
-
-
 def latest_attempts(records: RunRecords, run_id: str, chain: Chain) -> Dict[str, Latest]:
     """Step name -> its latest attempt of this revision that the record knows (steps of the graph only)."""
-    facts = listed(records, run_id)
+    facts = records.listed(run_id)
     latest: Dict[str, int] = {}
     for kind in ("step", "exit", "succeeded"):
         for name, attempt in facts[kind]:
@@ -166,11 +149,3 @@ def kept_causes(records: RunRecords, run_id: str, step: Step, attempt: int) -> L
 def _ask(item: Latest, job: Callable[[str], Dict[str, Any]]) -> None:
     found = job(item.job_id) if item.job_id else {}
     item.status = str(found.get("status") or "Unknown")
-
-
-def note_own_job(records: RunRecords, run_id: str, step: str, attempt: int) -> None:
-    """Record this job's id if its submission was not (its submitter died between the create and the
-    write): from now on the record knows every job whose tail ran. Needs the platform's ``AIHC_JOB_ID``."""
-    job_id = os.environ.get("AIHC_JOB_ID")
-    if job_id and records.submission(run_id, step, attempt) is None:
-        records.record_submission(run_id, step, attempt, job_id, os.environ.get("AIHC_JOB_NAME", ""), mode="job")

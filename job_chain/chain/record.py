@@ -33,6 +33,7 @@ if TYPE_CHECKING:  # a job advancing a chain reads the record without the status
 
 _SUBMISSION = re.compile(rf"step-{STEP_PATTERN}-attempt-(\d+)\.json")
 # the facts a join is decided from (job_chain.chain.readiness), by the kind in their file names
+Listed = Dict[str, Dict[Tuple[str, int], str]]  # kind -> (step, attempt) -> file name
 FACTS = {kind: re.compile(rf"{kind}-{STEP_PATTERN}-attempt-(\d+)\.json")
          for kind in ("step", "exit", "succeeded", "advance-failed")}
 _REVISION = re.compile(r"revision-(\d+)\.json")
@@ -287,6 +288,29 @@ class RunRecords(AttemptRecords):
                 entry["step"], entry["attempt"] = match.group(1), int(match.group(2))
                 out.append(entry)
         return out
+
+    def listed(self, run_id: str) -> Listed:
+        """Every fact file of the run from one listing of its directory (no file is opened): what a
+        join is decided from (:mod:`~job_chain.chain.readiness`, :mod:`~job_chain.chain.lean`)."""
+        try:
+            names = os.listdir(self._dir(run_id))
+        except OSError:
+            names = []
+        out: Listed = {kind: {} for kind in FACTS}
+        for name in names:
+            kind = "advance-failed" if name.startswith("advance-failed-") else name.split("-", 1)[0]
+            match = FACTS[kind].fullmatch(name) if kind in FACTS else None
+            if match is not None:
+                out[kind][(match.group(1), int(match.group(2)))] = name
+        return out
+
+    def note_own_job(self, run_id: str, step: str, attempt: int) -> None:
+        """Record this job's id if its submission was not (its submitter died between the create and
+        the write): from then on the record knows every job whose tail ran. Needs the platform's
+        ``AIHC_JOB_ID``."""
+        job_id = os.environ.get("AIHC_JOB_ID")
+        if job_id and self.submission(run_id, step, attempt) is None:
+            self.record_submission(run_id, step, attempt, job_id, os.environ.get("AIHC_JOB_NAME", ""), mode="job")
 
     def first_job_id(self, run_id: str) -> Optional[str]:
         """The run's first job: a job list walked newest first can stop there."""
