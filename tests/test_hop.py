@@ -54,11 +54,11 @@ def diamond_record(directory: Path, host: Optional[str] = None, pool: str = "poo
 
 
 def hop(chain: Path, step: str, *, env: Dict[str, str], entry: tuple = ("-m", "job_chain.hop"),
-        importtime: bool = True, run: str = RUN) -> subprocess.CompletedProcess:
+        importtime: bool = True, run: str = RUN, exit_code: int = 0) -> subprocess.CompletedProcess:
     clean = {k: v for k, v in os.environ.items() if k not in ("AIHC_HOST", "AIHC_AK", "AIHC_SK", "AK", "SK",
                                                               "JOB_CHAIN_CREDENTIALS", "AIHC_JOB_ID")}
     command = [sys.executable, *(("-X", "importtime") if importtime else ()), *entry,
-               "--run", run, "--step", step, "--attempt", "1", "--exit-code", "0", str(chain)]
+               "--run", run, "--step", step, "--attempt", "1", "--exit-code", str(exit_code), str(chain)]
     return subprocess.run(command, capture_output=True, text=True, env={**clean, **env}, timeout=120)
 
 
@@ -116,3 +116,14 @@ def test_bad_arguments_are_one_line_errors(argv: List[str], message: str, capsys
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.startswith("job-chain: error: ") and message in err and err.count("\n") == 1
+
+
+def test_a_failed_step_with_no_credentials_in_its_job_still_records_why_and_keeps_its_code(tmp_path: Path) -> None:
+    """The API client is made on first use: a failing tail that cannot reach the API still records
+    the failure (cause unknown, saying why) and exits with the script's own code."""
+    chain = diamond_record(tmp_path)
+    done = hop(chain, "b", env={}, importtime=False, exit_code=3)
+    assert done.returncode == 3, done.stderr
+    assert "error:" not in done.stderr and "step b failed with exit code 3" in done.stderr
+    failure = RunRecords(str(chain)).failure(RUN, "b", 1)
+    assert failure is not None and failure["class"] == "unknown" and "no AIHC host" in failure["explanation"]

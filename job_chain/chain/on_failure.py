@@ -11,9 +11,9 @@ from __future__ import annotations
 import os
 from typing import Any, Dict, List, Optional, Tuple
 
-from job_chain.aihc.errors import AIHCError
 from job_chain.chain.classify import Failure
 from job_chain.chain.model import Step
+from job_chain.errors import JobChainError
 
 
 def diagnose(hop: Any, step: Step, attempt: int, exit_code: int, known: Optional[Failure] = None) -> Failure:
@@ -32,7 +32,7 @@ def diagnose(hop: Any, step: Step, attempt: int, exit_code: int, known: Optional
         found = known or (classify_job(hop.client, hop.chain.pool, job_id, step, exit_code, first=me) if job_id else
                           Failure("unknown", explanation="this attempt's job could not be found to read its pods' "
                                                          "logs"))
-    except AIHCError as exc:
+    except JobChainError as exc:  # the API said no, or no credentials reach this job (the client is made here)
         found = Failure("unknown", explanation=f"its pods' logs could not be read when it failed: {exc}")
     checkpoint = last_complete(step.checkpoint)
     return keep(records, run_id, step, attempt, found, checkpoint[0] if checkpoint else None)
@@ -49,7 +49,7 @@ def causes_so_far(hop: Any, step: Step, attempt: int, failure: Failure) -> List[
         first_job = hop.records.first_job_id(hop.run_id) if hop.records else None
         attempts, _, _ = observe(hop.client, hop.chain.pool, hop.run_id, cache={}, first_job_id=first_job,
                                  since=hop.started, explain_failures=False)
-    except AIHCError:
+    except JobChainError:
         attempts = []
     return earlier_causes(hop.client, hop.chain, hop.records, hop.run_id, step, attempt, attempts) + [failure.cls]
 
