@@ -66,6 +66,17 @@ def test_a_page_comes_in_the_old_order_straight_from_an_index(
     assert "INDEX jobs_pool_" in plan and "TEMP B-TREE" not in plan, (page, plan)
 
 
+def test_a_create_finds_its_client_token_from_an_index_not_a_scan(store: Store) -> None:
+    statements: List[str] = []
+    store._db.set_trace_callback(statements.append)
+    _, created = store.create_job("p", "tok", {"jobSpec": {"command": "true"}}, "normal", "default", "tok-1", 1)
+    store._db.set_trace_callback(None)
+    assert created
+    lookup = next(s for s in statements if "client_token=" in s and s.startswith("SELECT"))
+    plan = " / ".join(r["detail"] for r in store._rows("EXPLAIN QUERY PLAN " + lookup))
+    assert "USING INDEX jobs_token" in plan and "SCAN" not in plan, plan
+
+
 def test_a_listed_job_carries_what_a_listing_shows_and_no_more(store: Store) -> None:
     _, jobs = store.list_jobs("p", None, "createdAt", True, 0, 1)
     assert set(jobs[0]) == {c.strip() for c in LIST_COLUMNS.split(",")}

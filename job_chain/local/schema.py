@@ -28,6 +28,7 @@ CREATE INDEX IF NOT EXISTS jobs_pool_queue_created ON jobs (pool, queue, created
 CREATE INDEX IF NOT EXISTS jobs_pool_finished ON jobs (pool, finished_at, seq);
 CREATE INDEX IF NOT EXISTS jobs_seq ON jobs (seq);
 CREATE INDEX IF NOT EXISTS jobs_status ON jobs (status);
+CREATE INDEX IF NOT EXISTS jobs_token ON jobs (client_token);  -- a create's token is looked up in every pool
 CREATE TABLE IF NOT EXISTS pods (
     job_id TEXT NOT NULL,
     name TEXT NOT NULL,
