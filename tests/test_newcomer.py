@@ -134,6 +134,9 @@ def test_watch_run_left_by_ctrl_c_says_how_to_continue_or_stop(tmp_path: Path, l
     assert refused.returncode == 2
     assert f"continue it with 'job-chain resume {chain} --run {run_id} --advance watch'" in refused.stderr
     assert f"stop it with 'job-chain stop {chain} --run {run_id}'" in refused.stderr
+    dry = cli("resume", str(chain), "--run", run_id, "--advance", "watch", "--dry-run", server=local_server)
+    assert dry.returncode == 0 and "without --dry-run this process would watch the run" in dry.stdout, dry.stderr
+    assert [j["name"] for j in run_jobs(local_server, run_id)] == ["step-0"]  # a dry run watches nothing
     resumed = subprocess.Popen([*JOB_CHAIN, "resume", str(chain), "--run", run_id, "--advance", "watch"], env=env,
                                text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     guard = threading.Timer(120, resumed.kill)

@@ -284,8 +284,12 @@ def resume(chain_file: str, run_id: Optional[str], rerun: Tuple[str, ...], dry_r
     """
     session = open_runs(chain_file, run_id, kwargs)
     run = session.run(run_id)
-    if run.mode == "watch" and advance_mode != "job":
+    if run.mode == "watch" and advance_mode != "job" and not (rerun or params):
         going = [s for s in session.status(run.run_id).steps if s.active]
+        if going and dry_run:
+            click.echo(f"run {run.run_id}: step {going[0].name} is {going[0].status}; without --dry-run this "
+                       "process would watch the run and submit each next step (--advance watch)")
+            return
         if going:  # nothing to submit again, only its watcher is gone (Ctrl-C): watch it from here
             click.echo(f"run {run.run_id}: step {going[0].name} is {going[0].status}; this process now submits "
                        "each next step (--advance watch): keep it running")
