@@ -135,3 +135,18 @@ def test_a_record_holding_a_lone_surrogate_is_written_and_reads_back(tmp_path: P
     assert json.loads(target.read_text("ascii")) == {"reason": BAD, "name": "中文"}
     write_json_private(target, {"name": "中文"})
     assert "中文" in target.read_text("utf-8")  # readable as before when it can be
+
+
+def test_v2_actions_refuse_a_lone_surrogate_in_any_field(shared_server: LocalServer) -> None:
+    """Not only creates: DescribeJob's jobId or DescribeJobs' keyword with "\\udce9" is a 400 naming
+    the field, never a 500 from SQLite or a log search."""
+    from job_chain.aihc.client_v2 import AIHCClientV2
+    from job_chain.aihc.credentials import Credentials
+
+    v2 = AIHCClientV2(Credentials(shared_server.url, shared_server.ak, shared_server.sk), max_retries=0)
+    for action, body, field in [("DescribeJob", {"jobId": BAD}, "jobId"),
+                                ("DescribeJobs", {"keyword": BAD}, "keyword")]:
+        with pytest.raises(AIHCError) as refused:
+            v2.action(action, shared_server.pool, body)
+        assert refused.value.status == 400, (action, str(refused.value))
+        assert f"{field}: holds a lone UTF-16 surrogate" in str(refused.value)

@@ -16,6 +16,7 @@ import os
 from typing import Any, Callable, Dict, Mapping, Optional
 
 from job_chain.aihc import v2
+from job_chain.aihc.spec import surrogate_problems
 from job_chain.local import shapes
 from job_chain.local.backend import Backend
 from job_chain.local.errors import INAPPROPRIATE, BadRequest, LocalAPIError, MethodNotAllowed, NotFound, NotSupported
@@ -80,7 +81,12 @@ class BackendV2:
             raise BadRequest(f"action {action} needs the header {header}: v2 (Baidu's page for {action}); "
                              "without it the request is not one of the v2 API")
         handler: Callable[[Query, Any], Dict[str, Any]] = getattr(self, action)
-        return handler(query, self._body(body))
+        fields = self._body(body)
+        if action != "CreateJob":  # a create's body is checked by the create rules, naming each field as they do
+            problems = surrogate_problems(fields)
+            if problems:  # nothing could look such a string up, log or store it
+                raise BadRequest("; ".join(f"{path}: {problem}" for path, problem in problems), code=INAPPROPRIATE)
+        return handler(query, fields)
 
     # -- helpers ---------------------------------------------------------------------------
     @staticmethod
