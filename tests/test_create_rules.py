@@ -75,6 +75,9 @@ CASES = [
     (body(top={"datasources": [{"mountPath": "/a\x00b"}]}), "datasources[0].mountPath", "NUL byte"),
     (body(top={"datasources": [{"mountPath": "rel"}]}), "datasources[0].mountPath", "absolute path"),
     (body(enableRDMA="yes"), "jobSpec.enableRDMA", "must be true or false"),
+    (body(resources=[{"name": "cpu", "quantity": 1e306}]), "jobSpec.resources[0].quantity", "must be at most"),
+    (body(resources=[{"name": "memory", "quantity": "9" * 400 + "Gi"}]), "jobSpec.resources[0].quantity",
+     "must be at most"),
     (body(top={"name": "ok-name\n"}), "name", "use lowercase letters"),
 ]
 

@@ -320,17 +320,23 @@ def _spec_problems(spec: Dict[str, Any], max_replicas: Optional[int], problems: 
             _string(config, key, "jobSpec.imageConfig", problems)
 
 
+MAX_QUANTITY = 2 ** 53  # far beyond any machine; keeps a pool's sums and unit conversions finite
+
+
 def quantity_problem(quantity: Any) -> Optional[str]:
-    """Why a resource ``quantity`` is not a number >= 0 or a quantity string ("8", "16Gi")."""
+    """Why a resource ``quantity`` is not a number >= 0 or a quantity string ("8", "16Gi"), or is
+    beyond :data:`MAX_QUANTITY`."""
     if quantity is None:
         return None
     if isinstance(quantity, str):
-        if QUANTITY_RE.fullmatch(quantity):
-            return None
-        return f"must be a number >= 0 or a quantity such as \"8\" or \"16Gi\", found {describe(quantity)}"
-    if isinstance(quantity, bool) or not isinstance(quantity, (int, float)) or not quantity >= 0:
+        if not QUANTITY_RE.fullmatch(quantity):
+            return f"must be a number >= 0 or a quantity such as \"8\" or \"16Gi\", found {describe(quantity)}"
+        number = float(quantity.rstrip("mkMGTPEi"))  # the number before its unit
+    elif isinstance(quantity, bool) or not isinstance(quantity, (int, float)) or not quantity >= 0:
         return f"must be a number >= 0, found {describe(quantity)}"
-    return None
+    else:
+        number = float(quantity) if quantity <= MAX_QUANTITY else float("inf")
+    return None if number <= MAX_QUANTITY else f"must be at most {MAX_QUANTITY}, found {describe(quantity)}"
 
 
 def _fault_tolerance_problems(config: Any, problems: List[Problem]) -> None:
