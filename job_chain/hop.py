@@ -82,7 +82,7 @@ def load_run(config_path: Optional[str], run_id: str, snapshot: Optional[Any]) -
     run = records.require_run(run_id)
     chain = records.frozen(run_id, run)
     if chain is not None:
-        return chain, records, run_api_config(records, run_id, chain.api_config.get("version"), config_path)
+        return chain, records, records.api_config(run_id, chain.api_config.get("version"))
     # a run recorded before runs were frozen: the file as it is now (the old behaviour)
     from job_chain.chain.loader import load_chain
 
@@ -90,29 +90,6 @@ def load_run(config_path: Optional[str], run_id: str, snapshot: Optional[Any]) -
     if run.get("local"):  # a --local run stays local
         chain.config_path = chain.scrips_path = None
     return chain, records, chain.api_config
-
-
-def run_api_config(records: Any, run_id: str, version: Any, config_path: str) -> Dict[str, Any]:
-    """Where the run's API is and its keys: the record's copy of the chain file's api_config at start,
-    the frozen chain's API version; the keys from the file if the record has none."""
-    api_config = {**records.credentials(run_id), **({"version": version} if version else {})}
-    if not api_config.get("ak"):  # keys may still be in the file (written after the run started)
-        api_config = {**_file_api_config(config_path), **api_config}
-    return api_config
-
-
-def _file_api_config(path: str) -> Dict[str, Any]:
-    """The chain file's ``api_config`` if the file is there and is JSON; {} otherwise (never an error:
-    the run does not depend on the file)."""
-    import json
-
-    try:
-        with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
-    except (OSError, ValueError):
-        return {}
-    found = data.get("api_config") if isinstance(data, dict) else None
-    return {k: v for k, v in found.items() if isinstance(v, str)} if isinstance(found, dict) else {}
 
 
 def run_advance(*, config_path: Optional[str], run_id: str, step: str, attempt: int, exit_code: int,
@@ -127,8 +104,7 @@ def run_advance(*, config_path: Optional[str], run_id: str, step: str, attempt: 
         from job_chain.chain import lean
 
         try:  # a step of a plain line: its plan says what to submit (lean.py); None: the full advance decides
-            code = lean.follow(config_path, run_id, step, attempt, outputs_file,
-                               lambda records, version: run_api_config(records, run_id, version, config_path))
+            code = lean.follow(config_path, run_id, step, attempt, outputs_file)
         except Exception as exc:  # noqa: BLE001 - anything unforeseen: the full advance redoes it, idempotently
             lean.log(f"the planned advance stopped ({exc}); advancing the full way")
             code = None

@@ -79,6 +79,22 @@ def test_one_object_is_fetched_to_a_file_with_keys_from_the_chain_file(bos: BosS
     assert ("HEAD", "/data/corpus.jsonl") in bos.requests
 
 
+def test_a_running_run_fetches_with_the_keys_it_saved_at_start_whatever_the_file_says_now(
+        bos: BosStandIn, tmp_path: Path) -> None:
+    from job_chain.chain.record import RunRecords
+
+    chain = tmp_path / "chain_info.json"
+    run_id = "20260101-000000-b05f"
+    RunRecords(str(chain)).save_credentials(run_id, {"host": "http://127.0.0.1:9", "ak": AK, "sk": SK})
+    chain.write_text('{"resourcePoolId": "p", "api_config": {"ak": "EDITED-SINCE", ')  # broken since the run began
+    env = {k: v for k, v in job_env(bos, tmp_path).items() if k != "JOB_CHAIN_CREDENTIALS"}
+    dest = tmp_path / "corpus.jsonl"
+    done = run_fetch(dict(env, JOB_CHAIN_CONFIG=str(chain), JOB_CHAIN_RUN_ID=run_id), "bos:/data/corpus.jsonl",
+                     str(dest))
+    assert done.returncode == 0, done.stderr
+    assert dest.read_text() == '{"text": "hello"}\n'
+
+
 def test_a_wrong_key_or_a_missing_object_is_one_line_without_the_secret(bos: BosStandIn, tmp_path: Path) -> None:
     env = job_env(bos, tmp_path)
     (tmp_path / "credentials.json").write_text(json.dumps({"host": "h", "ak": AK, "sk": "WRONG-SECRET-999"}))

@@ -9,9 +9,10 @@ there with the right size, so an interrupted download resumes.
 
 Credentials are the run's, found as job-chain finds them in a job: env ``AIHC_AK``/``AIHC_SK``,
 the credentials file ``JOB_CHAIN_CREDENTIALS``, then the chain file ``JOB_CHAIN_CONFIG``'s
-``api_config``. No key is ever passed on the command line or printed. The endpoint is
-``BOS_ENDPOINT``, else ``<region>.bcebos.com`` for an AIHC host ``aihc.<region>.baidubce.com``
-(Baidu's BOS region/endpoint table: https://cloud.baidu.com/doc/BOS/s/akrqd2wcx).
+``api_config`` as the run saved it at start (``JOB_CHAIN_RUN_ID``; the file itself only for keys
+the run did not save, and a broken or missing file is no error). No key is ever passed on the
+command line or printed. The endpoint is ``BOS_ENDPOINT``, else ``<region>.bcebos.com`` for an
+AIHC host ``aihc.<region>.baidubce.com`` (Baidu's BOS region/endpoint table: https://cloud.baidu.com/doc/BOS/s/akrqd2wcx).
 """
 
 from __future__ import annotations
@@ -30,7 +31,6 @@ from baidubce.services.bos.bos_client import BosClient
 from job_chain.aihc.credentials import Credentials, resolve_credentials
 from job_chain.aihc.endpoint import normalize_endpoint
 from job_chain.errors import JobChainError, UsageError
-from job_chain.jsonfile import load_json_object
 
 PROG = "aiak bos fetch"
 _URL_RE = re.compile(r"bos:/+([a-z0-9][a-z0-9-]{1,62})(?:/(.*))?")
@@ -63,13 +63,14 @@ def bos_endpoint(explicit: Optional[str], aihc_host: Optional[str]) -> str:
 
 def run_credentials(environ: Mapping[str, str]) -> Tuple[Credentials, str]:
     """The run's key pair and the BOS endpoint, by job-chain's order (see the module docstring)."""
-    api_config: Any = None
+    from job_chain.chain.record import RunRecords, file_api_config
+
     chain = environ.get("JOB_CHAIN_CONFIG")
-    if chain and os.path.isfile(chain):
-        api_config = load_json_object(chain, "chain file").get("api_config")
+    run_id = environ.get("JOB_CHAIN_RUN_ID")
     explicit = environ.get("BOS_ENDPOINT") or None
-    try:
-        found = resolve_credentials(host=explicit, api_config=api_config if isinstance(api_config, dict) else None,
+    try:  # the run's copy of the file's api_config (saved at start), as the run's own hops find it
+        api_config = (RunRecords(chain).api_config(run_id) if run_id else file_api_config(chain)) if chain else {}
+        found = resolve_credentials(host=explicit, api_config=api_config or None,
                                     api_config_origin=f"{chain} api_config", env=environ)
     except UsageError as exc:
         raise FetchError(f"{exc}; a job finds keys through JOB_CHAIN_CREDENTIALS or the chain file "

@@ -118,12 +118,9 @@ def plan_submitted(chain: Chain, records: RunRecords, run_id: str, step: Step, a
 
 
 # -- following a plan (in the finishing job) ----------------------------------------------------------
-def follow(config_path: str, run_id: str, step: str, attempt: int, outputs_file: Optional[str],
-           api_config_of: Any) -> Optional[int]:
+def follow(config_path: str, run_id: str, step: str, attempt: int, outputs_file: Optional[str]) -> Optional[int]:
     """Advance (``step``, ``attempt``), which exited 0, by its plan; the job's exit code, or None
     when the full advance must decide (no plan, or anything the plan did not foresee).
-
-    ``api_config_of(records, version)``: the run's api_config, as the full advance finds it.
     """
     from job_chain.chain.record import RunRecords
     from job_chain.files import read_json_dict
@@ -159,7 +156,7 @@ def follow(config_path: str, run_id: str, step: str, attempt: int, outputs_file:
     else:
         from job_chain.connect import connect
 
-        client = connect(api_config=api_config_of(records, own.get("version")),
+        client = connect(api_config=records.api_config(run_id, own.get("version")),
                          api_config_origin=f"{config_path} api_config")
         result = client.create_job(own["pool"], first["body"], client_token=first["token"])
         job_id, job_name = result.get("jobId", ""), result.get("jobName") or first["body"].get("name", "")
