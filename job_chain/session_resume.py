@@ -46,7 +46,7 @@ class ResumeMixin:
         rerun = tuple(self._rerun_names(new or old, rerun))
         if new is not None or params:  # the run keeps the values it was given; --param sets new ones
             base = new or old
-            defaults = base.params if new is not None else old.params
+            defaults = base.params
             given = {k: v for k, v in old.params_set.items() if k in defaults}
             resolve_params(defaults, params, self.path)  # an unknown --param name is an error
             given.update(params)

@@ -129,6 +129,7 @@ class _Hop(Submitting):
         self.me_code: Dict[str, int] = {}  # the finishing step's own exit code (the record may be elsewhere)
         self.me_failure: Dict[str, Any] = {}  # and why it failed
         self.error: Optional[BaseException] = None  # why the last submission gave up
+        self.recorded = False  # this step's exit (and success) are in the shared run record
 
     def job_id(self, name: str, attempt: int) -> Optional[str]:
         """The job of (step, attempt): from the record, else by its labels."""
@@ -140,7 +141,6 @@ class _Hop(Submitting):
         found = submit_with_deadline(lambda: find_submitted(self.client, self.chain.pool, self.run_id, name, attempt,
                                                             self.started), self.deadline, on_unreachable=self.refresh)
         return str(found["jobId"]) if found else None
-        self.recorded = False  # this step's exit (and success) are in the shared run record
 
     def from_record(self) -> bool:
         """Whether what starts next can be decided from the run record (job mode, facts written)."""

@@ -114,8 +114,6 @@ class Submitting:
                     context: Optional[Dict[str, str]], resume: Optional[Tuple[int, str]],
                     plan: bool = True) -> Optional[int]:
         """Submit one step; None when it was, else the exit code the job ends with."""
-        from job_chain.chain.params import MissingOutput
-
         try:
             result = submit_with_deadline(
                 lambda: submit_step(self.client, self.chain, target, self.run_id, attempt, records=self.records,
@@ -123,7 +121,7 @@ class Submitting:
                                     plan=plan),
                 self.deadline, on_unreachable=self.refresh,
             )
-        except (JobChainError, MissingOutput) as exc:  # the API gave up, no credentials, an output missing
+        except JobChainError as exc:  # the API gave up, no credentials, an output missing (MissingOutput)
             self.error = exc
             message = f"step {target} could not be submitted: {exc}"
             if self.records is not None and origin is not None:

@@ -40,7 +40,8 @@ def encode_snapshot(chain: Chain, first: Step, host: Optional[str]) -> str:
     keep = [s for s in chain.steps if s.index >= first.index or s.is_handler or chain.graph]
     data: Dict[str, Any] = {"v": 2, "host": host, "chain": os.path.abspath(chain.path),
                             "frozen": freeze(chain, steps=keep), "began": chain.began, "first": chain.first_job}
-    carried = {n: v for n, v in chain.outputs.items() if n in referenced(chain)}
+    used = referenced(chain)
+    carried = {n: v for n, v in chain.outputs.items() if n in used}
     if carried:  # the outputs later steps use, as far as this step knows them
         data["outputs"] = carried
     raw = zlib.compress(json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode("utf-8"), 9)

@@ -200,14 +200,6 @@ class Store:
         where = "" if pool is None else "WHERE pool=? "
         return self._rows(f"SELECT * FROM queues {where}ORDER BY pool, name", () if pool is None else (pool,))
 
-    def job_counts(self) -> Dict[Tuple[str, str], Dict[str, int]]:
-        """{(pool, queue): {status: n}}: what the pool and queue views report."""
-        out: Dict[Tuple[str, str], Dict[str, int]] = {}
-        for row in self._rows("SELECT pool, queue, status, COUNT(*) AS n FROM jobs"
-                              " GROUP BY pool, queue, status"):
-            out.setdefault((row["pool"], row["queue"]), {})[row["status"]] = row["n"]
-        return out
-
     def full(self, default_capacity: Optional[int]) -> Tuple[List[str], List[Tuple[str, str]]]:
         """Pools and queues with as many active jobs as their capacity (None: unlimited;
         a queue without one has ``default_capacity``)."""
