@@ -80,6 +80,18 @@ def job_body(name: str, command: str, replicas: int = 1, **extra: Any) -> Dict[s
 
 
 @pytest.fixture(scope="session", autouse=True)
+def no_real_aihc_keys() -> Iterator[None]:
+    """A user's AIHC_HOST/AIHC_AK/AIHC_SK (which rank above JOB_CHAIN_CREDENTIALS) never reach a test:
+    every request a test makes goes to a local server on loopback."""
+    import os
+
+    names = ("AIHC_HOST", "AIHC_AK", "AIHC_SK", "AK", "SK", "AIHC_API_VERSION")
+    saved = {name: os.environ.pop(name) for name in names if name in os.environ}
+    yield
+    os.environ.update(saved)
+
+
+@pytest.fixture(scope="session", autouse=True)
 def private_run_index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """Runs started by tests are indexed in a temporary place, never in the user's data dir."""
     import os

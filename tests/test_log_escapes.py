@@ -56,7 +56,12 @@ def on_a_terminal(args: List[str], env: dict) -> str:
             out += chunk
     finally:
         os.close(master)
-        proc.wait(timeout=60)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:  # never leave it running
+            proc.kill()
+            proc.wait()
+            raise
     assert proc.returncode == 0
     return out.decode("utf-8", "replace")
 

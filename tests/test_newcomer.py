@@ -148,6 +148,9 @@ def test_watch_run_left_by_ctrl_c_says_how_to_continue_or_stop(tmp_path: Path, l
         out, err = resumed.communicate(timeout=120)
     finally:
         guard.cancel()
+        if resumed.poll() is None:  # a failed check above: the watcher must not outlive the test
+            resumed.kill()
+            resumed.communicate()
     assert resumed.returncode == 0, err + out
     assert f"run {run_id}: succeeded" in out
     steps = sorted(j["name"] for j in run_jobs(local_server, run_id))

@@ -7,14 +7,16 @@ step's own end, none of them may still run — on the local server as under the 
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import signal
 import subprocess
 import sys
 import textwrap
 import time
 from pathlib import Path
-from typing import List
+from typing import Iterator, List
 
 import psutil
 import pytest
@@ -61,41 +63,56 @@ def assert_all_ended(pids: List[int], within: float = 0.0) -> None:
     assert alive == [], f"still running after the step ended: {alive}"
 
 
-def watchdog(tmp_path: Path, timeout: float, env_extra: str = "") -> subprocess.Popen:
+@contextlib.contextmanager
+def watchdog(tmp_path: Path, timeout: float, env_extra: str = "") -> Iterator[subprocess.Popen]:
+    """The watchdog over STRAGGLERS; whatever fails in the test, nothing it started outlives it."""
     script = tmp_path / "step.sh"
     script.write_text(STRAGGLERS)
     pids = tmp_path / "pids"
     pids.mkdir()
     code = ("import sys; from job_chain.chain.watchdog import run; "
             f"sys.exit(run(['bash', {str(script)!r}], {timeout!r}, None, grace=0.5, poll=0.05))")
-    return subprocess.Popen(["env", f"PIDS={pids}", *([env_extra] if env_extra else []), sys.executable, "-c", code],
+    proc = subprocess.Popen(["env", f"PIDS={pids}", *([env_extra] if env_extra else []), sys.executable, "-c", code],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+        for written in pids.iterdir():
+            try:
+                straggler = psutil.Process(int(written.read_text()))
+                if straggler.cmdline()[-2:] == ["sleep", "300"]:  # still ours, not a pid reused since
+                    straggler.kill()
+            except (ValueError, psutil.Error):
+                pass
 
 
 def test_a_child_that_ignores_sigterm_or_setsids_ends_with_its_step(tmp_path: Path) -> None:
     """The watchdog's timeout ends the whole tree, not just the group whose leader obeyed TERM."""
-    proc = watchdog(tmp_path, timeout=1.0)
-    pids = straggler_pids(tmp_path / "pids")
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 124 and b"killed after 1s (timeout)" in err
-    assert_all_ended(pids)  # at once: the watchdog exits only after its tree is gone
+    with watchdog(tmp_path, timeout=1.0) as proc:
+        pids = straggler_pids(tmp_path / "pids")
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 124 and b"killed after 1s (timeout)" in err
+        assert_all_ended(pids)  # at once: the watchdog exits only after its tree is gone
 
 
 def test_a_stopped_watchdog_ends_its_whole_tree(tmp_path: Path) -> None:
-    proc = watchdog(tmp_path, timeout=300.0)
-    pids = straggler_pids(tmp_path / "pids")
-    proc.send_signal(signal.SIGTERM)  # what the step wrapper's trap sends on a stop
-    proc.communicate(timeout=60)
-    assert proc.returncode == 143
-    assert_all_ended(pids)
+    with watchdog(tmp_path, timeout=300.0) as proc:
+        pids = straggler_pids(tmp_path / "pids")
+        proc.send_signal(signal.SIGTERM)  # what the step wrapper's trap sends on a stop
+        proc.communicate(timeout=60)
+        assert proc.returncode == 143
+        assert_all_ended(pids)
 
 
 def test_what_a_step_leaves_running_ends_when_it_exits(tmp_path: Path) -> None:
-    proc = watchdog(tmp_path, timeout=300.0, env_extra="LEAVE=1")
-    pids = straggler_pids(tmp_path / "pids")
-    out, _ = proc.communicate(timeout=60)
-    assert proc.returncode == 0 and out == b"started\n"
-    assert_all_ended(pids)
+    with watchdog(tmp_path, timeout=300.0, env_extra="LEAVE=1") as proc:
+        pids = straggler_pids(tmp_path / "pids")
+        out, _ = proc.communicate(timeout=60)
+        assert proc.returncode == 0 and out == b"started\n"
+        assert_all_ended(pids)
 
 
 @pytest.mark.parametrize("how", ["stop", "exit"])

@@ -43,11 +43,13 @@ def console(home: Path, shared_server: Any) -> Iterator[Console]:
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory: pytest.TempPathFactory, console: Console) -> Iterator[Any]:
     driver = chromium(tmp_path_factory.mktemp("chromium-profile"))
-    driver.set_page_load_timeout(30)
-    driver.get(console.token_url)  # as a user opens the URL the console printed: the cookie lets them in
-    assert driver.current_url == console.url + "/"
-    yield driver
-    driver.quit()
+    try:
+        driver.set_page_load_timeout(30)
+        driver.get(console.token_url)  # as a user opens the URL the console printed: the cookie lets them in
+        assert driver.current_url == console.url + "/"
+        yield driver
+    finally:
+        driver.quit()  # chromium and its driver end even when the first page fails
 
 
 def wait_for(browser: Any, condition: Any, timeout: float = WAIT) -> Any:
