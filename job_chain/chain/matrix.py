@@ -16,7 +16,7 @@ from dataclasses import replace
 from typing import Any, Dict, List, Optional, Sequence
 
 from job_chain.aihc.names import MAX_JOB_NAME, make_job_name
-from job_chain.chain.model import Step
+from job_chain.chain.model import Step, point_display
 from job_chain.chain.params import MATRIX_ENV, as_text, env_name_problem, name_path, value_problem
 from job_chain.jsonfile import describe, json_type
 
@@ -94,7 +94,7 @@ def point_name(group: str, point: Dict[str, str]) -> str:
     text = "-".join([group] + [f"{k}-{v}" for k, v in point.items()])
     if all(_FAITHFUL.fullmatch(k) and _FAITHFUL.fullmatch(v) for k, v in point.items()):
         return make_job_name(text)
-    display = f"{group}[{','.join(f'{k}={v}' for k, v in point.items())}]"
+    display = point_display(group, point)
     digest = hashlib.sha1(display.encode("utf-8", "surrogatepass")).hexdigest()[:6]
     return f"{make_job_name(text, MAX_JOB_NAME - 7)}-{digest}"
 
@@ -118,7 +118,7 @@ def expand(templates: Sequence[Step], matrices: Dict[int, Dict[str, List[str]]],
         mapped[template.index] = []
         for point in points_of(matrix):
             name = point_name(template.name, point)
-            display = f"{template.name}[{','.join(f'{k}={v}' for k, v in point.items())}]"
+            display = point_display(template.name, point)
             if name in taken:
                 problems.append(f"jobs[{template.index}].jobChain.matrix: the point {display} would be named "
                                 f"{name}, which is already the name of {taken[name]}: rename one")

@@ -31,6 +31,11 @@ class Checkpoint:
     tracker: str = "latest_checkpointed_iteration.txt"
 
 
+def point_display(group: str, point: Dict[str, str]) -> str:
+    """A matrix point as people see it: ``train[lr=1e-4,seed=1]``."""
+    return f"{group}[{','.join(f'{k}={v}' for k, v in point.items())}]"
+
+
 @dataclass
 class Step:
     """One step: the body AIHC receives (command = the user's script) and chain settings."""
@@ -79,9 +84,7 @@ class Step:
     @property
     def display(self) -> str:
         """How people see the step: ``train[lr=1e-4,seed=1]`` for a matrix point, else its name."""
-        if not self.group:
-            return self.name
-        return f"{self.group}[{','.join(f'{k}={v}' for k, v in self.point.items())}]"
+        return point_display(self.group, self.point) if self.group else self.name
 
     def mount_paths(self) -> List[str]:
         return [str(d.get("mountPath")) for d in self.body.get("datasources") or [] if d.get("mountPath")]

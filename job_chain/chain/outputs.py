@@ -22,6 +22,7 @@ from typing import Any, Callable, Dict, Iterable, Optional, Set, Tuple
 
 from job_chain.chain.model import Chain, Step
 from job_chain.chain.params import NAME_RE, step_refs
+from job_chain.files import read_json_dict
 
 MAX_KEYS = 64
 MAX_BYTES = 16384  # of one step's outputs (keys and values, UTF-8)
@@ -110,12 +111,8 @@ def recorded(records: Any, run_id: str) -> Outputs:
             latest[found.group(1)] = (int(found.group(2)), name)
     out: Outputs = {}
     for step, (_, name) in latest.items():
-        try:
-            with open(os.path.join(directory, name), encoding="utf-8") as handle:
-                data = json.load(handle)
-        except (OSError, ValueError):
-            continue
-        if isinstance(data, dict):
+        data = read_json_dict(os.path.join(directory, name))
+        if data is not None:
             out[step] = {str(k): str(v) for k, v in data.items()}
     return out
 

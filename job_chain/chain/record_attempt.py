@@ -9,12 +9,13 @@ job could not), so every later reader agrees with the decision that was taken.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import time
 from typing import TYPE_CHECKING, Any, Dict, Iterable, Optional, Tuple
 
-from job_chain.files import read_json_dict, write_json_private
+from job_chain.files import create_private, read_json_dict
 
 if TYPE_CHECKING:  # a job advancing a chain reads the record without the status types
     from job_chain.chain.progress import RunFacts
@@ -124,21 +125,10 @@ class AttemptRecords:
         existing = read_json_dict(path)
         if existing is not None:
             return existing
-        draft = f"{path}.{os.getpid()}.{time.monotonic_ns()}.tmp"
         try:
-            os.makedirs(self._dir(run_id), mode=0o700, exist_ok=True)
-            write_json_private(draft, dict(data, at=time.time()))
-            try:
-                os.link(draft, path)
-            except FileExistsError:
-                return read_json_dict(path) or data
+            create_private(path, json.dumps(dict(data, at=time.time()), indent=2) + "\n")  # \u escapes: any text
         except OSError:
             return data
-        finally:
-            try:
-                os.unlink(draft)
-            except OSError:
-                pass
         return read_json_dict(path) or data
 
     def failure(self, run_id: str, step: str, attempt: int) -> Optional[Dict[str, Any]]:

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
 from job_chain.chain.model import Chain, Step
+from job_chain.files import create_private, read_json_dict
 
 RUN_POOL = "run"
 _SLOT = re.compile(r"slot\.([a-z0-9-]+)\.(\d+)\.(\d+)\.(\d+)")
@@ -142,8 +143,6 @@ def read_state(directory: str, epoch_: int) -> State:
 
 def _create(directory: str, name: str, data: Dict[str, Any]) -> bool:
     """Create ``name`` with ``data`` unless it exists: True for exactly one caller."""
-    from job_chain.files import create_private
-
     return create_private(os.path.join(directory, name), json.dumps(data))
 
 
@@ -163,11 +162,13 @@ def release(chain: Chain, records: Any, run_id: str, me: Step) -> None:
         return
     directory = records.directory(run_id)
     e = epoch(records, run_id)
-    try:
-        with open(os.path.join(directory, _claim_name(e, me.name)), encoding="utf-8") as handle:
-            held = [tuple(h) for h in json.load(handle).get("slots") or []]
-    except (OSError, ValueError, AttributeError):
+    claim = read_json_dict(os.path.join(directory, _claim_name(e, me.name)))
+    if claim is None:
         return  # not started through a slot (it has none to give back)
+    try:
+        held = [tuple(h) for h in claim.get("slots") or []]
+    except TypeError:
+        return
     _free(directory, held, e)  # type: ignore[arg-type]
 
 
