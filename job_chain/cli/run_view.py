@@ -50,14 +50,15 @@ def status_table(status: RunStatus, points: bool = True) -> Any:
     with_reason = any(s.why() for s in status.steps)
     with_gpus = any(s.gpu_hours for s in status.steps)
     groups = {g["name"]: g for g in status.groups()}
+    by_index = {s.index: s for s in status.steps}
     rows = []
     for s in status.steps:
         group = groups.get(s.group)
         if group is not None and group["steps"][0] == s.index:
-            rows.append(_group_row(status, group, with_reason, with_gpus))
+            rows.append(_group_row(status, group, with_reason, with_gpus, by_index))
         if group is not None and not points and not (s.active or s.status in FAILED):
             continue
-        rows.append(_step_row(status, s, fmt, with_reason, with_gpus))
+        rows.append(_step_row(status, s, fmt, with_reason, with_gpus, by_index))
     columns = ["STEP", "NAME", "STATUS", "ATTEMPT", "EXIT", "JOB ID", "STARTED", "DURATION"]
     if status.graph:
         columns.insert(2, "NEEDS")
@@ -87,9 +88,10 @@ def advice_lines(status: RunStatus) -> List[str]:
     return out
 
 
-def needs(status: RunStatus, step: StepStatus) -> str:
-    """What a step waits for, a matrix by its name: ``prep, train``."""
-    by_index = {s.index: s for s in status.steps}
+def needs(status: RunStatus, step: StepStatus, by_index: Optional[Dict[int, StepStatus]] = None) -> str:
+    """What a step waits for, a matrix by its name: ``prep, train`` (``by_index``: the run's steps by
+    index, made once by a caller that asks for every step)."""
+    by_index = by_index if by_index is not None else {s.index: s for s in status.steps}
     out: List[str] = []
     for dep in step.depends_on:
         found = by_index.get(dep)
@@ -99,7 +101,8 @@ def needs(status: RunStatus, step: StepStatus) -> str:
     return ", ".join(out) or "-"
 
 
-def _step_row(status: RunStatus, s: StepStatus, fmt: str, with_reason: bool, with_gpus: bool) -> List[str]:
+def _step_row(status: RunStatus, s: StepStatus, fmt: str, with_reason: bool, with_gpus: bool,
+              by_index: Dict[int, StepStatus]) -> List[str]:
     from job_chain.chain.gpu import hours_text
     from job_chain.cli.render import human_duration, styled_status
 
@@ -108,7 +111,7 @@ def _step_row(status: RunStatus, s: StepStatus, fmt: str, with_reason: bool, wit
            "-" if s.exit_code is None else str(s.exit_code), s.job_id or "-",
            started.strftime(fmt) if started else "-", human_duration(s.duration())]
     if status.graph:  # what each step waits for: the graph, one row per step
-        row.insert(2, f"after the run ({s.run_on})" if s.run_on else needs(status, s))
+        row.insert(2, f"after the run ({s.run_on})" if s.run_on else needs(status, s, by_index))
     if with_gpus:
         row.append(hours_text(s.gpu_hours) + (f" ({hours_text(s.lost_gpu_hours)} lost)" if s.lost_gpu_hours else ""))
     if with_reason:
@@ -116,10 +119,11 @@ def _step_row(status: RunStatus, s: StepStatus, fmt: str, with_reason: bool, wit
     return row
 
 
-def _group_row(status: RunStatus, group: Dict[str, Any], with_reason: bool, with_gpus: bool) -> List[str]:
+def _group_row(status: RunStatus, group: Dict[str, Any], with_reason: bool, with_gpus: bool,
+               by_index: Dict[int, StepStatus]) -> List[str]:
     from job_chain.cli.render import Styled, human_duration
 
-    points = [s for s in status.steps if s.index in set(group["steps"])]
+    points = [by_index[i] for i in sorted(group["steps"]) if i in by_index]
     starts = [p.started for p in points if p.started]
     ends = [p.finished for p in points if p.finished]
     span = (max(ends) - min(starts)).total_seconds() if starts and ends and len(ends) == len(points) else None
@@ -128,7 +132,7 @@ def _group_row(status: RunStatus, group: Dict[str, Any], with_reason: bool, with
            Styled(counts_text(group["counts"]), "bold"), "-", "-", "-",
            first.strftime("%H:%M:%S") if first else "-", human_duration(span)]
     if status.graph:
-        row.insert(2, needs(status, points[0]))
+        row.insert(2, needs(status, points[0], by_index))
     if with_gpus:
         from job_chain.chain.gpu import hours_text
 
