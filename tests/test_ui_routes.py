@@ -286,6 +286,19 @@ def test_jobs_page_links_runs_and_shows_events(console: Console, home: Path, sha
     assert requests.get(f"{console.url}/run/{cid}/no-such-run").status_code == 404
 
 
+def test_a_runs_job_page_uses_the_pool_the_run_froze_not_the_files_now(console: Console, home: Path,
+                                                                         shared_server: Any) -> None:
+    chain = chain_in(home, "moved", [{"script": "echo hi\n"}], shared_server.pool)
+    cli("run", str(chain), "--follow", server=shared_server)
+    run_id, cid, job_id = latest_run(chain), chain_id(str(chain)), first_job(chain, shared_server)
+    data = json.loads(chain.read_text())
+    chain.write_text(json.dumps(dict(data, resourcePoolId="pool-elsewhere")))  # edited after the run
+    run_page = requests.get(f"{console.url}/run/{cid}/{run_id}").text
+    assert f'href="/job/{cid}/{job_id}?run={run_id}"' in run_page
+    page = requests.get(f"{console.url}/job/{cid}/{job_id}?run={run_id}")
+    assert page.status_code == 200 and "Succeeded" in page.text and "step-0-master-0" in page.text
+
+
 def test_clone_a_step_with_edits(console: Console, home: Path, shared_server: Any) -> None:
     chain = chain_in(home, "clone", [{"name": "prep", "script": "echo prep\n"},
                                      {"name": "train", "script": "echo train $SHARED\n", "retries": 2}],

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse
@@ -71,10 +71,17 @@ def register(app: FastAPI, pages: Pages) -> None:
         return pages.page("_jobs_rows.html", rows=rows, errors=errors)
 
     @app.get("/job/{cid}/{job_id}", response_class=HTMLResponse)
-    def job_page(request: Request, cid: str, job_id: str) -> HTMLResponse:
+    def job_page(request: Request, cid: str, job_id: str, run: Optional[str] = None) -> HTMLResponse:
+        """One job; ``run``: of that run, in the pool and on the endpoint it runs on (not the file's)."""
         found = pages.entry(cid)
-        client = pages.pool_client(found)
-        pool = pages.pool_of(found) or ""
+        if run:
+            session, ran = pages.session(found), pages.run_of(found, run)
+            try:
+                client, pool = session.client_for(ran), session.frozen(ran).pool
+            except JobChainError as exc:
+                raise NotFoundError(say(exc)) from None
+        else:
+            client, pool = pages.pool_client(found), pages.pool_of(found) or ""
         try:
             job = client.get_job(pool, job_id)
         except JobChainError as exc:
