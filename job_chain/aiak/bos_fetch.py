@@ -28,7 +28,7 @@ from baidubce.bce_client_configuration import BceClientConfiguration
 from baidubce.exception import BceError, BceHttpClientError, BceServerError
 from baidubce.services.bos.bos_client import BosClient
 
-from job_chain.aihc.credentials import Credentials, resolve_credentials
+from job_chain.aihc.credentials import Credentials, file_api_config, resolve_credentials
 from job_chain.aihc.endpoint import normalize_endpoint
 from job_chain.errors import JobChainError, UsageError
 
@@ -63,7 +63,7 @@ def bos_endpoint(explicit: Optional[str], aihc_host: Optional[str]) -> str:
 
 def run_credentials(environ: Mapping[str, str]) -> Tuple[Credentials, str]:
     """The run's key pair and the BOS endpoint, by job-chain's order (see the module docstring)."""
-    from job_chain.chain.record import RunRecords, file_api_config
+    from job_chain.chain.record import RunRecords
 
     chain = environ.get("JOB_CHAIN_CONFIG")
     run_id = environ.get("JOB_CHAIN_RUN_ID")

@@ -48,6 +48,18 @@ def load_credentials_file(path: str) -> Dict[str, Any]:
     return data
 
 
+def file_api_config(path: str) -> Dict[str, Any]:
+    """The chain file's ``api_config`` (its string values) if the file is there and is JSON; {}
+    otherwise: never an error, the file may be broken or gone while its runs go on."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except (OSError, ValueError):
+        return {}
+    found = data.get("api_config") if isinstance(data, dict) else None
+    return {k: v for k, v in found.items() if isinstance(v, str)} if isinstance(found, dict) else {}
+
+
 def _json_kind(value: Any) -> str:
     """What a JSON value is, without showing it (it may be a secret key)."""
     if isinstance(value, bool):

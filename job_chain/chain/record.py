@@ -245,6 +245,8 @@ class RunRecords(AttemptRecords):
         as saved at start, with the frozen chain's API ``version``; the keys still in the file when
         the record has none (written after the run started). Never an error: a run does not depend
         on its file."""
+        from job_chain.aihc.credentials import file_api_config
+
         found = {**self.credentials(run_id), **({"version": version} if version else {})}
         if not found.get("ak"):
             found = {**file_api_config(self.chain_path), **found}
@@ -386,16 +388,3 @@ class RunRecords(AttemptRecords):
     def is_stopped(self, run_id: str) -> bool:
         return os.path.exists(os.path.join(self._dir(run_id), STOPPED_MARKER))
 
-
-def file_api_config(path: str) -> Dict[str, Any]:
-    """The chain file's ``api_config`` (its string values) if the file is there and is JSON; {}
-    otherwise: never an error, the file may be broken or gone while its runs go on."""
-    import json
-
-    try:
-        with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
-    except (OSError, ValueError):
-        return {}
-    found = data.get("api_config") if isinstance(data, dict) else None
-    return {k: v for k, v in found.items() if isinstance(v, str)} if isinstance(found, dict) else {}
