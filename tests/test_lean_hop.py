@@ -187,6 +187,10 @@ def test_a_failed_branch_leaves_the_join_to_the_full_advance(tmp_path: Path) -> 
     assert lean.join_ready(records, RUN, {"c": 3}) is None  # its tail does not report here
     records.record_submission(RUN, "c", 4, "job-c4", "c", mode="job")
     assert lean.join_ready(records, RUN, {"c": 4}) is False  # it will report, and see b's marker
+    records.record_exit(RUN, "c", 4, 0)
+    assert lean.join_ready(records, RUN, {"c": 4}) is False  # its tail is between its exit and its marker
+    records.record_exit(RUN, "c", 4, 1)
+    assert lean.join_ready(records, RUN, {"c": 4}) is None  # it failed after all
 
 
 def test_an_api_error_in_a_planned_hop_is_left_to_the_full_advance(tmp_path: Path) -> None:

@@ -182,9 +182,10 @@ def _done(records: RunRecords, run_id: str, step: str, attempt: int) -> int:
 
 def join_ready(records: RunRecords, run_id: str, needs: Dict[str, int]) -> Optional[bool]:
     """Whether every other step a join needs has succeeded (its latest attempt from ``needs[name]``
-    on has a succeeded marker): True; False when one has not but its tail is still to report, so it
-    will see this step's marker when it does; None for anything else (a failure, a step not
-    submitted or submitted where no tail reports here): the full advance decides."""
+    on has a succeeded marker): True; False when one has not but its tail is still to report (or
+    is reporting: its script exited 0, its marker is next), so it will see this step's marker when
+    it writes its own; None for anything else (a failure, a step not submitted or submitted where
+    no tail reports here): the full advance decides."""
     from job_chain.files import read_json_dict
 
     facts = records.listed(run_id)
@@ -202,11 +203,14 @@ def join_ready(records: RunRecords, run_id: str, needs: Dict[str, int]) -> Optio
         kinds = attempts[latest]
         if "succeeded" in kinds:
             continue
-        if "exit" in kinds:
-            return None  # it failed, or is between its exit and its marker: the full advance looks
-        entry = read_json_dict(os.path.join(records.directory(run_id), facts["step"][(name, latest)])) or {}
-        if entry.get("mode") != "job":
-            return None
+        if "exit" in kinds:  # its tail is running: between its exit and its marker when it exited 0
+            entry = read_json_dict(os.path.join(records.directory(run_id), facts["exit"][(name, latest)])) or {}
+            if entry.get("exitCode") != 0:
+                return None  # it failed (or is unreadable): the full advance decides
+        else:
+            entry = read_json_dict(os.path.join(records.directory(run_id), facts["step"][(name, latest)])) or {}
+            if entry.get("mode") != "job":
+                return None
         ready = False
     return ready
 
