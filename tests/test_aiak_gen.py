@@ -806,10 +806,12 @@ def test_english_headers_and_extra_columns_are_accepted(tmp_path: Path) -> None:
 def test_the_shipped_tables_are_one_copy_that_wheels_carry() -> None:
     root = Path(__file__).resolve().parent.parent
     assert (root / "aiak_dict" / "models.csv").is_file() and (root / "aiak_dict" / "datasets.csv").is_file()
-    assert not (root / "job_chain" / "aiak" / "aiak_dict").exists()  # no second copy in git
+    packaged = root / "job_chain" / "aiak" / "aiak_dict"
+    assert packaged.is_symlink() and packaged.resolve() == root / "aiak_dict"  # no second copy in git
+    assert Path(tables.SHIPPED_DIR).resolve() == root / "aiak_dict"
     tomllib = pytest.importorskip("tomllib")
     config = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]
-    assert config["package-dir"] == {"job_chain.aiak.aiak_dict": "aiak_dict"}
+    assert config["package-dir"] == {"": "."}  # an editable install is a .pth path, not an import hook
     assert "job_chain.aiak.aiak_dict" in config["packages"]  # every other one: tests/test_packaging.py
     assert {"*.csv", "*.sh"} <= set(config["package-data"]["*"])
 

@@ -9,9 +9,8 @@ anything is used, and a fault is one error naming ``file:line``. A replacing mod
 leaves an AIAK column empty (launchers, converter config, chat template, SFT length, experts)
 keeps the replaced row's value: mirroring the weights elsewhere does not change AIAK's image.
 
-The shipped tables live once, in the repository's top-level ``aiak_dict/``; wheels and sdists
-carry them as the package data ``job_chain/aiak/aiak_dict`` (see pyproject.toml), a source
-checkout or editable install reads the top-level directory.
+The shipped tables live once, in the repository's top-level ``aiak_dict/``; the package data
+``job_chain/aiak/aiak_dict`` is a symlink to it in a checkout, and a copy in wheels and sdists.
 """
 
 from __future__ import annotations
@@ -29,11 +28,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from job_chain.errors import UsageError
 from job_chain.jsonfile import describe
 
-_HERE = os.path.dirname(os.path.abspath(__file__))
-_PACKAGED = os.path.join(_HERE, "aiak_dict")  # wheel / sdist install
-_CHECKOUT = os.path.join(os.path.dirname(os.path.dirname(_HERE)), "aiak_dict")  # repo / editable
-SHIPPED_DIR = _PACKAGED if os.path.isdir(_PACKAGED) else _CHECKOUT
-TABLE_DIR = SHIPPED_DIR  # the name older callers use
+SHIPPED_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "aiak_dict")
 NO_DEFAULT = "#N/A"
 MODELS_FILE, DATASETS_FILE = "models.csv", "datasets.csv"
 ENV_VAR = "AIAK_DICT"
