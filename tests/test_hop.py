@@ -27,8 +27,9 @@ NEVER = ("click", "rich", "job_chain.cli", "job_chain.session", "job_chain.local
 # and for a branch whose join is not ready (the SDK itself loads tempfile, through pycryptodome's cffi)
 NO_HTTP = ("http.client", "socket", "ssl", "email", "urllib.request", "baidubce", "Crypto", "concurrent.futures",
            "job_chain.aihc.client", "job_chain.connect", "tempfile", "subprocess")
-NOT_READY_BUDGET = 70  # modules beyond `python -c pass`: 47 when written
-SUBMIT_BUDGET = 200  # with the SDK's signer and HTTP client (about 100 of them): 151 when written
+# modules beyond a bare `python -c pass` (25 modules: an editable install is a .pth path, no import hook)
+NOT_READY_BUDGET = 110  # 99 when written
+SUBMIT_BUDGET = 215  # with the SDK's signer and HTTP client (about 100 of them): 193 when written
 
 
 def imported(stderr: str) -> List[str]:
@@ -87,7 +88,7 @@ def test_the_last_branch_of_a_join_submits_it_with_the_sdk_and_no_cli(tmp_path: 
     modules = imported(done.stderr)
     assert "baidubce.auth.bce_v1_signer" in modules and "baidubce.http.bce_http_client" in modules
     assert heavy(modules, NEVER) == []
-    assert len(set(modules) - startup()) <= SUBMIT_BUDGET
+    assert len(set(modules) - startup()) <= SUBMIT_BUDGET, len(set(modules) - startup())
     entry = records.submission(RUN, "d", 1)
     assert entry is not None and entry["mode"] == "job"
     end = time.monotonic() + 60  # d runs its own tail (the last step) and ends

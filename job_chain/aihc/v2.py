@@ -15,7 +15,6 @@ would silently drop a job's mounts, and the SDK's is the one code sends today.
 
 from __future__ import annotations
 
-import calendar
 import time
 from typing import Any, Dict, Optional, Tuple
 from urllib.parse import urlencode
@@ -180,6 +179,8 @@ def log_time_back(text: Any) -> Optional[int]:
     if isinstance(text, str):
         if text.strip().isdigit():
             return int(text.strip())
+        import calendar  # here: every hop imports this module, few parse a v2 time
+
         return calendar.timegm(time.strptime(text, V2_TIME))
     raise ValueError(text)
 
