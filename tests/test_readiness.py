@@ -10,8 +10,9 @@ from chain_helpers import RECORDED_RUN as RUN
 from chain_helpers import diamond_jobs, recorded_run
 
 from job_chain.chain import graph
+from job_chain.chain.classify import Failure
 from job_chain.chain.model import Chain
-from job_chain.chain.readiness import look
+from job_chain.chain.readiness import kept_causes, look, state_of
 from job_chain.chain.record import RunRecords
 
 
@@ -120,3 +121,23 @@ def test_with_handlers_the_question_stops_at_the_first_step_still_going(tmp_path
     assert len(asked.asked) == 1  # one still going answers it: the run has not ended
     quiet = Jobs()
     assert not decide(chain, "w1", quiet, watchers=False).ended and quiet.asked == []
+
+
+
+def test_a_failure_not_classified_yet_counts_as_unknown_in_budgets_per_cause(tmp_path: Path) -> None:
+    """As the advance, status and the failing job itself count it: never as the cause before it."""
+    jobs = diamond_jobs()
+    for job in jobs[1:3]:
+        job["jobChain"]["retries"] = {"infra": 2, "user": 0}
+    chain, records = recorded_run(tmp_path / "chain_info.json", "p", jobs, submitted="abc", succeeded="a")
+    c = chain.named("c")
+    records.record_exit(RUN, "c", 1, 1)
+    records.record_failure(RUN, "c", 1, Failure("infra").to_record())
+    records.record_exit(RUN, "c", 2, 1)  # its tail has not classified it yet
+    assert kept_causes(records, RUN, c, 2) == ["infra", "unknown"]
+    assert state_of(c, 2, None, 1, False, kept_causes(records, RUN, c, 2)) == graph.FAILED  # unknown has no budget
+    b = chain.named("b")  # attempt 1 stopped (no exit record: its tail never ran), resumed as attempt 2
+    records.record_exit(RUN, "b", 2, 1)
+    records.record_failure(RUN, "b", 2, Failure("infra").to_record())
+    assert kept_causes(records, RUN, b, 2) == ["infra"]
+    assert state_of(b, 2, None, 1, False, kept_causes(records, RUN, b, 2)) == graph.RETRY_DUE

@@ -132,8 +132,11 @@ def look(chain: Chain, records: RunRecords, run_id: str, me: Step, me_succeeded:
 
 
 def kept_causes(records: RunRecords, run_id: str, step: Step, attempt: int) -> List[str]:
-    """The classes the record keeps for this revision's failed attempts of ``step`` up to ``attempt``
-    (each kept by the job that failed): what budgets per cause count. Empty without budgets."""
+    """The classes of this revision's failed attempts of ``step`` up to ``attempt``, as the record
+    keeps them (each kept by the job that failed): what budgets per cause count. Empty without
+    budgets. A failure not classified (yet) counts as ``unknown``, as everywhere else: ``attempt``
+    itself always (its cause is the one decided on), an earlier one when its exit record says it
+    failed; an earlier attempt the record knows no failure of (stopped, then resumed) is not one."""
     if step.retry_budgets is None:
         return []
     from job_chain.chain.classify import Failure
@@ -143,6 +146,8 @@ def kept_causes(records: RunRecords, run_id: str, step: Step, attempt: int) -> L
         kept = Failure.from_record(records.failure(run_id, step.name, number))
         if kept is not None:
             out.append(kept.cls)
+        elif number == attempt or records.script_exit(run_id, step.name, number) not in (None, 0):
+            out.append("unknown")
     return out
 
 
