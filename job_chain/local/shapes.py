@@ -51,20 +51,24 @@ def machine() -> Dict[str, int]:
     return {"cpu": os.cpu_count() or 1, "memoryGi": psutil.virtual_memory().total >> 30}
 
 
-def _quantity(value: Any) -> float:
-    """A resource quantity ("8", "500m", "16Gi", 2) as a number of its unit (Gi for memory)."""
+_DECIMAL = {"m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18}
+_BINARY = {"Ki": 2 ** 10, "Mi": 2 ** 20, "Gi": 2 ** 30, "Ti": 2 ** 40, "Pi": 2 ** 50, "Ei": 2 ** 60}
+
+
+def quantity(value: Any, memory: bool = False) -> float:
+    """A resource quantity as cores, or GiB with ``memory``: a plain number is in those units (as
+    AIHC's bodies give them: ``8``, ``1.1``), a suffixed one is Kubernetes' (``500m``, ``16Gi``,
+    ``16G``: bytes, for memory); the forms the create rules accept, anything else 0."""
+    from job_chain.aihc.spec import QUANTITY_RE
+
     text = str(value).strip()
-    scale = {"m": 1e-3, "Ki": 1 / (1 << 20), "Mi": 1 / 1024, "Gi": 1.0, "Ti": 1024.0}
-    for suffix, factor in scale.items():
-        if text.endswith(suffix):
-            text, unit = text[:-len(suffix)], factor
-            break
-    else:
-        unit = 1.0
-    try:
-        return max(0.0, float(text) * unit)
-    except ValueError:
+    if not QUANTITY_RE.fullmatch(text):
         return 0.0
+    suffix = text.lstrip("0123456789.")
+    number = float(text[:len(text) - len(suffix)])
+    if not suffix:
+        return number
+    return number * (_BINARY.get(suffix) or _DECIMAL[suffix]) / (2 ** 30 if memory else 1)
 
 
 def allocated(jobs: Iterable[Dict[str, Any]]) -> Dict[str, float]:
@@ -75,9 +79,9 @@ def allocated(jobs: Iterable[Dict[str, Any]]) -> Dict[str, float]:
         replicas = spec.get("replicas") or 1
         for resource in spec.get("resources") or []:
             if isinstance(resource, dict) and resource.get("name") == "cpu":
-                cpu += _quantity(resource.get("quantity")) * replicas
+                cpu += quantity(resource.get("quantity")) * replicas
             elif isinstance(resource, dict) and resource.get("name") == "memory":
-                memory += _quantity(resource.get("quantity")) * replicas
+                memory += quantity(resource.get("quantity"), memory=True) * replicas
     return {"cpu": cpu, "memoryGi": memory}
 
 
