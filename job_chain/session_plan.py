@@ -14,7 +14,7 @@ class PlanMixin:
 
     def _start_step(self, first: Union[int, str]) -> Step:
         chain = self.chain
-        step = chain.find(first) if isinstance(first, str) and not first.isdigit() else chain.step(int(first))
+        step = chain.find(first)
         if step is None:
             raise UsageError(f"--start {first}: {self.path} has {len(chain.steps)} steps, numbered 0 to "
                              f"{len(chain.steps) - 1} (names: {', '.join(s.name for s in chain.steps[:8])}"
@@ -114,7 +114,7 @@ class PlanMixin:
 
     def step_of(self, chain: Chain, step: Union[int, str]) -> Step:
         """A step of ``chain`` by name, display name or number; a clear error listing what exists otherwise."""
-        found = chain.find(step) if isinstance(step, str) and not step.isdigit() else chain.step(int(step))
+        found = chain.find(step)
         if found is None:
             names = ", ".join(f"{s.index} {s.name}" for s in chain.steps[:10])
             raise UsageError(f"no step {step!r} in this run (steps: {names}{', …' if len(chain.steps) > 10 else ''})")

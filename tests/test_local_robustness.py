@@ -338,7 +338,11 @@ def test_follow_fetches_only_new_lines(local_server: LocalServer, capsys: pytest
     (["a\n", "b\n"], ["c\n", "d\n"], None),
     ([], ["c\n"], ["c\n"]),
 ])
-def test_unseen_lines(shown: List[str], window: List[str], new: Optional[List[str]]) -> None:
-    from job_chain.cli.follow import unseen
+def test_the_lines_after_those_shown(shown: List[str], window: List[str], new: Optional[List[str]]) -> None:
+    """What a re-read window owes after the last ``shown`` lines (None: it does not reach them)."""
+    from job_chain.cli.follow import Resume
 
-    assert unseen(shown, window) == new
+    resume = Resume(shown)
+    owed = [out for line in window for out in resume.feed(line)]
+    rest = resume.finish()
+    assert (None if rest is None else owed + rest) == new

@@ -11,6 +11,7 @@ import pytest
 from job_chain.chain.frozen import freeze, revise, thaw
 from job_chain.chain.loader import ChainFileError, check_chain_data
 from job_chain.chain.matrix import point_name
+from job_chain.chain.model import display_group
 from job_chain.chain.outputs import MAX_BYTES, MAX_KEYS, from_log, parse, read_file
 from job_chain.chain.params import MissingOutput, parse_param_args, resolve_params
 from job_chain.chain.submit import build_request, decode_snapshot, encode_snapshot
@@ -56,6 +57,8 @@ def test_a_matrix_expands_into_named_points_that_its_dependents_all_wait_for() -
     assert all(s.depends_on == (0,) and s.max_parallel == 2 and s.group == "train" for s in chain.steps[1:7])
     assert chain.steps[7].depends_on == (1, 2, 3, 4, 5, 6)
     assert chain.graph and chain.find("train") is chain.steps[1] and chain.find("train[lr=3e-4,seed=3]").index == 6
+    assert chain.find("7") is chain.find(7) is chain.named("report") and chain.find("8") is None
+    assert [display_group(s.display) for s in chain.steps[:3]] == ["convert", "train", "train"]
     assert "matrix" not in chain.steps[1].settings_raw
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 SETTINGS_KEY = "jobChain"  # per-job chain settings, stripped before submission
 LABEL_RUN = "job-chain/run"
@@ -34,6 +34,12 @@ class Checkpoint:
 def point_display(group: str, point: Dict[str, str]) -> str:
     """A matrix point as people see it: ``train[lr=1e-4,seed=1]``."""
     return f"{group}[{','.join(f'{k}={v}' for k, v in point.items())}]"
+
+
+def display_group(display: str) -> str:
+    """The matrix a point's display belongs to (``train`` for ``train[lr=1e-4,seed=1]``); any
+    other step's display is its own group."""
+    return display.split("[", 1)[0] if display.endswith("]") else display
 
 
 @dataclass
@@ -134,9 +140,11 @@ class Chain:
         """The step with this name: how records, labels and commands know a step."""
         return self._maps()[2].get(name)
 
-    def find(self, key: str) -> Optional[Step]:
-        """The step people mean: its name, its display name (``train[lr=1e-4]``), or a matrix's name
-        (its first point)."""
+    def find(self, key: Union[int, str]) -> Optional[Step]:
+        """The step people mean: its name, its display name (``train[lr=1e-4]``), a matrix's name
+        (its first point), or its number (``2`` or ``"2"``: names never are all digits)."""
+        if isinstance(key, int) or key.isdigit():
+            return self.step(int(key))
         found = self.named(key)
         if found is None:
             found = next((s for s in self.steps if s.display == key or s.group == key), None)

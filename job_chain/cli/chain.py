@@ -318,9 +318,11 @@ def _change_lines(changes: List[Any]) -> List[str]:
     """One line per change; the points of a matrix changed alike make one line (``~ train ×6 points: …``)."""
     from dataclasses import replace
 
+    from job_chain.chain.model import display_group
+
     groups: Dict[Tuple[Any, ...], List[Any]] = {}
     for change in changes:
-        group = change.name.split("[", 1)[0] if change.name.endswith("]") and "[" in change.name else change.name
+        group = display_group(change.name)
         groups.setdefault((group, change.kind, tuple(change.what), change.note, change.applied), []).append(change)
     out = []
     for (group, *_), alike in groups.items():

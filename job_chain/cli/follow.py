@@ -72,14 +72,6 @@ class Resume:
         return None
 
 
-def unseen(shown: List[str], window: List[str]) -> Optional[List[str]]:
-    """The lines of ``window`` after the last ``shown`` lines, or None if it does not reach them."""
-    resume = Resume(shown)
-    new = [out for line in window for out in resume.feed(line)]
-    rest = resume.finish()
-    return None if rest is None else new + rest
-
-
 def _complete(lines: Iterable[str], done: bool) -> Iterator[str]:
     """``lines`` without an unfinished last one while the job runs (it is printed once it ends)."""
     last: Optional[str] = None

@@ -14,6 +14,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence
 import click
 
 from job_chain.aihc.status import FAILED
+from job_chain.chain.model import display_group
 from job_chain.chain.progress import Outcome, RunStatus, StepStatus, counts_text
 
 
@@ -328,7 +329,7 @@ def _grouped(items: List[Any]) -> str:
     """``prep Running, train ×16 Running``: points of one matrix in the same state make one entry."""
     groups: Dict[Any, List[str]] = {}
     for label, what in items:
-        base = label.split("[", 1)[0] if label.endswith("]") else label
+        base = display_group(label)
         groups.setdefault((base, what), []).append(label)
     return ", ".join(f"{labels[0] if len(labels) == 1 else f'{base} ×{len(labels)}'} {what}"
                      for (base, what), labels in groups.items())

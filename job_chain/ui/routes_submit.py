@@ -47,7 +47,7 @@ def register(app: FastAPI, pages: Pages) -> None:
             found = pages.entry(clone)
             session = pages.session(found)
             chain = session.frozen(pages.run_of(found, run)) if run else session.chain
-            chosen = chain.named(step) or (chain.step(int(step)) if step.isdigit() else None)
+            chosen = chain.find(step)
             if chosen is None:
                 raise NotFoundError(f"{found.path} has no step {step!r}")
             job = dict(chosen.body, jobSpec=dict(chosen.body["jobSpec"], command=chosen.script))

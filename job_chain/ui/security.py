@@ -48,6 +48,12 @@ def same(a: Optional[str], b: str) -> bool:
     return a is not None and hmac.compare_digest(a.encode("utf-8", "replace"), b.encode("utf-8"))
 
 
+def refuse_no_token_off_loopback(bind: str) -> None:
+    if not is_loopback(bind):
+        raise UsageError(f"--no-token is for a loopback --bind only: on {bind} anyone who can reach the "
+                         "port could submit chains; keep the token (the URL printed first carries it)")
+
+
 class Guard:
     """The console's access rules; ``token`` is None only with ``--no-token`` (on loopback)."""
 
@@ -63,9 +69,8 @@ class Guard:
     @classmethod
     def for_bind(cls, bind: str, port: int, *, token: bool = True) -> Guard:
         """The rules for a console on ``bind:port``; ``token=False`` (``--no-token``) only on loopback."""
-        if not token and not is_loopback(bind):
-            raise UsageError(f"--no-token is for a loopback --bind only: on {bind} anyone who can reach the "
-                             "port could submit chains; keep the token (the URL printed first carries it)")
+        if not token:
+            refuse_no_token_off_loopback(bind)
         hosts: Set[str] = set()
         if is_loopback(bind):
             named = f"[{bind}]" if ":" in bind else bind

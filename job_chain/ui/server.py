@@ -9,7 +9,7 @@ from typing import Callable, List, Optional
 
 from job_chain.errors import UsageError
 from job_chain.ui.catalog import Catalog
-from job_chain.ui.security import Guard, is_loopback
+from job_chain.ui.security import Guard, is_loopback, refuse_no_token_off_loopback
 
 DEFAULT_PORT = 8780
 
@@ -47,7 +47,7 @@ def serve(paths: List[str], *, local: bool, bind: str, port: int, token: bool = 
     from job_chain.ui.app import create_app
 
     if not token:
-        Guard.for_bind(bind, port, token=False)  # refused off loopback, before anything listens
+        refuse_no_token_off_loopback(bind)  # before anything listens
     sock = bind_socket(bind, port)
     port = sock.getsockname()[1]
     guard = Guard.for_bind(bind, port, token=token)
