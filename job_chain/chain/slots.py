@@ -118,12 +118,14 @@ class State:
         return out
 
 
-def read_state(directory: str, epoch_: int) -> State:
+def read_state(directory: str, epoch_: int, names: Optional[List[str]] = None) -> State:
+    """``names``: the directory's listing, when the caller has just made it."""
     state = State()
-    try:
-        names = os.listdir(directory)
-    except OSError:
-        return state
+    if names is None:
+        try:
+            names = os.listdir(directory)
+        except OSError:
+            return state
     for name in names:
         if name.startswith("slot."):
             found = _SLOT.fullmatch(name)
@@ -198,7 +200,8 @@ def not_created(exc: Optional[BaseException]) -> bool:
 
 
 def fill(chain: Chain, records: Any, run_id: str, ready: Sequence[Step], attempts: Mapping[str, int],
-         submit: Callable[[Step, int], str], origin: str) -> Tuple[List[str], bool]:
+         submit: Callable[[Step, int], str], origin: str,
+         seen: Optional[Tuple[int, State]] = None) -> Tuple[List[str], bool]:
     """Start as many of ``ready`` (in order) as the free slots allow; (the names started, whether a
     submission failed). ``submit`` says :data:`SUBMITTED`, or how it gave up (it said why):
     :data:`NOT_CREATED` or :data:`UNKNOWN`.
@@ -206,15 +209,16 @@ def fill(chain: Chain, records: Any, run_id: str, ready: Sequence[Step], attempt
     A step whose submission failed keeps its claim, so nothing else starts it in this round: it
     waits for ``resume``. Its slots go on to the next waiting step when nothing was created; when
     the create may have been stored all the same they stay with it, and ``resume`` (which asks the
-    API, and starts a round with every slot free) decides.
+    API, and starts a round with every slot free) decides. ``seen``: (the epoch, the state) the
+    caller has just read, for the first pass.
     """
     directory = records.directory(run_id)
-    e = epoch(records, run_id)
+    e, known = seen if seen is not None else (epoch(records, run_id), None)
     pending = [s for s in ready if pools(chain, s)]
     started: List[str] = []
     failed = False
     for _ in range(4 * len(pending) + 16):  # each pass starts a step or saw another process win a race
-        state = read_state(directory, e)
+        state, known = known if known is not None else read_state(directory, e), None
         pick = next((s for s in pending if s.name not in state.claimed
                      and all(state.free_slots(pool, cap) for pool, cap in pools(chain, s))), None)
         if pick is None:
@@ -251,12 +255,12 @@ def hand_on(chain: Chain, records: Any, run_id: str, me: Step, submit: Callable[
     if records is None or [pool for pool, _ in pools(chain, me)] != [f"m-{me.group}"]:
         return None
     directory = records.directory(run_id)
-    e = epoch(records, run_id)
-    state = read_state(directory, e)
     try:
         names = os.listdir(directory)
     except OSError:
         return None
+    e = epoch(records, run_id)
+    state = read_state(directory, e, names)
     latest: Dict[Tuple[str, str], int] = {}  # (step|succeeded, name) -> highest attempt recorded
     for name in names:
         found = _ATTEMPT.fullmatch(name)
@@ -268,7 +272,7 @@ def hand_on(chain: Chain, records: Any, run_id: str, me: Step, submit: Callable[
     if not waiting:
         return None  # the last ones: what follows the matrix may be ready now
     attempts = {s.name: max(s.first_attempt, latest.get(("step", s.name), 0) + 1) for s in waiting}
-    return fill(chain, records, run_id, waiting, attempts, submit, origin)
+    return fill(chain, records, run_id, waiting, attempts, submit, origin, seen=(e, state))
 
 
 def _acquire(directory: str, epoch_: int, state: State, needed: Sequence[Tuple[str, int]],
