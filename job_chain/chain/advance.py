@@ -78,12 +78,12 @@ def _advance(chain: Chain, current: Step, client: JobsAPI, run_id: str, attempt:
         known = Failure("user", "unusable-outputs", outputs[1], explanation="write KEY=VALUE lines to "
                         "$JOB_CHAIN_OUTPUTS (docs/graphs.md, Outputs), then resume the run")
     recorded = False
-    if records is not None:
-        checkpoint = None
-        if current.checkpoint is not None:
-            from job_chain.chain.checkpoint import last_complete
+    checkpoint = None  # read once: the exit record, the failure's record and a retry's resume all name it
+    if current.checkpoint is not None:
+        from job_chain.chain.checkpoint import last_complete
 
-            checkpoint = last_complete(current.checkpoint)
+        checkpoint = last_complete(current.checkpoint)
+    if records is not None:
         # before anything can fail: status shows it
         recorded = records.record_exit(run_id, name, attempt, exit_code, checkpoint[0] if checkpoint else None)
     if records is not None and records.is_stopped(run_id):
@@ -98,7 +98,7 @@ def _advance(chain: Chain, current: Step, client: JobsAPI, run_id: str, attempt:
     if exit_code != 0:
         from job_chain.chain import on_failure
 
-        return on_failure.handle(hop, current, attempt, exit_code, log, known)
+        return on_failure.handle(hop, current, attempt, exit_code, log, known, checkpoint)
 
     replicas = int(current.body.get("jobSpec", {}).get("replicas", 1))
     self_pod = os.environ.get("POD_NAME") or os.environ.get("HOSTNAME") or ""

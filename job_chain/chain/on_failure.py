@@ -16,11 +16,11 @@ from job_chain.chain.model import Step
 from job_chain.errors import JobChainError
 
 
-def diagnose(hop: Any, step: Step, attempt: int, exit_code: int, known: Optional[Failure] = None) -> Failure:
+def diagnose(hop: Any, step: Step, attempt: int, exit_code: int, known: Optional[Failure] = None,
+             checkpoint: Optional[Tuple[int, str]] = None) -> Failure:
     """Why this attempt failed: ``known`` (job-chain itself failed it), kept by another pod already,
-    or classified now from every pod's log."""
+    or classified now from every pod's log; kept with ``checkpoint``, the step's last complete one."""
     from job_chain.chain.causes import classify_job, keep
-    from job_chain.chain.checkpoint import last_complete
 
     records, run_id = hop.records, hop.run_id
     kept = Failure.from_record(records.failure(run_id, step.name, attempt)) if records is not None else None
@@ -34,7 +34,6 @@ def diagnose(hop: Any, step: Step, attempt: int, exit_code: int, known: Optional
                                                          "logs"))
     except JobChainError as exc:  # the API said no, or no credentials reach this job (the client is made here)
         found = Failure("unknown", explanation=f"its pods' logs could not be read when it failed: {exc}")
-    checkpoint = last_complete(step.checkpoint)
     return keep(records, run_id, step, attempt, found, checkpoint[0] if checkpoint else None)
 
 
@@ -54,14 +53,15 @@ def causes_so_far(hop: Any, step: Step, attempt: int, failure: Failure) -> List[
     return earlier_causes(hop.client, hop.chain, hop.records, hop.run_id, step, attempt, attempts) + [failure.cls]
 
 
-def handle(hop: Any, step: Step, attempt: int, exit_code: int, log: Any, known: Optional[Failure] = None) -> int:
-    """Retry the step if its budget allows, else record the failure and end what it ends."""
-    from job_chain.chain.checkpoint import last_complete
+def handle(hop: Any, step: Step, attempt: int, exit_code: int, log: Any, known: Optional[Failure] = None,
+           checkpoint: Optional[Tuple[int, str]] = None) -> int:
+    """Retry the step if its budget allows, else record the failure and end what it ends.
+    ``checkpoint``: the step's last complete checkpoint (a retry resumes from it)."""
     from job_chain.chain.retry import decide, retry_sentence
 
-    failure = diagnose(hop, step, attempt, exit_code, known)
+    failure = diagnose(hop, step, attempt, exit_code, known, checkpoint)
     decision = decide(step, attempt, exit_code, causes_so_far(hop, step, attempt, failure))
-    resume: Optional[Tuple[int, str]] = last_complete(step.checkpoint) if decision.retry else None
+    resume = checkpoint if decision.retry else None
     log(f"step {step.name}: {retry_sentence(step, attempt, decision, failure, resume[0] if resume else None)}")
     if failure.line:
         log(f"step {step.name}: the line that says so{' (pod ' + failure.pod + ')' if failure.pod else ''}: "
