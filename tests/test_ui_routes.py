@@ -7,6 +7,7 @@ import html
 import json
 import logging
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -405,3 +406,36 @@ def test_timeline_ticks_say_where_they_are() -> None:
     assert [_offset_label(k * 3 / 4, 3) for k in range(1, 5)] == ["+0.75s", "+1.5s", "+2.25s", "+3s"]
     assert [_offset_label(k / 4, 1) for k in range(1, 5)] == ["+0.25s", "+0.5s", "+0.75s", "+1s"]
     assert _offset_label(1800, 7200) == "+30m 00s"
+
+
+def test_pages_of_a_local_run_never_start_its_stopped_server(console: Console, home: Path) -> None:
+    """Looking is not acting: a page says the server is not running (as `status` does), and only
+    an action (stop, resume) may start it."""
+    from chain_helpers import RECORDED_RUN, diamond_jobs, recorded_run
+
+    from job_chain.local import daemon
+
+    state = str(home / "stopped-local-state")
+    folder = home / "stopped-local"
+    folder.mkdir()
+    _, records = recorded_run(folder / "chain_info.json", "pool-local", diamond_jobs(), submitted="a")
+    run = {k: v for k, v in records.get_run(RECORDED_RUN).items() if k not in ("id", "started")}
+    records.create_run("20260101-000000-10ca", **dict(run, local=True, localStateDir=state))
+    for name in ("revision-1.json", "step-a-attempt-1.json"):
+        shutil.copy(os.path.join(records.directory(RECORDED_RUN), name), records.directory("20260101-000000-10ca"))
+    cid = chain_id(str(folder / "chain_info.json"))
+    for path in (f"/run/{cid}/20260101-000000-10ca", f"/fragment/run/{cid}/20260101-000000-10ca",
+                 f"/fragment/step/{cid}/20260101-000000-10ca/a", f"/fragment/log/{cid}/20260101-000000-10ca/a",
+                 f"/job/{cid}/job-a?run=20260101-000000-10ca"):
+        answer = requests.get(console.url + path)
+        assert answer.status_code in (200, 404, 502), (path, answer.status_code, answer.text[:300])
+        assert "the local server is not running" in answer.text and "Traceback" not in answer.text, path
+        assert "pages only show, so they do not start it (Stop run and Resume on the run&#39;s page do)" in answer.text
+    with pytest.raises(JobChainError, match="the local server is not running"):
+        daemon.local_credentials_file(start=False, state_dir=state)
+    try:  # the user asked for an action: as in a terminal, that starts it
+        requests.post(f"{console.url}/action/{cid}/20260101-000000-10ca/stop", headers=csrf(console), timeout=60)
+        assert daemon.local_credentials_file(start=False, state_dir=state)
+    finally:
+        subprocess.run([sys.executable, "-m", "job_chain", "local", "stop", "--state-dir", state], timeout=60,
+                       capture_output=True)

@@ -115,8 +115,9 @@ class Catalog:
         try:
             # no place of its own: each run is steered where it was recorded to run (a --local
             # console must not answer "drop --local" about a cloud run); new runs: see Pages. A
-            # broken or missing file still shows its runs, from their frozen copies.
-            session = ChainSession.from_file(path, strict=False)
+            # broken or missing file still shows its runs, from their frozen copies. What pages
+            # show never starts a stopped local server (an action may: Pages.acting_session).
+            session = ChainSession.from_file(path, strict=False, start_local=False)
             problem = session.chain_problem
             entry = Entry(chain_id(path), path, session, str(problem).splitlines()[0] if problem else "")
         except JobChainError as exc:

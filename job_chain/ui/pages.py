@@ -34,6 +34,8 @@ _CLI_ADVICE = [
     (re.compile(r"'job-chain stop [^']*'"), "Stop run on the run's page"),
     (re.compile(r"'job-chain (?:status|runs|logs) [^']*'"), "the run's page"),
     (re.compile(r"'job-chain run [^']*'"), "the Submit page"),
+    (re.compile(r"this command only reads, so it does not start one"),
+     "pages only show, so they do not start it (Stop run and Resume on the run's page do)"),
 ]
 
 
@@ -91,8 +93,15 @@ class Pages:
 
     @staticmethod
     def session(found: Entry) -> ChainSession:
+        """The chain's session for pages: it reports a stopped local server, never starts it."""
         assert found.session is not None  # entry() returns only chains that opened
         return found.session
+
+    @staticmethod
+    def acting_session(found: Entry) -> ChainSession:
+        """A session for an action the user asked for (stop, resume): it starts a stopped local
+        server, as the same command in a terminal does."""
+        return ChainSession.from_file(found.path, strict=False)
 
     def run_of(self, found: Entry, run_id: str) -> Run:
         try:
@@ -147,7 +156,7 @@ class Pages:
         runs = session.runs()
         if runs:
             return session.client_for(runs[0])
-        return ChainSession(session.chain, local=self.catalog.local).client_for(None)
+        return ChainSession(session.chain, local=self.catalog.local, start_local=False).client_for(None)
 
     def located(self, cid: str, run_id: str, key: str, attempt: Optional[int] = None) -> Any:
         """(entry, run, step, chosen attempt) a step URL names, each a 404 when it does not exist."""

@@ -105,7 +105,7 @@ def register(app: FastAPI, pages: Pages) -> None:
         """stop; preview (what resume would change and submit); resume; delete (a run not going)."""
         found = pages.entry(cid)
         run = pages.run_of(found, run_id)
-        session = pages.session(found)
+        session = await run_in_threadpool(pages.acting_session, found)
         redirect = ""
         try:
             if action == "stop":
