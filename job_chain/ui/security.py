@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import ipaddress
 import secrets
 from typing import Awaitable, Callable, Optional, Set
 from urllib.parse import urlencode, urlsplit
@@ -24,19 +23,11 @@ from urllib.parse import urlencode, urlsplit
 from fastapi import Request
 from fastapi.responses import PlainTextResponse, RedirectResponse, Response
 
+from job_chain.aihc.endpoint import is_loopback
 from job_chain.errors import UsageError
 
 COOKIE = "job_chain_ui_"  # + the port: consoles on other ports keep their own cookie
 CSRF_HEADER = "x-csrf-token"
-
-
-def is_loopback(bind: str) -> bool:
-    if bind == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(bind).is_loopback
-    except ValueError:
-        return False
 
 
 def local_path(path: str) -> str:

@@ -7,9 +7,10 @@ import socket
 import sys
 from typing import Callable, List, Optional
 
+from job_chain.aihc.endpoint import is_loopback
 from job_chain.errors import UsageError
 from job_chain.ui.catalog import Catalog
-from job_chain.ui.security import Guard, is_loopback, refuse_no_token_off_loopback
+from job_chain.ui.security import Guard, refuse_no_token_off_loopback
 
 DEFAULT_PORT = 8780
 
