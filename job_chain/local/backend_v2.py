@@ -4,9 +4,8 @@ Each action takes the query parameters and the JSON body as parsed and returns t
 its flat v2 answer (``requestId`` is added by the route). Shapes are mapped by
 :mod:`job_chain.aihc.v2` (jobs) and :mod:`job_chain.local.shapes` (pools, queues), so the state,
 rules and errors are v1's: a job created through one API version is the same job through the
-other. :data:`ACTIONS` says how each action is sent, as its Baidu page gives it: job actions are
-``POST`` with ``X-API-Version: v2``, pool and queue actions ``GET`` with ``version: v2`` (both SDKs
-send these too); a request sent otherwise is refused, as the service would not route it.
+other. :data:`JOB_ACTIONS` and :data:`POOL_ACTIONS` are the actions there are; how each group is
+sent (method, version header) is HTTP, checked by :mod:`routes_v2`.
 """
 
 from __future__ import annotations
@@ -19,19 +18,17 @@ from job_chain.aihc import v2
 from job_chain.aihc.spec import surrogate_problems
 from job_chain.local import shapes
 from job_chain.local.backend import Backend
-from job_chain.local.errors import INAPPROPRIATE, BadRequest, LocalAPIError, MethodNotAllowed, NotFound, NotSupported
+from job_chain.local.errors import INAPPROPRIATE, BadRequest, LocalAPIError, NotFound, NotSupported
 
 Query = Mapping[str, str]
 
-JOB = ("POST", "X-API-Version")  # Baidu's job pages (CreateJob Hmayv96tj, DescribeJob Kmayvejf0, …)
-POOL = ("GET", "version")  # the pool and queue pages (DescribeResourcePools dmgrw0t8l, DescribeQueue Jmfcjhru0)
-ACTIONS: Dict[str, Any] = {
-    "CreateJob": JOB, "DescribeJobs": JOB, "DescribeJob": JOB, "DeleteJob": JOB, "ModifyJob": JOB,
-    "StopJob": JOB, "DescribeJobEvents": JOB, "DescribeJobPodEvents": JOB, "DescribeJobLogs": JOB,
-    "DescribeJobNodes": JOB, "DescribeJobWebterminal": JOB,  # the 2026 pages' names
-    "DescribeJobNodeNames": JOB, "GetJobWebTerminalUrl": JOB,  # the SDK's names for the same
-    "DescribeResourcePools": POOL, "DescribeResourcePool": POOL, "DescribeQueues": POOL, "DescribeQueue": POOL,
-}
+JOB_ACTIONS = (
+    "CreateJob", "DescribeJobs", "DescribeJob", "DeleteJob", "ModifyJob", "StopJob", "DescribeJobEvents",
+    "DescribeJobPodEvents", "DescribeJobLogs", "DescribeJobNodes", "DescribeJobWebterminal",  # the 2026 pages' names
+    "DescribeJobNodeNames", "GetJobWebTerminalUrl",  # the SDK's names for the same
+)
+POOL_ACTIONS = ("DescribeResourcePools", "DescribeResourcePool", "DescribeQueues", "DescribeQueue")
+ACTIONS = JOB_ACTIONS + POOL_ACTIONS
 # The v2 SDK's other modules: the local server runs training jobs only.
 UNSUPPORTED_WORDS = ("Dataset", "Model", "Service", "DevInstance")
 
@@ -39,6 +36,15 @@ UNSUPPORTED_WORDS = ("Dataset", "Model", "Service", "DevInstance")
 class UnknownAction(LocalAPIError):
     status = 400
     code = "InvalidAction"
+
+
+def unknown_action(action: str) -> LocalAPIError:
+    """The error for an action that is not one of :data:`ACTIONS`: 501 for the v2 SDK's modules
+    the local server does not emulate, else 400 ``InvalidAction`` naming the known ones."""
+    if any(word in action for word in UNSUPPORTED_WORDS):
+        return NotSupported(f"action {action} is not supported by the local server "
+                            "(it runs training jobs, resource pools and queues only)")
+    return UnknownAction(f"unknown action {action!r}; the local server knows {', '.join(ACTIONS)}")
 
 
 def _user_id() -> str:
@@ -59,27 +65,17 @@ def _text(value: Any) -> Optional[str]:
 
 
 class BackendV2:
-    """One method per v2 action; ``call`` checks how it was sent and dispatches by name."""
+    """One method per v2 action; ``call`` dispatches by name."""
 
     def __init__(self, backend: Backend) -> None:
         self.backend = backend
         self.pools = backend.pools
         self.user_id = _user_id()
 
-    def call(self, action: str, method: str, headers: Mapping[str, str], query: Query,
-             body: Any) -> Dict[str, Any]:
+    def call(self, action: str, query: Query, body: Any) -> Dict[str, Any]:
+        """Run ``action`` with the query parameters and the parsed JSON body (None: no body)."""
         if action not in ACTIONS:
-            if any(word in action for word in UNSUPPORTED_WORDS):
-                raise NotSupported(f"action {action} is not supported by the local server "
-                                   "(it runs training jobs, resource pools and queues only)")
-            raise UnknownAction(f"unknown action {action!r}; the local server knows {', '.join(ACTIONS)}")
-        wanted_method, header = ACTIONS[action]
-        if method != wanted_method:
-            raise MethodNotAllowed(f"action {action} is sent with {wanted_method} (Baidu's page for "
-                                   f"{action}), not {method}")
-        if headers.get(header.lower()) != "v2":
-            raise BadRequest(f"action {action} needs the header {header}: v2 (Baidu's page for {action}); "
-                             "without it the request is not one of the v2 API")
+            raise unknown_action(action)
         handler: Callable[[Query, Any], Dict[str, Any]] = getattr(self, action)
         fields = self._body(body)
         if action != "CreateJob":  # a create's body is checked by the create rules, naming each field as they do
