@@ -115,9 +115,10 @@ class BackendV2:
         return value
 
     def _job(self, query: Query, body: Dict[str, Any]) -> Dict[str, Any]:
-        """The job ``jobId`` names, checked against ``queueID`` when given (the 2026 pages take it)."""
+        """The stored row of the job ``jobId`` names, checked against ``queueID`` when given (the
+        2026 pages take it); read once, then handed on."""
         pool, job_id = self._pool(query), self._required(body, "jobId")
-        job = self.backend.get_job(pool, job_id)
+        job = self.backend.find_job(pool, job_id)
         queue = query.get("queueID")
         if queue and queue != job["queue"]:
             self.pools.find_queue(pool, queue)  # an unknown queue is named as such
@@ -129,14 +130,15 @@ class BackendV2:
         """``podName`` if given, else the job's first pod (the SDK's GetJobWebTerminalUrl sends none)."""
         if body.get("podName") is not None:
             return self._required(body, "podName")
-        pods = job["podList"]["pods"]
+        pods = self.backend.store.pods(job["id"])
         if not pods:
-            raise BadRequest(f"job {job['jobId']} has no pods; pass podName", code=INAPPROPRIATE)
-        return str(pods[0]["objectMeta"]["name"])
+            raise BadRequest(f"job {job['id']} has no pods; pass podName", code=INAPPROPRIATE)
+        return str(pods[0]["name"])
 
     def _v2_job(self, job: Dict[str, Any], detail: bool) -> Dict[str, Any]:
-        spec = self.backend.store.get_job(job["jobId"]) or {"spec": {}}
-        view = dict(job, imageConfig=(spec["spec"].get("jobSpec") or {}).get("imageConfig"))
+        """A job row as DescribeJob answers it (its pods are read only for ``detail``)."""
+        view = self.backend.job_detail(job) if detail else self.backend.job_view(job)
+        view["imageConfig"] = (job["spec"].get("jobSpec") or {}).get("imageConfig")
         return v2.job_to_v2(view, self.user_id, detail=detail)
 
     # -- jobs ------------------------------------------------------------------------------
@@ -181,24 +183,24 @@ class BackendV2:
 
     def DeleteJob(self, query: Query, body: Dict[str, Any]) -> Dict[str, Any]:  # noqa: N802
         job = self._job(query, body)
-        return self.backend.delete_job(job["resourcePoolId"], job["jobId"])
+        return self.backend.delete_job(job["pool"], job["id"])
 
     def StopJob(self, query: Query, body: Dict[str, Any]) -> Dict[str, Any]:  # noqa: N802
         job = self._job(query, body)
-        return self.backend.stop_job(job["resourcePoolId"], job["jobId"])
+        return self.backend.stop_job(job["pool"], job["id"])
 
     def ModifyJob(self, query: Query, body: Dict[str, Any]) -> Dict[str, Any]:  # noqa: N802
         job = self._job(query, body)
-        return self.backend.update_job(job["resourcePoolId"], job["jobId"], {"priority": body.get("priority")})
+        return self.backend.update_job(job["pool"], job["id"], {"priority": body.get("priority")})
 
     def DescribeJobEvents(self, query: Query, body: Dict[str, Any]) -> Dict[str, Any]:  # noqa: N802
         job = self._job(query, body)
-        return self.backend.events(job["resourcePoolId"], job["jobId"], None, v2.FRAMEWORK,
+        return self.backend.events(job["pool"], job["id"], None, v2.FRAMEWORK,
                                    self._field(body, "startTime"), self._field(body, "endTime"))
 
     def DescribeJobPodEvents(self, query: Query, body: Dict[str, Any]) -> Dict[str, Any]:  # noqa: N802
         job = self._job(query, body)
-        return self.backend.events(job["resourcePoolId"], job["jobId"], self._required(body, "podName"),
+        return self.backend.events(job["pool"], job["id"], self._required(body, "podName"),
                                    v2.FRAMEWORK, self._field(body, "startTime"), self._field(body, "endTime"))
 
     def DescribeJobLogs(self, query: Query, body: Dict[str, Any]) -> Dict[str, Any]:  # noqa: N802
@@ -218,7 +220,7 @@ class BackendV2:
         keywords = body.get("keywords")
         if keywords is not None and not isinstance(keywords, str):
             raise BadRequest("keywords must be a string", code=INAPPROPRIATE)
-        return self.backend.logs(job["resourcePoolId"], job["jobId"], self._required(body, "podName"), times[0],
+        return self.backend.logs(job["pool"], job["id"], self._required(body, "podName"), times[0],
                                  self._field(body, "maxLines"), self._field(body, "chunkSize"), end=times[1],
                                  keywords=keywords or None, marker=self._field(body, "marker") or None,
                                  default_chunk=1)
@@ -226,7 +228,7 @@ class BackendV2:
     def DescribeJobNodes(self, query: Query, body: Dict[str, Any]) -> Dict[str, Any]:  # noqa: N802
         """``{jobId, nodes}`` (the 2026 page, 2mayvq994)."""
         job = self._job(query, body)
-        return {"jobId": job["jobId"], "nodes": self.backend.nodes(job["resourcePoolId"], job["jobId"])["nodeName"]}
+        return {"jobId": job["id"], "nodes": self.backend.nodes(job["pool"], job["id"])["nodeName"]}
 
     def DescribeJobNodeNames(self, query: Query, body: Dict[str, Any]) -> Dict[str, Any]:  # noqa: N802
         """The SDK's name: ``{jobId, nodeNames}``."""
@@ -241,10 +243,10 @@ class BackendV2:
     def GetJobWebTerminalUrl(self, query: Query, body: Dict[str, Any]) -> Dict[str, Any]:  # noqa: N802
         job = self._job(query, body)
         pod = self._pod_or_first(job, body)
-        answer = self.backend.webterminal(job["resourcePoolId"], job["jobId"], pod,
+        answer = self.backend.webterminal(job["pool"], job["id"], pod,
                                           self._field(body, "handshakeTimeoutSecond"),
                                           self._field(body, "pingTimeoutSecond"))
-        return {"jobId": job["jobId"], "podName": pod, "webTerminalUrl": answer["WebTerminalUrl"]}
+        return {"jobId": job["id"], "podName": pod, "webTerminalUrl": answer["WebTerminalUrl"]}
 
     # -- pools and queues ------------------------------------------------------------------
     def DescribeResourcePools(self, query: Query, body: Dict[str, Any]) -> Dict[str, Any]:  # noqa: N802
