@@ -34,10 +34,11 @@ def traced(store: Store) -> List[str]:
     return statements
 
 
-def create(backend: Backend, name: str, queue: str = "default") -> str:
-    body = {"name": name, "queue": queue, "jobSpec": {"image": "local", "command": "true", "replicas": 2,
-                                                      "imageConfig": {"username": "u", "password": "p"}}}
-    return str(backend.create_job(POOL, body, None)["jobId"])
+def create(backend: Backend, name: str, queue: str = "default", cpus: str = "") -> str:
+    spec = {"image": "local", "command": "true", "replicas": 2, "imageConfig": {"username": "u", "password": "p"}}
+    if cpus:
+        spec["resources"] = [{"name": "cpu", "quantity": cpus}]
+    return str(backend.create_job(POOL, {"name": name, "queue": queue, "jobSpec": spec}, None)["jobId"])
 
 
 @pytest.mark.parametrize("need_detail", [False, True])
@@ -55,3 +56,24 @@ def test_describe_job_reads_the_job_row_once(local: Tuple[Store, Backend], need_
     assert ("podList" in answer) is need_detail
     if need_detail:
         assert [p["objectMeta"]["name"] for p in answer["podList"]["pods"]] == ["once-master-0", "once-worker-0"]
+
+
+def test_pool_and_queue_views_read_the_jobs_once_for_every_queue(local: Tuple[Store, Backend]) -> None:
+    store, backend = local
+    for name, queue, status in (("a", "default", "Pending"), ("b", "default", "Running"), ("c", "q2", "Scheduled"),
+                                ("d", "q2", "Stopping"), ("e", "q2", "Succeeded"), ("f", "q2", "Pending")):
+        store.set_job(create(backend, name, queue, cpus="500m" if name in "acdef" else ""), status=status)
+    statements = traced(store)
+    v1 = backend.pools.list_queues(POOL, None, None)["queues"]
+    v2 = BackendV2(backend).call("DescribeQueues", {"resourcePoolId": POOL}, None)["queues"]
+    pools = backend.pools.list_pools(None, None)["resourcePools"]
+    job_reads = [s for s in statements if " FROM jobs" in s]
+    assert len(job_reads) == 3, job_reads  # one per answer, not one per queue
+    assert [(q["name"], q["pending"], q["inqueue"], q["running"]) for q in v1] == [("default", 1, 0, 1),
+                                                                                    ("q2", 1, 1, 1)]
+    assert [(q["queueName"], q["pendingJobs"], q["inqueueJobs"], q["runningJobs"]) for q in v2] == [
+        ("default", 1, 0, 1), ("q2", 1, 1, 1)]
+    # what the active jobs asked for (2 replicas of 500m each): c and d in q2; a, e, f hold nothing
+    assert [q["allocated"] for q in v1] == [{"cpu": "0", "memory": "0"}, {"cpu": "2", "memory": "0"}]
+    assert v2[1]["allocated"]["milliCPUcores"] == "2000"
+    assert pools[0]["status"]["nodeCount"] == {"total": 1, "used": 1}

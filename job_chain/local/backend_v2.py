@@ -287,11 +287,12 @@ class BackendV2:
                                              name="pageNumber")
         return {"pageSize": size, "pageNumber": number, "keyword": keyword,
                 "keywordType": query.get("keywordType") or "queueName", "totalCount": len(queues),
-                "queues": [self.pools.queue_v2(q) for q in page]}
+                "queues": self.pools.queues_answer(pool, page, shapes.queue_v2)}
 
     def DescribeQueue(self, query: Query, body: Dict[str, Any]) -> Dict[str, Any]:  # noqa: N802
         """One queue by its id (``queue-…``, from DescribeQueues); an unknown id is 404 NoSuchQueue."""
         queue = query.get("queueId")
         if not queue:
             raise BadRequest("queueId is required (query parameter, e.g. queue-h4rzqodsqgfv from DescribeQueues)")
-        return self.pools.queue_v2(self.pools.queue_by_id(queue))
+        found = self.pools.queue_by_id(queue)
+        return self.pools.queues_answer(found["pool"], [found], shapes.queue_v2)[0]

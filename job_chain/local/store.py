@@ -200,6 +200,22 @@ class Store:
         where = "" if pool is None else "WHERE pool=? "
         return self._rows(f"SELECT * FROM queues {where}ORDER BY pool, name", () if pool is None else (pool,))
 
+    def queue_jobs(self, pool: Optional[str] = None) -> Dict[Tuple[str, str], List[Dict[str, Any]]]:
+        """The queued and active jobs of every queue (or of ``pool``'s), grouped by (pool, queue),
+        from one query: each job's ``status``, and the ``spec`` of an active one (what it holds);
+        a Pending job's spec is None (it holds nothing)."""
+        statuses = [PENDING, *ACTIVE]
+        where, args = f"status IN ({','.join('?' * len(statuses))})", statuses
+        if pool is not None:
+            where += " AND pool=?"
+            args.append(pool)
+        groups: Dict[Tuple[str, str], List[Dict[str, Any]]] = {}
+        for row in self._rows("SELECT pool, queue, status, CASE WHEN status=? THEN NULL ELSE spec END AS spec"
+                              f" FROM jobs WHERE {where}", [PENDING, *args]):
+            row["spec"] = None if row["spec"] is None else json.loads(row["spec"])
+            groups.setdefault((row["pool"], row["queue"]), []).append(row)
+        return groups
+
     def full(self, default_capacity: Optional[int]) -> Tuple[List[str], List[Tuple[str, str]]]:
         """Pools and queues with as many active jobs as their capacity (None: unlimited;
         a queue without one has ``default_capacity``)."""
