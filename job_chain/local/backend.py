@@ -18,10 +18,11 @@ from job_chain.jsonfile import shown
 from job_chain.local import logs as pod_log
 from job_chain.local.errors import INAPPROPRIATE, BadRequest, IdempotencyMismatch, NotFound
 from job_chain.local.executor import Executor, pod_paths, utc_event_time
+from job_chain.local.host import HOSTNAME
 from job_chain.local.metrics import job_metrics
 from job_chain.local.params import parse_int, parse_time
 from job_chain.local.pool_views import PoolViews
-from job_chain.local.shapes import HOSTNAME, iso_time
+from job_chain.local.shapes import iso_time
 from job_chain.local.store import Store
 
 MAX_REPLICAS = 64  # the local server's capacity: each replica is a process on this machine

@@ -27,7 +27,7 @@ import time
 from typing import Any, Dict, List, Optional
 
 from job_chain.local import store as st
-from job_chain.local.shapes import HOSTNAME
+from job_chain.local.host import HOSTNAME
 from job_chain.local.store import Store
 
 log = logging.getLogger("job_chain.local")
