@@ -77,3 +77,35 @@ def test_pool_and_queue_views_read_the_jobs_once_for_every_queue(local: Tuple[St
     assert [q["allocated"] for q in v1] == [{"cpu": "0", "memory": "0"}, {"cpu": "2", "memory": "0"}]
     assert v2[1]["allocated"]["milliCPUcores"] == "2000"
     assert pools[0]["status"]["nodeCount"] == {"total": 1, "used": 1}
+
+
+def test_a_read_only_store_looks_without_creating_or_writing(tmp_path: Path) -> None:
+    import sqlite3
+
+    with pytest.raises(sqlite3.Error):
+        Store(str(tmp_path / "none" / "state.db"), read_only=True)
+    assert not (tmp_path / "none").exists()  # nothing created for a state that is not there
+    store = Store(str(tmp_path / "state.db"))
+    job, _ = store.create_job(POOL, "look", {"jobSpec": {}}, "normal", "default", None, 2)
+    reader = Store(str(tmp_path / "state.db"), read_only=True)
+    try:
+        assert [p["name"] for p in reader.pods(job["id"])] == ["look-master-0", "look-worker-0"]
+        with pytest.raises(sqlite3.OperationalError, match="readonly"):
+            reader.set_job(job["id"], status="Failed")
+    finally:
+        reader.close()
+        store.close()
+
+
+def test_kill_pod_reads_the_pods_through_the_store(tmp_path: Path) -> None:
+    from job_chain.local.faults import kill_pod
+
+    store = Store(str(tmp_path / "state.db"))
+    job, _ = store.create_job(POOL, "kp", {"jobSpec": {}}, "normal", "default", None, 2)
+    store.set_pod(job["id"], "kp-master-0", status="Succeeded")
+    store.close()
+    with pytest.raises(ValueError, match=r"no job pytorchjob-nope on the local server"):
+        kill_pod(str(tmp_path), "pytorchjob-nope", "ecc-uncorrectable")
+    with pytest.raises(ValueError, match=r"has no running pod to kill; its pods: kp-master-0 \(Succeeded\), "
+                                         r"kp-worker-0 \(Pending\)"):
+        kill_pod(str(tmp_path), job["id"], "ecc-uncorrectable")

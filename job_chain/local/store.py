@@ -13,6 +13,7 @@ import sqlite3
 import threading
 import time
 import uuid
+from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from job_chain.aihc.spec import PRIORITIES
@@ -55,15 +56,22 @@ def _time_range(start: Optional[float], end: Optional[float], args: List[Any]) -
 class Store:
     """All persistent state of one local server (``state_dir/state.db``)."""
 
-    def __init__(self, path: str) -> None:
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    def __init__(self, path: str, read_only: bool = False) -> None:
+        """Open (creating and migrating) the state at ``path``; ``read_only``: only look at an
+        existing one, as a tool beside a running server does (sqlite3.Error if there is none)."""
         self.path = path
+        self._lock = threading.RLock()
+        if read_only:
+            self._db = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True,
+                                       check_same_thread=False, isolation_level=None, timeout=30)
+            self._db.row_factory = sqlite3.Row
+            return
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         # SQLite gives -wal/-shm the database file's mode, so creating that 0600 covers all three
         os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
         for suffix in ("", "-wal", "-shm"):
             if os.path.exists(path + suffix):
                 os.chmod(path + suffix, 0o600)
-        self._lock = threading.RLock()
         self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=30)
         self._db.row_factory = sqlite3.Row
         self._db.execute("PRAGMA journal_mode=WAL")
