@@ -4,6 +4,8 @@ reads the state it needs once (counted with SQLite's statement trace, no server,
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
 from typing import Iterator, List, Tuple
 
@@ -109,3 +111,30 @@ def test_kill_pod_reads_the_pods_through_the_store(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"has no running pod to kill; its pods: kp-master-0 \(Succeeded\), "
                                          r"kp-worker-0 \(Pending\)"):
         kill_pod(str(tmp_path), job["id"], "ecc-uncorrectable")
+
+
+def test_a_job_launched_at_delay_0_is_not_read_back(local: Tuple[Store, Backend]) -> None:
+    """Pending → Scheduled → Running at once: the row just written is handed on, not read again
+    (the two states and their events stay). Real pods (``true``), waited for with a deadline."""
+    store, backend = local
+    job_id = create(backend, "launch")
+    pending = store.next_pending()
+    assert pending is not None and pending["id"] == job_id
+    launcher, statements = threading.get_ident(), []  # the pods' waiter threads read on their own
+    store._db.set_trace_callback(lambda sql: statements.append(sql) if threading.get_ident() == launcher else None)
+    backend.executor._launch(pending)
+    store._db.set_trace_callback(None)
+    assert [s for s in statements if s.startswith("SELECT * FROM jobs")] == []
+    assert sum(s.startswith("UPDATE jobs SET status='Scheduled'") for s in statements) == 1
+    assert sum(s.startswith("UPDATE jobs SET status='Running'") for s in statements) == 1
+    deadline = time.monotonic() + 30
+    while (store.get_job(job_id) or {}).get("status") != "Succeeded":
+        assert time.monotonic() < deadline, store.get_job(job_id)
+        time.sleep(0.02)
+    job = store.get_job(job_id) or {}
+    assert job["master_port"] and job["scheduled_at"] <= job["started_at"] <= job["finished_at"]
+    reasons = [e["reason"] for e in reversed(store.events(job_id, None, None, None))]
+    assert reasons[:4] == ["JobScheduled", "SuccessfulCreatePod", "SuccessfulCreatePod", "Started"], reasons
+    pods = store.pods(job_id)
+    assert [p["status"] for p in pods] == ["Succeeded", "Succeeded"]
+    assert {e["value"] for p in pods for e in p["env"] if e["name"] == "MASTER_PORT"} == {str(job["master_port"])}
