@@ -1,6 +1,7 @@
 """Issue 18, item 24: rooms that grew too big. Every module stays under 400 lines, the local server's
 v1 and v2 routes do not import each other, and the client (``job_chain.aihc``) never reaches into
-the local server (``job_chain.local``): what depends on both (``job_chain.connect``) sits above them."""
+the local server (``job_chain.local``): what depends on both (``job_chain.connect``) sits above them.
+In the local server, state knows neither HTTP nor execution, and execution not HTTP nor the API shapes."""
 
 from __future__ import annotations
 
@@ -37,3 +38,25 @@ def test_the_client_never_reaches_into_the_local_server() -> None:
     reaching = [str(p.relative_to(PACKAGE.parent)) for p in sorted((PACKAGE / "aihc").rglob("*.py"))
                 if any(m == "job_chain.local" or m.startswith("job_chain.local.") for m in imports_of(p))]
     assert reaching == []
+
+
+# The local server's layers (the guide: HTTP, state and execution apart; state never knows HTTP).
+LOCAL = "job_chain.local."
+HTTP = {"fastapi", "starlette", "uvicorn"} | {LOCAL + m for m in ("routes", "routes_v2", "wire", "auth", "faults")}
+API = {LOCAL + m for m in ("backend", "backend_v2", "pool_views", "shapes")}
+EXECUTION = {LOCAL + m for m in ("executor", "lifecycle", "adoption", "process", "pod_process")}
+
+
+def _reaching(module: str, forbidden: Set[str]) -> Set[str]:
+    return {m for m in imports_of(PACKAGE / "local" / f"{module}.py")
+            if m in forbidden or m.split(".")[0] in forbidden}
+
+
+def test_the_local_state_knows_neither_http_nor_the_api_nor_execution() -> None:
+    for module in ("store", "schema"):
+        assert _reaching(module, HTTP | API | EXECUTION) == set(), module
+
+
+def test_the_local_execution_knows_neither_http_nor_the_api_shapes() -> None:
+    for module in ("executor", "lifecycle", "adoption", "process", "pod_process"):
+        assert _reaching(module, HTTP | API) == set(), module

@@ -18,10 +18,11 @@ from job_chain.jsonfile import shown
 from job_chain.local import logs as pod_log
 from job_chain.local.errors import INAPPROPRIATE, BadRequest, IdempotencyMismatch, NotFound
 from job_chain.local.executor import Executor, pod_paths, utc_event_time
+from job_chain.local.host import HOSTNAME
 from job_chain.local.metrics import job_metrics
 from job_chain.local.params import parse_int, parse_time
 from job_chain.local.pool_views import PoolViews
-from job_chain.local.shapes import HOSTNAME, iso_time
+from job_chain.local.shapes import iso_time
 from job_chain.local.store import Store
 
 MAX_REPLICAS = 64  # the local server's capacity: each replica is a process on this machine
@@ -74,7 +75,8 @@ class Backend:
     def _queue(self, pool: str, name: str) -> Optional[Dict[str, Any]]:
         return self.pools.find_queue(pool, name)
 
-    def _job(self, pool: str, job_id: str) -> Dict[str, Any]:
+    def find_job(self, pool: str, job_id: str) -> Dict[str, Any]:
+        """The job's stored row (404 NoSuchJob if it is not in ``pool``)."""
         self._pool(pool)
         job = self.store.get_job(job_id, pool)
         if job is None:
@@ -82,7 +84,7 @@ class Backend:
         return job
 
     def _pod(self, pool: str, job_id: str, pod: str) -> Dict[str, Any]:
-        self._job(pool, job_id)
+        self.find_job(pool, job_id)
         found = self.store.get_pod(job_id, pod)
         if found is None:
             raise NotFound(f"pod {pod} does not exist in job {job_id}", code="NoSuchPod")
@@ -213,19 +215,22 @@ class Backend:
                 "order": order, "pageNo": number, "pageSize": size}
 
     def get_job(self, pool: str, job_id: str) -> Dict[str, Any]:
-        job = self._job(pool, job_id)
-        pods = [self._pod_view(job, p) for p in self.store.pods(job_id)]
+        return self.job_detail(self.find_job(pool, job_id))
+
+    def job_detail(self, job: Dict[str, Any]) -> Dict[str, Any]:
+        """A job row as v1's detail answers it: :meth:`job_view` and its ``podList``."""
+        pods = [self._pod_view(job, p) for p in self.store.pods(job["id"])]
         view = self.job_view(job)
         view["podList"] = {"listMeta": {"totalItems": len(pods)}, "pods": pods}
         return view
 
     def delete_job(self, pool: str, job_id: str) -> Dict[str, Any]:
-        job = self._job(pool, job_id)
+        job = self.find_job(pool, job_id)
         self.executor.delete(job_id)
         return {"jobId": job_id, "jobName": job["name"]}
 
     def update_job(self, pool: str, job_id: str, body: Any) -> Dict[str, Any]:
-        self._job(pool, job_id)
+        self.find_job(pool, job_id)
         if not isinstance(body, dict):
             raise BadRequest("request body must be a JSON object", code=INAPPROPRIATE)
         priority = body.get("priority")
@@ -237,7 +242,7 @@ class Backend:
         return {"jobId": job_id}
 
     def stop_job(self, pool: str, job_id: str) -> Dict[str, Any]:
-        self._job(pool, job_id)
+        self.find_job(pool, job_id)
         self.executor.stop(job_id)
         return {"jobId": job_id}
 
@@ -248,7 +253,7 @@ class Backend:
         if framework not in ("PyTorchJob", "MPIJob"):
             raise BadRequest(f"jobFramework must be PyTorchJob, got {framework!r}")
         if pod is None:
-            self._job(pool, job_id)
+            self.find_job(pool, job_id)
         else:
             self._pod(pool, job_id, pod)
         rows = self.store.events(job_id, pod, parse_time("startTime", start),
@@ -284,7 +289,7 @@ class Backend:
 
     def metrics(self, pool: str, job_id: str, metric: Optional[str], start: Optional[str],
                 end: Optional[str], step: Optional[str]) -> Dict[str, Any]:
-        self._job(pool, job_id)
+        self.find_job(pool, job_id)
         if not metric:
             raise BadRequest("metricType is required, e.g. CpuUsage")
         pods = [p["name"] for p in self.store.pods(job_id)]
@@ -295,7 +300,7 @@ class Backend:
 
     def nodes(self, pool: str, job_id: str) -> Dict[str, Any]:
         """v1: ``{"jobID", "nodeName"}`` (seed 001; the Go SDK reads ``jobId`` case-insensitively)."""
-        job = self._job(pool, job_id)
+        job = self.find_job(pool, job_id)
         return {"jobID": job_id, "nodeName": [HOSTNAME] if job["started_at"] else []}
 
     def webterminal(self, pool: str, job_id: str, pod: str, handshake: Optional[str],

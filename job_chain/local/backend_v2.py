@@ -4,9 +4,8 @@ Each action takes the query parameters and the JSON body as parsed and returns t
 its flat v2 answer (``requestId`` is added by the route). Shapes are mapped by
 :mod:`job_chain.aihc.v2` (jobs) and :mod:`job_chain.local.shapes` (pools, queues), so the state,
 rules and errors are v1's: a job created through one API version is the same job through the
-other. :data:`ACTIONS` says how each action is sent, as its Baidu page gives it: job actions are
-``POST`` with ``X-API-Version: v2``, pool and queue actions ``GET`` with ``version: v2`` (both SDKs
-send these too); a request sent otherwise is refused, as the service would not route it.
+other. :data:`JOB_ACTIONS` and :data:`POOL_ACTIONS` are the actions there are; how each group is
+sent (method, version header) is HTTP, checked by :mod:`routes_v2`.
 """
 
 from __future__ import annotations
@@ -19,19 +18,17 @@ from job_chain.aihc import v2
 from job_chain.aihc.spec import surrogate_problems
 from job_chain.local import shapes
 from job_chain.local.backend import Backend
-from job_chain.local.errors import INAPPROPRIATE, BadRequest, LocalAPIError, MethodNotAllowed, NotFound, NotSupported
+from job_chain.local.errors import INAPPROPRIATE, BadRequest, LocalAPIError, NotFound, NotSupported
 
 Query = Mapping[str, str]
 
-JOB = ("POST", "X-API-Version")  # Baidu's job pages (CreateJob Hmayv96tj, DescribeJob Kmayvejf0, …)
-POOL = ("GET", "version")  # the pool and queue pages (DescribeResourcePools dmgrw0t8l, DescribeQueue Jmfcjhru0)
-ACTIONS: Dict[str, Any] = {
-    "CreateJob": JOB, "DescribeJobs": JOB, "DescribeJob": JOB, "DeleteJob": JOB, "ModifyJob": JOB,
-    "StopJob": JOB, "DescribeJobEvents": JOB, "DescribeJobPodEvents": JOB, "DescribeJobLogs": JOB,
-    "DescribeJobNodes": JOB, "DescribeJobWebterminal": JOB,  # the 2026 pages' names
-    "DescribeJobNodeNames": JOB, "GetJobWebTerminalUrl": JOB,  # the SDK's names for the same
-    "DescribeResourcePools": POOL, "DescribeResourcePool": POOL, "DescribeQueues": POOL, "DescribeQueue": POOL,
-}
+JOB_ACTIONS = (
+    "CreateJob", "DescribeJobs", "DescribeJob", "DeleteJob", "ModifyJob", "StopJob", "DescribeJobEvents",
+    "DescribeJobPodEvents", "DescribeJobLogs", "DescribeJobNodes", "DescribeJobWebterminal",  # the 2026 pages' names
+    "DescribeJobNodeNames", "GetJobWebTerminalUrl",  # the SDK's names for the same
+)
+POOL_ACTIONS = ("DescribeResourcePools", "DescribeResourcePool", "DescribeQueues", "DescribeQueue")
+ACTIONS = JOB_ACTIONS + POOL_ACTIONS
 # The v2 SDK's other modules: the local server runs training jobs only.
 UNSUPPORTED_WORDS = ("Dataset", "Model", "Service", "DevInstance")
 
@@ -39,6 +36,15 @@ UNSUPPORTED_WORDS = ("Dataset", "Model", "Service", "DevInstance")
 class UnknownAction(LocalAPIError):
     status = 400
     code = "InvalidAction"
+
+
+def unknown_action(action: str) -> LocalAPIError:
+    """The error for an action that is not one of :data:`ACTIONS`: 501 for the v2 SDK's modules
+    the local server does not emulate, else 400 ``InvalidAction`` naming the known ones."""
+    if any(word in action for word in UNSUPPORTED_WORDS):
+        return NotSupported(f"action {action} is not supported by the local server "
+                            "(it runs training jobs, resource pools and queues only)")
+    return UnknownAction(f"unknown action {action!r}; the local server knows {', '.join(ACTIONS)}")
 
 
 def _user_id() -> str:
@@ -59,27 +65,17 @@ def _text(value: Any) -> Optional[str]:
 
 
 class BackendV2:
-    """One method per v2 action; ``call`` checks how it was sent and dispatches by name."""
+    """One method per v2 action; ``call`` dispatches by name."""
 
     def __init__(self, backend: Backend) -> None:
         self.backend = backend
         self.pools = backend.pools
         self.user_id = _user_id()
 
-    def call(self, action: str, method: str, headers: Mapping[str, str], query: Query,
-             body: Any) -> Dict[str, Any]:
+    def call(self, action: str, query: Query, body: Any) -> Dict[str, Any]:
+        """Run ``action`` with the query parameters and the parsed JSON body (None: no body)."""
         if action not in ACTIONS:
-            if any(word in action for word in UNSUPPORTED_WORDS):
-                raise NotSupported(f"action {action} is not supported by the local server "
-                                   "(it runs training jobs, resource pools and queues only)")
-            raise UnknownAction(f"unknown action {action!r}; the local server knows {', '.join(ACTIONS)}")
-        wanted_method, header = ACTIONS[action]
-        if method != wanted_method:
-            raise MethodNotAllowed(f"action {action} is sent with {wanted_method} (Baidu's page for "
-                                   f"{action}), not {method}")
-        if headers.get(header.lower()) != "v2":
-            raise BadRequest(f"action {action} needs the header {header}: v2 (Baidu's page for {action}); "
-                             "without it the request is not one of the v2 API")
+            raise unknown_action(action)
         handler: Callable[[Query, Any], Dict[str, Any]] = getattr(self, action)
         fields = self._body(body)
         if action != "CreateJob":  # a create's body is checked by the create rules, naming each field as they do
@@ -119,9 +115,10 @@ class BackendV2:
         return value
 
     def _job(self, query: Query, body: Dict[str, Any]) -> Dict[str, Any]:
-        """The job ``jobId`` names, checked against ``queueID`` when given (the 2026 pages take it)."""
+        """The stored row of the job ``jobId`` names, checked against ``queueID`` when given (the
+        2026 pages take it); read once, then handed on."""
         pool, job_id = self._pool(query), self._required(body, "jobId")
-        job = self.backend.get_job(pool, job_id)
+        job = self.backend.find_job(pool, job_id)
         queue = query.get("queueID")
         if queue and queue != job["queue"]:
             self.pools.find_queue(pool, queue)  # an unknown queue is named as such
@@ -133,14 +130,15 @@ class BackendV2:
         """``podName`` if given, else the job's first pod (the SDK's GetJobWebTerminalUrl sends none)."""
         if body.get("podName") is not None:
             return self._required(body, "podName")
-        pods = job["podList"]["pods"]
+        pods = self.backend.store.pods(job["id"])
         if not pods:
-            raise BadRequest(f"job {job['jobId']} has no pods; pass podName", code=INAPPROPRIATE)
-        return str(pods[0]["objectMeta"]["name"])
+            raise BadRequest(f"job {job['id']} has no pods; pass podName", code=INAPPROPRIATE)
+        return str(pods[0]["name"])
 
     def _v2_job(self, job: Dict[str, Any], detail: bool) -> Dict[str, Any]:
-        spec = self.backend.store.get_job(job["jobId"]) or {"spec": {}}
-        view = dict(job, imageConfig=(spec["spec"].get("jobSpec") or {}).get("imageConfig"))
+        """A job row as DescribeJob answers it (its pods are read only for ``detail``)."""
+        view = self.backend.job_detail(job) if detail else self.backend.job_view(job)
+        view["imageConfig"] = (job["spec"].get("jobSpec") or {}).get("imageConfig")
         return v2.job_to_v2(view, self.user_id, detail=detail)
 
     # -- jobs ------------------------------------------------------------------------------
@@ -185,24 +183,24 @@ class BackendV2:
 
     def DeleteJob(self, query: Query, body: Dict[str, Any]) -> Dict[str, Any]:  # noqa: N802
         job = self._job(query, body)
-        return self.backend.delete_job(job["resourcePoolId"], job["jobId"])
+        return self.backend.delete_job(job["pool"], job["id"])
 
     def StopJob(self, query: Query, body: Dict[str, Any]) -> Dict[str, Any]:  # noqa: N802
         job = self._job(query, body)
-        return self.backend.stop_job(job["resourcePoolId"], job["jobId"])
+        return self.backend.stop_job(job["pool"], job["id"])
 
     def ModifyJob(self, query: Query, body: Dict[str, Any]) -> Dict[str, Any]:  # noqa: N802
         job = self._job(query, body)
-        return self.backend.update_job(job["resourcePoolId"], job["jobId"], {"priority": body.get("priority")})
+        return self.backend.update_job(job["pool"], job["id"], {"priority": body.get("priority")})
 
     def DescribeJobEvents(self, query: Query, body: Dict[str, Any]) -> Dict[str, Any]:  # noqa: N802
         job = self._job(query, body)
-        return self.backend.events(job["resourcePoolId"], job["jobId"], None, v2.FRAMEWORK,
+        return self.backend.events(job["pool"], job["id"], None, v2.FRAMEWORK,
                                    self._field(body, "startTime"), self._field(body, "endTime"))
 
     def DescribeJobPodEvents(self, query: Query, body: Dict[str, Any]) -> Dict[str, Any]:  # noqa: N802
         job = self._job(query, body)
-        return self.backend.events(job["resourcePoolId"], job["jobId"], self._required(body, "podName"),
+        return self.backend.events(job["pool"], job["id"], self._required(body, "podName"),
                                    v2.FRAMEWORK, self._field(body, "startTime"), self._field(body, "endTime"))
 
     def DescribeJobLogs(self, query: Query, body: Dict[str, Any]) -> Dict[str, Any]:  # noqa: N802
@@ -222,7 +220,7 @@ class BackendV2:
         keywords = body.get("keywords")
         if keywords is not None and not isinstance(keywords, str):
             raise BadRequest("keywords must be a string", code=INAPPROPRIATE)
-        return self.backend.logs(job["resourcePoolId"], job["jobId"], self._required(body, "podName"), times[0],
+        return self.backend.logs(job["pool"], job["id"], self._required(body, "podName"), times[0],
                                  self._field(body, "maxLines"), self._field(body, "chunkSize"), end=times[1],
                                  keywords=keywords or None, marker=self._field(body, "marker") or None,
                                  default_chunk=1)
@@ -230,7 +228,7 @@ class BackendV2:
     def DescribeJobNodes(self, query: Query, body: Dict[str, Any]) -> Dict[str, Any]:  # noqa: N802
         """``{jobId, nodes}`` (the 2026 page, 2mayvq994)."""
         job = self._job(query, body)
-        return {"jobId": job["jobId"], "nodes": self.backend.nodes(job["resourcePoolId"], job["jobId"])["nodeName"]}
+        return {"jobId": job["id"], "nodes": self.backend.nodes(job["pool"], job["id"])["nodeName"]}
 
     def DescribeJobNodeNames(self, query: Query, body: Dict[str, Any]) -> Dict[str, Any]:  # noqa: N802
         """The SDK's name: ``{jobId, nodeNames}``."""
@@ -245,10 +243,10 @@ class BackendV2:
     def GetJobWebTerminalUrl(self, query: Query, body: Dict[str, Any]) -> Dict[str, Any]:  # noqa: N802
         job = self._job(query, body)
         pod = self._pod_or_first(job, body)
-        answer = self.backend.webterminal(job["resourcePoolId"], job["jobId"], pod,
+        answer = self.backend.webterminal(job["pool"], job["id"], pod,
                                           self._field(body, "handshakeTimeoutSecond"),
                                           self._field(body, "pingTimeoutSecond"))
-        return {"jobId": job["jobId"], "podName": pod, "webTerminalUrl": answer["WebTerminalUrl"]}
+        return {"jobId": job["id"], "podName": pod, "webTerminalUrl": answer["WebTerminalUrl"]}
 
     # -- pools and queues ------------------------------------------------------------------
     def DescribeResourcePools(self, query: Query, body: Dict[str, Any]) -> Dict[str, Any]:  # noqa: N802
@@ -289,11 +287,12 @@ class BackendV2:
                                              name="pageNumber")
         return {"pageSize": size, "pageNumber": number, "keyword": keyword,
                 "keywordType": query.get("keywordType") or "queueName", "totalCount": len(queues),
-                "queues": [self.pools.queue_v2(q) for q in page]}
+                "queues": self.pools.queues_answer(pool, page, shapes.queue_v2)}
 
     def DescribeQueue(self, query: Query, body: Dict[str, Any]) -> Dict[str, Any]:  # noqa: N802
         """One queue by its id (``queue-…``, from DescribeQueues); an unknown id is 404 NoSuchQueue."""
         queue = query.get("queueId")
         if not queue:
             raise BadRequest("queueId is required (query parameter, e.g. queue-h4rzqodsqgfv from DescribeQueues)")
-        return self.pools.queue_v2(self.pools.queue_by_id(queue))
+        found = self.pools.queue_by_id(queue)
+        return self.pools.queues_answer(found["pool"], [found], shapes.queue_v2)[0]

@@ -157,11 +157,11 @@ class Executor(Adoption, Lifecycle):
                     self.store.add_event(job_id, "JobFailed", f"PyTorchJob {job['name']} is failed "
                                          "because a datasource could not be mounted.")
                 return
-        if self.store.transition(job_id, [st.PENDING], status=st.SCHEDULED, scheduled_at=now,
-                                 master_port=free_port()):
+        scheduled = {"status": st.SCHEDULED, "scheduled_at": now, "master_port": free_port()}
+        if self.store.transition(job_id, [st.PENDING], **scheduled):
             self.store.add_event(job_id, "JobScheduled", f"PyTorchJob {job['name']} is scheduled; its pods are "
                                  "being created")
-            self._schedule(job)
+            self._schedule(dict(job, **scheduled))  # the row as just written: not read back
 
     def _pod_env(self, job: Dict[str, Any], pod: Dict[str, Any], replicas: int,
                  port: int) -> Tuple[Dict[str, str], List[Tuple[str, str]]]:

@@ -158,11 +158,11 @@ def kill_pod(state_dir: str, job_id: str, signature_name: str, pod: Optional[str
     job-chain's tail then runs as it would in a cluster. Raises ValueError (a message for the user).
     """
     import signal
-    import sqlite3
 
     import psutil
 
     from job_chain.chain.signatures import SIGNATURES, VERDICT
+    from job_chain.local import store as st
     from job_chain.local.executor import pod_paths
 
     usable = {s.name: s for s in SIGNATURES if s.tier != VERDICT}
@@ -171,16 +171,15 @@ def kill_pod(state_dir: str, job_id: str, signature_name: str, pod: Optional[str
     database = os.path.join(state_dir, "state.db")
     if not os.path.exists(database):
         raise ValueError(f"no local server state in {state_dir}")
-    with contextlib.closing(sqlite3.connect(f"file:{database}?mode=ro", uri=True, timeout=30)) as conn:
-        rows = conn.execute("SELECT name, status, pid, create_time FROM pods WHERE job_id=? ORDER BY rank",
-                            (job_id,)).fetchall()
-    if not rows:
+    with contextlib.closing(st.Store(database, read_only=True)) as store:
+        pods = store.pods(job_id)
+    if not pods:
         raise ValueError(f"no job {job_id} on the local server in {state_dir}")
-    running = [r for r in rows if r[1] == "Running" and r[2] and (pod is None or r[0] == pod)]
+    running = [p for p in pods if p["status"] == st.RUNNING and p["pid"] and (pod is None or p["name"] == pod)]
     if not running:
-        names = ", ".join(f"{r[0]} ({r[1]})" for r in rows)
+        names = ", ".join(f"{p['name']} ({p['status']})" for p in pods)
         raise ValueError(f"job {job_id} has no running pod{' ' + pod if pod else ''} to kill; its pods: {names}")
-    name, _, pid, create_time = running[0]
+    name, pid, create_time = running[0]["name"], running[0]["pid"], running[0]["create_time"]
     try:
         leader = psutil.Process(pid)
         if create_time and abs(leader.create_time() - create_time) > 1.0:

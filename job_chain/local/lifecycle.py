@@ -27,7 +27,7 @@ import time
 from typing import Any, Dict, List, Optional
 
 from job_chain.local import store as st
-from job_chain.local.shapes import HOSTNAME
+from job_chain.local.host import HOSTNAME
 from job_chain.local.store import Store
 
 log = logging.getLogger("job_chain.local")
@@ -54,18 +54,20 @@ class Lifecycle:
 
     def _schedule(self, job: Dict[str, Any], delay: Optional[float] = None, now: bool = True) -> None:
         """Start a Scheduled job's pods after ``delay`` (default ``--schedule-delay``): at once
-        when there is none and ``now`` (the caller holds no lock), else from a timer."""
+        when there is none and ``now`` (the caller holds no lock and passes the row it has just
+        written, so it is not read again), else from a timer (which reads the row when it fires)."""
         wait = self.schedule_delay if delay is None else max(0.0, delay)
         if wait <= 0 and now:
-            self._start_pods(job["id"])
+            self._start_pods(job["id"], job)
             return
         timer = threading.Timer(wait, self._start_pods, (job["id"],))
         timer.daemon = True
         timer.start()
 
-    def _start_pods(self, job_id: str) -> None:
-        """Scheduled → Running: spawn every pod (a job stopped or deleted meanwhile stays so)."""
-        job = self.store.get_job(job_id)
+    def _start_pods(self, job_id: str, job: Optional[Dict[str, Any]] = None) -> None:
+        """Scheduled → Running: spawn every pod (a job stopped or deleted meanwhile stays so: the
+        compare-and-set below fails). ``job``: its row as of Scheduled, if the caller has it."""
+        job = job or self.store.get_job(job_id)
         if job is None or self._closing:  # a stopping server leaves it Scheduled for the next one
             return
         try:

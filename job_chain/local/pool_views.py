@@ -7,7 +7,7 @@ pool and queue APIs list nothing; the server invents no pools). Answers are buil
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 from job_chain.local import shapes
 from job_chain.local import store as st
@@ -46,13 +46,12 @@ class PoolViews:
                            code="NoSuchQueue")
         return found[0]
 
-    def _usage(self, pool: str, queue: Optional[str] = None) -> Tuple[shapes.Counts, Dict[str, float]]:
-        """Job counts and the active jobs' resource requests of a pool (or one of its queues)."""
+    @staticmethod
+    def _usage(jobs: Iterable[Dict[str, Any]]) -> Tuple[shapes.Counts, Dict[str, float]]:
+        """Job counts and the active jobs' resource requests, from :meth:`Store.queue_jobs` rows."""
         counts = shapes.Counts()
         active = []
-        for job in self.store.jobs_with_status((st.PENDING,) + st.ACTIVE):
-            if job["pool"] != pool or queue is not None and job["queue"] != queue:
-                continue
+        for job in jobs:
             if job["status"] == st.PENDING:
                 counts.pending += 1
                 continue
@@ -80,53 +79,60 @@ class PoolViews:
                            code="NoSuchResourcePool")
         return found
 
-    def pool_v1(self, pool: Dict[str, Any]) -> Dict[str, Any]:
-        counts, _ = self._usage(pool["id"])
-        return shapes.pool_v1(pool, 1 if counts.running or counts.inqueue else 0)
+    def pools_v1(self, pools: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+        """v1 answers for ``pools``; one read of the jobs for all of them (a node is busy while a
+        job holds it)."""
+        busy = {pool for (pool, _), jobs in self.store.queue_jobs().items()
+                if any(job["status"] != st.PENDING for job in jobs)}
+        return [shapes.pool_v1(p, 1 if p["id"] in busy else 0) for p in pools]
 
-    def queue_v1(self, queue: Dict[str, Any]) -> Dict[str, Any]:
-        counts, used = self._usage(queue["pool"], queue["name"])
-        return shapes.queue_v1(queue, self._queue_capacity(queue), counts, used)
-
-    def queue_v2(self, queue: Dict[str, Any]) -> Dict[str, Any]:
-        counts, used = self._usage(queue["pool"], queue["name"])
-        return shapes.queue_v2(queue, self._queue_capacity(queue), counts, used)
+    def queues_answer(self, pool: str, queues: List[Dict[str, Any]],
+                      shape: Callable[..., Dict[str, Any]]) -> List[Dict[str, Any]]:
+        """``pool``'s ``queues`` as ``shape`` (:func:`shapes.queue_v1` or :func:`shapes.queue_v2`)
+        answers them; one read of the jobs for all of them."""
+        jobs = self.store.queue_jobs(pool)
+        answers = []
+        for queue in queues:
+            counts, used = self._usage(jobs.get((queue["pool"], queue["name"]), []))
+            answers.append(shape(queue, self._queue_capacity(queue), counts, used))
+        return answers
 
     def list_pools(self, page_no: Optional[str], page_size: Optional[str]) -> Dict[str, Any]:
         """v1 ``GET /api/v1/resourcepools``: the Go SDK's ``ResourcePoolPage``."""
-        page, number, size = self.page(self.store.pools(), page_no, page_size, 10)
-        return shapes.page_v1("resourcePools", [self.pool_v1(p) for p in page], len(self.store.pools()),
-                              number, size)
+        pools = self.store.pools()
+        page, number, size = self.page(pools, page_no, page_size, 10)
+        return shapes.page_v1("resourcePools", self.pools_v1(page), len(pools), number, size)
 
     def get_pool(self, pool: str) -> Dict[str, Any]:
         """v1 ``GET /api/v1/resourcepools/{id}``: ``{"resourcePool": …}`` (GetResourcePoolResult)."""
-        return {"resourcePool": self.pool_v1(self.configured_pool(pool))}
+        return {"resourcePool": self.pools_v1([self.configured_pool(pool)])[0]}
 
     def list_queues(self, pool: str, page_no: Optional[str], page_size: Optional[str]) -> Dict[str, Any]:
         self.configured_pool(pool)
         queues = self.store.queues(pool)
         page, number, size = self.page(queues, page_no, page_size, 50)
-        return shapes.page_v1("queues", [self.queue_v1(q) for q in page], len(queues), number, size)
+        return shapes.page_v1("queues", self.queues_answer(pool, page, shapes.queue_v1), len(queues), number, size)
 
     def get_queue(self, pool: str, name: str) -> Dict[str, Any]:
         """v1 ``…/queue/{name}``: ``{"queue": …}`` (the Go SDK's GetQueuesResult)."""
         self.configured_pool(pool)
         found = self.find_queue(pool, name)
         assert found is not None
-        return {"queue": self.queue_v1(found)}
+        return {"queue": self.queues_answer(pool, [found], shapes.queue_v1)[0]}
 
     def pool_nodes(self, pool: str, page_no: Optional[str] = None, page_size: Optional[str] = None) -> Dict[str, Any]:
         """The one node of every local pool: this machine, as psutil sees it (Go SDK ``NodePage``)."""
         self.configured_pool(pool)
-        _, used = self._usage(pool)
+        _, used = self._usage(job for jobs in self.store.queue_jobs(pool).values() for job in jobs)
         page, number, size = self.page([shapes.node_v1(used)], page_no, page_size, 50)
         return shapes.page_v1("nodes", page, 1, number, size)
 
     def queue_by_id(self, queue_id: str) -> Dict[str, Any]:
         """The configured queue whose v2 id is ``queue_id``; 404 NoSuchQueue naming it."""
-        for queue in self.store.queues():
+        queues = self.store.queues()
+        for queue in queues:
             if shapes.queue_id(queue["pool"], queue["name"]) == queue_id:
                 return queue
         known = ", ".join(f"{shapes.queue_id(q['pool'], q['name'])} ({q['pool']}/{q['name']})"
-                          for q in self.store.queues()) or "none: start the server with --pool ID"
+                          for q in queues) or "none: start the server with --pool ID"
         raise NotFound(f"queue {queue_id} does not exist (this server's queues: {known})", code="NoSuchQueue")

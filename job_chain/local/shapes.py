@@ -15,16 +15,16 @@ from __future__ import annotations
 
 import hashlib
 import os
-import socket
 import time
 from typing import Any, Dict, Iterable, List, Optional
+
+from job_chain.local.host import HOSTNAME
 
 ROOT_QUEUE = "63a9f0ea7bb98050796b649e85481845"  # parentQueue of a top-level queue (md5 of "root",
 # as Baidu's DescribeQueue example shows it, https://cloud.baidu.com/doc/AIHC/s/Jmfcjhru0)
 REGION = "local"
 POOL_TYPE = "common"  # a self-operated pool (resourcePoolType common); the only kind here
 POOL_TYPES = ("common", "dedicatedV2", "bhcmp", "edge")  # Go SDK ResourcePoolType + the Python SDK's edge
-HOSTNAME = socket.gethostname()
 _ALNUM = "0123456789abcdefghijklmnopqrstuvwxyz"
 
 

@@ -13,6 +13,7 @@ import sqlite3
 import threading
 import time
 import uuid
+from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from job_chain.aihc.spec import PRIORITIES
@@ -55,15 +56,22 @@ def _time_range(start: Optional[float], end: Optional[float], args: List[Any]) -
 class Store:
     """All persistent state of one local server (``state_dir/state.db``)."""
 
-    def __init__(self, path: str) -> None:
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    def __init__(self, path: str, read_only: bool = False) -> None:
+        """Open (creating and migrating) the state at ``path``; ``read_only``: only look at an
+        existing one, as a tool beside a running server does (sqlite3.Error if there is none)."""
         self.path = path
+        self._lock = threading.RLock()
+        if read_only:
+            self._db = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True,
+                                       check_same_thread=False, isolation_level=None, timeout=30)
+            self._db.row_factory = sqlite3.Row
+            return
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         # SQLite gives -wal/-shm the database file's mode, so creating that 0600 covers all three
         os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
         for suffix in ("", "-wal", "-shm"):
             if os.path.exists(path + suffix):
                 os.chmod(path + suffix, 0o600)
-        self._lock = threading.RLock()
         self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=30)
         self._db.row_factory = sqlite3.Row
         self._db.execute("PRAGMA journal_mode=WAL")
@@ -199,6 +207,22 @@ class Store:
     def queues(self, pool: Optional[str] = None) -> List[Dict[str, Any]]:
         where = "" if pool is None else "WHERE pool=? "
         return self._rows(f"SELECT * FROM queues {where}ORDER BY pool, name", () if pool is None else (pool,))
+
+    def queue_jobs(self, pool: Optional[str] = None) -> Dict[Tuple[str, str], List[Dict[str, Any]]]:
+        """The queued and active jobs of every queue (or of ``pool``'s), grouped by (pool, queue),
+        from one query: each job's ``status``, and the ``spec`` of an active one (what it holds);
+        a Pending job's spec is None (it holds nothing)."""
+        statuses = [PENDING, *ACTIVE]
+        where, args = f"status IN ({','.join('?' * len(statuses))})", statuses
+        if pool is not None:
+            where += " AND pool=?"
+            args.append(pool)
+        groups: Dict[Tuple[str, str], List[Dict[str, Any]]] = {}
+        for row in self._rows("SELECT pool, queue, status, CASE WHEN status=? THEN NULL ELSE spec END AS spec"
+                              f" FROM jobs WHERE {where}", [PENDING, *args]):
+            row["spec"] = None if row["spec"] is None else json.loads(row["spec"])
+            groups.setdefault((row["pool"], row["queue"]), []).append(row)
+        return groups
 
     def full(self, default_capacity: Optional[int]) -> Tuple[List[str], List[Tuple[str, str]]]:
         """Pools and queues with as many active jobs as their capacity (None: unlimited;
