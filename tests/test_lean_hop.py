@@ -183,7 +183,7 @@ def test_a_failed_branch_leaves_the_join_to_the_full_advance(tmp_path: Path) -> 
     records.record_exit(RUN, "c", 2, 0)
     records.record_succeeded(RUN, "c", 2)
     assert lean.join_ready(records, RUN, {"c": 1}) is True  # its retry succeeded
-    assert lean.join_ready(records, RUN, {"c": 3}) is None  # a later revision's attempts only: none yet
+    assert lean.join_ready(records, RUN, {"c": 3}) is False  # not submitted in this revision yet: it will report
     records.record_submission(RUN, "c", 3, "job-c3", "c", mode="watch")
     assert lean.join_ready(records, RUN, {"c": 3}) is None  # its tail does not report here
     records.record_submission(RUN, "c", 4, "job-c4", "c", mode="job")
@@ -227,3 +227,42 @@ def test_a_look_at_a_finished_run_whose_jobs_are_cached_loads_no_sdk(tmp_path: P
     assert again.returncode == 0, again.stderr
     assert again.stdout == first.stdout
     assert heavy(imported(again.stderr), ("baidubce", "job_chain.aihc.client", "http.client")) == []
+
+
+
+def test_a_splits_branches_are_planned_before_they_are_created(tmp_path: Path, shared_server: LocalServer) -> None:
+    """So a branch that ends while its siblings are still being created follows its plan too (they
+    count as still to report) instead of thawing the chain beside the creates."""
+    from job_chain.chain.advance import advance
+
+    run = "20260101-000000-1ea7"
+    names = [f"w{i}" for i in range(6)]
+    jobs = line("split", *names, "merge", **{n: {"jobChain": {"dependsOn": ["split"]}} for n in names},
+                merge={"jobChain": {"dependsOn": names}})
+    chain, records = recorded_run(tmp_path / "chain_info.json", shared_server.pool, jobs, endpoint=shared_server.url,
+                                  submitted="split", run_id=run)
+    planned_first: Dict[str, bool] = {}
+
+    class Spy:  # the real client, noting whether each branch's plan was there when it was created
+        def __init__(self, client: Any) -> None:
+            self.client = client
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.client, name)
+
+        def create_job(self, pool: str, body: Dict[str, Any], **kwargs: Any) -> Dict[str, Any]:
+            planned_first[body["name"]] = plan_file(Path(chain.path), body["name"], run=run).exists()
+            return self.client.create_job(pool, body, **kwargs)
+
+    records.record_exit(run, "split", 1, 0)
+    code = advance(chain, Spy(shared_server.client()), run_id=run, step="split", attempt=1, exit_code=0,
+                   records=records, resume_hint="resume", deadline=30)
+    assert code == 0 and planned_first == {n: True for n in names}
+    merge = None
+    end = time.monotonic() + 60
+    while merge is None:  # the branches' own tails, by their plans, submit the merge
+        assert time.monotonic() < end, "the merge was never submitted"
+        merge = records.submission(run, "merge", 1)
+        time.sleep(0.1)
+    wait_succeeded(shared_server, merge["jobId"])
+    assert [n for n in names if (records.exit_entry(run, n, 1) or {}).get("planned") is not True] == []

@@ -89,17 +89,20 @@ class Submitting:
         if split:
             from concurrent.futures import ThreadPoolExecutor
 
+            self._plan_branches(targets)  # before the first branch can end: each one's tail finds its plan
             getattr(self.client, "endpoint", None)  # a lazy client is built once, before threads share it
             with ThreadPoolExecutor(max_workers=min(SUBMIT_WIDTH, len(targets))) as pool:
                 codes = list(pool.map(one, targets))
-            self._plan_branches(targets)
         else:
             codes = [one(target) for target in targets]
         return next((code for code in codes if code is not None), exit_code)
 
     def _plan_branches(self, targets: List[Tuple[str, int]]) -> None:
-        """A split's branches, once all are created: what each one's success starts (their join's
-        request is made once for all of them)."""
+        """A split's branches, before any is created: what each one's success starts (their join's
+        request is made once for all of them). Planned in the creating threads, the plans slowed
+        the creates; planned after them, the first branches often ended before their plans were
+        written and took the full advance, each thawing the chain while the others were created.
+        A plan of a branch whose create then fails is never followed (its job never runs)."""
         if self.records is None or self.mode != "job":
             return
         from job_chain.chain.lean import plan_submitted
@@ -107,7 +110,7 @@ class Submitting:
         made: Dict[Tuple[str, int], Any] = {}
         for name, attempt in targets:
             step = self.chain.named(name)
-            if step is not None and self.records.submission(self.run_id, name, attempt):
+            if step is not None:
                 plan_submitted(self.chain, self.records, self.run_id, step, attempt, made)
 
     def _submit_one(self, target: str, attempt: int, origin: Optional[Tuple[str, int]], exit_code: int,

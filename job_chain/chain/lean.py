@@ -182,10 +182,13 @@ def _done(records: RunRecords, run_id: str, step: str, attempt: int) -> int:
 
 def join_ready(records: RunRecords, run_id: str, needs: Dict[str, int]) -> Optional[bool]:
     """Whether every other step a join needs has succeeded (its latest attempt from ``needs[name]``
-    on has a succeeded marker): True; False when one has not but its tail is still to report (or
-    is reporting: its script exited 0, its marker is next), so it will see this step's marker when
-    it writes its own; None for anything else (a failure, a step not submitted or submitted where
-    no tail reports here): the full advance decides."""
+    on has a succeeded marker): True; False when one has not but its tail is still to report —
+    it is not submitted yet (a split is still creating its siblings), or submitted in job mode,
+    or reporting (its script exited 0, its marker is next) — so it will see this step's marker
+    when it writes its own; None for anything else (a failure, a step submitted where no tail
+    reports here): the full advance decides. (Plans exist only in runs where nobody waits for the
+    run's end, so a step that is never submitted leaves nothing undecided: the join must not
+    start without it.)"""
     from job_chain.files import read_json_dict
 
     facts = records.listed(run_id)
@@ -197,8 +200,9 @@ def join_ready(records: RunRecords, run_id: str, needs: Dict[str, int]) -> Optio
     ready = True
     for name in needs:
         attempts = seen.get(name)
-        if not attempts:
-            return None
+        if not attempts:  # not submitted yet: whoever submits it, its tail reports here
+            ready = False
+            continue
         latest = max(attempts)
         kinds = attempts[latest]
         if "succeeded" in kinds:

@@ -179,7 +179,7 @@ def submit_step(
     ``resume``: (iteration, directory) of the checkpoint it resumes from, told in its environment
     (``JOB_CHAIN_RESUME_ITERATION``/``JOB_CHAIN_RESUME_CHECKPOINT``) and kept in its record.
     ``plan``: write what its success starts (:mod:`~job_chain.chain.lean`); a split plans its
-    branches once all are created.
+    branches before it creates them (:meth:`~job_chain.chain.hop_submit.Submitting.submit`).
     """
     recorded = records.submission(run_id, name, attempt) if records else None
     if recorded:
