@@ -184,6 +184,8 @@ def test_a_failed_branch_leaves_the_join_to_the_full_advance(tmp_path: Path) -> 
     records.record_succeeded(RUN, "c", 2)
     assert lean.join_ready(records, RUN, {"c": 1}) is True  # its retry succeeded
     assert lean.join_ready(records, RUN, {"c": 3}) is False  # not submitted in this revision yet: it will report
+    records.record_failure(RUN, "c", 1, {"class": "user"})
+    assert lean.join_ready(records, RUN, {"c": 3}) is None  # ...unless something failed: it may never be
     records.record_submission(RUN, "c", 3, "job-c3", "c", mode="watch")
     assert lean.join_ready(records, RUN, {"c": 3}) is None  # its tail does not report here
     records.record_submission(RUN, "c", 4, "job-c4", "c", mode="job")

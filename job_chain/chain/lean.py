@@ -186,12 +186,12 @@ def join_ready(records: RunRecords, run_id: str, needs: Dict[str, int]) -> Optio
     it is not submitted yet (a split is still creating its siblings), or submitted in job mode,
     or reporting (its script exited 0, its marker is next) — so it will see this step's marker
     when it writes its own; None for anything else (a failure, a step submitted where no tail
-    reports here): the full advance decides. (Plans exist only in runs where nobody waits for the
-    run's end, so a step that is never submitted leaves nothing undecided: the join must not
-    start without it.)"""
+    reports here, or one not submitted in a run where something failed — it may never be, and the
+    full advance says how the run ended): the full advance decides."""
     from job_chain.files import read_json_dict
 
     facts = records.listed(run_id)
+    troubled = bool(facts["failure"] or facts["advance-failed"])  # a step failed, or a create gave up
     seen: Dict[str, Dict[int, set]] = {}  # step -> attempt -> kinds of fact
     for kind in ("step", "exit", "succeeded"):
         for name, number in facts[kind]:
@@ -200,7 +200,9 @@ def join_ready(records: RunRecords, run_id: str, needs: Dict[str, int]) -> Optio
     ready = True
     for name in needs:
         attempts = seen.get(name)
-        if not attempts:  # not submitted yet: whoever submits it, its tail reports here
+        if not attempts:  # not submitted yet: whoever submits it (a split still creating), its tail reports here
+            if troubled:
+                return None
             ready = False
             continue
         latest = max(attempts)

@@ -35,7 +35,7 @@ _SUBMISSION = re.compile(rf"step-{STEP_PATTERN}-attempt-(\d+)\.json")
 # the facts a join is decided from (job_chain.chain.readiness), by the kind in their file names
 Listed = Dict[str, Dict[Tuple[str, int], str]]  # kind -> (step, attempt) -> file name
 FACTS = {kind: re.compile(rf"{kind}-{STEP_PATTERN}-attempt-(\d+)\.json")
-         for kind in ("step", "exit", "succeeded", "advance-failed")}
+         for kind in ("step", "exit", "succeeded", "failure", "advance-failed")}
 _REVISION = re.compile(r"revision-(\d+)\.json")
 _RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 STOPPED_MARKER = "stopped.json"
