@@ -323,15 +323,24 @@ def _spec_problems(spec: Dict[str, Any], max_replicas: Optional[int], problems: 
 MAX_QUANTITY = 2 ** 53  # far beyond any machine; keeps a pool's sums and unit conversions finite
 
 
+def quantity_parts(text: str) -> Optional[Tuple[float, str]]:
+    """(its number, its unit: "" for none) of a quantity string such as "16Gi"; None if it is not one."""
+    if not QUANTITY_RE.fullmatch(text):
+        return None
+    unit = text.lstrip("0123456789.")
+    return float(text[:len(text) - len(unit)]), unit
+
+
 def quantity_problem(quantity: Any) -> Optional[str]:
     """Why a resource ``quantity`` is not a number >= 0 or a quantity string ("8", "16Gi"), or is
     beyond :data:`MAX_QUANTITY`."""
     if quantity is None:
         return None
     if isinstance(quantity, str):
-        if not QUANTITY_RE.fullmatch(quantity):
+        parts = quantity_parts(quantity)
+        if parts is None:
             return f"must be a number >= 0 or a quantity such as \"8\" or \"16Gi\", found {describe(quantity)}"
-        number = float(quantity.rstrip("mkMGTPEi"))  # the number before its unit
+        number = parts[0]  # the number before its unit
     elif isinstance(quantity, bool) or not isinstance(quantity, (int, float)) or not quantity >= 0:
         return f"must be a number >= 0, found {describe(quantity)}"
     else:

@@ -387,4 +387,3 @@ class RunRecords(AttemptRecords):
 
     def is_stopped(self, run_id: str) -> bool:
         return os.path.exists(os.path.join(self._dir(run_id), STOPPED_MARKER))
-

@@ -89,10 +89,9 @@ def advice_lines(status: RunStatus) -> List[str]:
     return out
 
 
-def needs(status: RunStatus, step: StepStatus, by_index: Optional[Dict[int, StepStatus]] = None) -> str:
+def needs(step: StepStatus, by_index: Dict[int, StepStatus]) -> str:
     """What a step waits for, a matrix by its name: ``prep, train`` (``by_index``: the run's steps by
-    index, made once by a caller that asks for every step)."""
-    by_index = by_index if by_index is not None else {s.index: s for s in status.steps}
+    index, made once per table)."""
     out: List[str] = []
     for dep in step.depends_on:
         found = by_index.get(dep)
@@ -112,7 +111,7 @@ def _step_row(status: RunStatus, s: StepStatus, fmt: str, with_reason: bool, wit
            "-" if s.exit_code is None else str(s.exit_code), s.job_id or "-",
            started.strftime(fmt) if started else "-", human_duration(s.duration())]
     if status.graph:  # what each step waits for: the graph, one row per step
-        row.insert(2, f"after the run ({s.run_on})" if s.run_on else needs(status, s, by_index))
+        row.insert(2, f"after the run ({s.run_on})" if s.run_on else needs(s, by_index))
     if with_gpus:
         row.append(hours_text(s.gpu_hours) + (f" ({hours_text(s.lost_gpu_hours)} lost)" if s.lost_gpu_hours else ""))
     if with_reason:
@@ -133,7 +132,7 @@ def _group_row(status: RunStatus, group: Dict[str, Any], with_reason: bool, with
            Styled(counts_text(group["counts"]), "bold"), "-", "-", "-",
            first.strftime("%H:%M:%S") if first else "-", human_duration(span)]
     if status.graph:
-        row.insert(2, needs(status, points[0], by_index))
+        row.insert(2, needs(points[0], by_index))
     if with_gpus:
         from job_chain.chain.gpu import hours_text
 

@@ -59,13 +59,12 @@ def quantity(value: Any, memory: bool = False) -> float:
     """A resource quantity as cores, or GiB with ``memory``: a plain number is in those units (as
     AIHC's bodies give them: ``8``, ``1.1``), a suffixed one is Kubernetes' (``500m``, ``16Gi``,
     ``16G``: bytes, for memory); the forms the create rules accept, anything else 0."""
-    from job_chain.aihc.spec import QUANTITY_RE
+    from job_chain.aihc.spec import quantity_parts
 
-    text = str(value).strip()
-    if not QUANTITY_RE.fullmatch(text):
+    parts = quantity_parts(str(value).strip())
+    if parts is None:
         return 0.0
-    suffix = text.lstrip("0123456789.")
-    number = float(text[:len(text) - len(suffix)])
+    number, suffix = parts
     if not suffix:
         return number
     return number * (_BINARY.get(suffix) or _DECIMAL[suffix]) / (2 ** 30 if memory else 1)
