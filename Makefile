@@ -11,7 +11,7 @@ $(VENV)/.installed: pyproject.toml requirements.txt
 	$(PY) -m pip install -q --disable-pip-version-check -U pip
 	$(PY) -m pip install -q --disable-pip-version-check -e '.[local,dev]'
 	# wheels of the in-cluster runtime (Python 3.8+, x86_64), so tests can build a bundle offline
-	$(PY) -c 'import subprocess, sys; from job_chain.chain.bundle import download_command; \
+	$(PY) -c 'import subprocess, sys; from job_chain.submit.bundle import download_command; \
 	    sys.exit(subprocess.call(download_command("$(VENV)/bundle-wheels")))'
 	touch $@
 

@@ -64,7 +64,7 @@ def timed(command: List[str], env: Dict[str, str]) -> Tuple[float, float, str]:
 
 def bytes_read(path: Path) -> Optional[int]:
     """Bytes this process reads while classifying ``path`` (Linux rchar), None where unknown."""
-    from job_chain.chain.classify import classify_files
+    from job_chain.failures.classify import classify_files
 
     def rchar() -> Optional[int]:
         try:

@@ -37,9 +37,9 @@ CHILD_ENV_DROP = ("AIHC_HOST", "AIHC_AK", "AIHC_SK", "AK", "SK", "HOST", "JOB_CH
 # files, so timing a run that compiles every module from source (as PYTHONDONTWRITEBYTECODE=1
 # would make it) measures the environment, not job-chain. A prefix keeps the checkout untouched.
 PYCACHE = RESULTS / ".pycache"
-WARM_IMPORTS = ("job_chain.cli, job_chain.cli.chain, job_chain.cli.local, job_chain.chain.advance, job_chain.hop, "
-                "job_chain.chain.readiness, "
-                "job_chain.chain.progress, job_chain.chain.loader, job_chain.chain.record, job_chain.aihc.client, "
+WARM_IMPORTS = ("job_chain.cli, job_chain.cli.chain, job_chain.cli.local, job_chain.hop.advance, job_chain.hop, "
+                "job_chain.hop.readiness, "
+                "job_chain.status.types, job_chain.spec.loader, job_chain.record.records, job_chain.aihc.client, "
                 "job_chain.local.server, job_chain.local.routes, job_chain.local.executor, rich.console, rich.table, "
                 "rich.live, uvicorn, psutil")
 

@@ -42,9 +42,9 @@ def realistic_chain_data(steps: int) -> Dict[str, Any]:
 
 def command_sizes(lengths: List[int]) -> List[Dict[str, Any]]:
     """Tail bytes (and whole request bytes) at the first and last step, both modes, per length."""
-    from job_chain.chain.command import tail_size
-    from job_chain.chain.loader import check_chain_data
-    from job_chain.chain.submit import build_request
+    from job_chain.spec.loader import check_chain_data
+    from job_chain.submit.command import tail_size
+    from job_chain.submit.create import build_request
 
     rows = []
     for length in lengths:
@@ -62,7 +62,7 @@ def command_sizes(lengths: List[int]) -> List[Dict[str, Any]]:
 
 def load_times(lengths: List[int], repeats: int) -> List[Dict[str, Any]]:
     """Median time of ``load_chain`` (what each advance does first) per chain length."""
-    from job_chain.chain.loader import load_chain
+    from job_chain.spec.loader import load_chain
 
     out = []
     with tempfile.TemporaryDirectory(prefix="job-chain-bench-load-") as tmp:

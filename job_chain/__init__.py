@@ -20,13 +20,13 @@ __version__ = "0.1.0"
 _EXPORTS = {
     "ChainSession": "job_chain.session", "Run": "job_chain.session", "Submitted": "job_chain.session",
     "SubmitInterrupted": "job_chain.session",
-    "RunStatus": "job_chain.chain.progress", "StepStatus": "job_chain.chain.progress",
-    "Attempt": "job_chain.chain.progress", "Outcome": "job_chain.chain.progress",
+    "RunStatus": "job_chain.status.types", "StepStatus": "job_chain.status.types",
+    "Attempt": "job_chain.status.types", "Outcome": "job_chain.status.types",
     "JobsAPI": "job_chain.aihc.api", "AIHCClient": "job_chain.aihc.client", "AIHCError": "job_chain.aihc.errors",
     "JobChainError": "job_chain.errors", "UsageError": "job_chain.errors", "RunNotFound": "job_chain.errors",
     "RunStillActive": "job_chain.errors", "RunTimeout": "job_chain.errors",
     "CredentialsMissing": "job_chain.errors", "ChainFileInvalid": "job_chain.errors",
-    "Failure": "job_chain.chain.classify", "classify_files": "job_chain.chain.classify",
+    "Failure": "job_chain.failures.classify", "classify_files": "job_chain.failures.classify",
 }
 __all__ = ["__version__", *_EXPORTS]
 

@@ -13,7 +13,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from typing import Any, Dict, List
 
-from job_chain.chain.model import LABEL_RUN
+from job_chain.spec.model import LABEL_RUN
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 EXAMPLE_USER = pwd.getpwuid(os.getuid()).pw_name  # the examples keep data in MOUNT/$(id -un)
@@ -62,7 +62,7 @@ def labels(job: Dict[str, Any]) -> Dict[str, str]:
 
 def latest_run(chain: Path) -> str:
     """The newest run by when it started (run ids begun in the same second sort by their random part)."""
-    from job_chain.chain.record import RunRecords
+    from job_chain.record.records import RunRecords
 
     newest = RunRecords(str(chain)).latest_run()
     assert newest is not None, f"no run of {chain} is recorded"
@@ -136,9 +136,9 @@ def recorded_run(path: Path, pool: str, jobs: List[Dict[str, Any]], *, endpoint:
     """(the run's frozen chain, its RunRecords) of a job-mode run of ``jobs`` recorded as ``run`` records
     one (run id :data:`RECORDED_RUN` unless given), with the steps named in ``submitted`` recorded as submitted in
     job mode (job ids ``job-<name>``) and those in ``succeeded`` as succeeded by their own tails."""
-    from job_chain.chain.frozen import freeze
-    from job_chain.chain.loader import load_chain
-    from job_chain.chain.record import RunRecords
+    from job_chain.record.records import RunRecords
+    from job_chain.spec.frozen import freeze
+    from job_chain.spec.loader import load_chain
 
     path.write_text(json.dumps({"resourcePoolId": pool, "jobs": jobs, **top}))
     records = RunRecords(str(path))

@@ -96,7 +96,7 @@ def private_run_index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None
     """Runs started by tests are indexed in a temporary place, never in the user's data dir."""
     import os
 
-    from job_chain.chain.run_index import INDEX_ENV
+    from job_chain.record.index import INDEX_ENV
 
     old = os.environ.get(INDEX_ENV)
     os.environ[INDEX_ENV] = str(tmp_path_factory.mktemp("run-index"))

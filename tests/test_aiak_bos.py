@@ -81,7 +81,7 @@ def test_one_object_is_fetched_to_a_file_with_keys_from_the_chain_file(bos: BosS
 
 def test_a_running_run_fetches_with_the_keys_it_saved_at_start_whatever_the_file_says_now(
         bos: BosStandIn, tmp_path: Path) -> None:
-    from job_chain.chain.record import RunRecords
+    from job_chain.record.records import RunRecords
 
     chain = tmp_path / "chain_info.json"
     run_id = "20260101-000000-b05f"

@@ -21,12 +21,12 @@ from job_chain.aiak import tables
 from job_chain.aiak.generator import EVAL_SCRIPT_NAMES, SCRIPT_NAMES, STEP_ENV_NAMES, generate_chain, parse_spec
 from job_chain.aiak.plan import source_key
 from job_chain.aihc.names import job_name_problem
-from job_chain.chain import slots
-from job_chain.chain.loader import check_chain_data, load_chain
-from job_chain.chain.model import Chain
-from job_chain.chain.submit import build_request
 from job_chain.cli.aiak import aiak_gen
 from job_chain.errors import UsageError
+from job_chain.record import slots
+from job_chain.spec.loader import check_chain_data, load_chain
+from job_chain.spec.model import Chain
+from job_chain.submit.create import build_request
 
 IMAGE = ("registry.baidubce.com/aihc-aiak/aiak-training-llm:ubuntu22.04-cu12.3-torch2.2.0-py310-"
          "bccl1.2.7.2_v2.1.1.5_release")
@@ -601,7 +601,7 @@ def test_template_parts_no_job_could_use_are_dropped(tmp_path: Path) -> None:
         assert envs(job)["OK"] == "5" and not {"1X", "LIST"} & set(envs(job))
         assert job["queue"] == "default"
         assert job["datasources"][0]["mountPath"] == "/root/pfs"
-    from job_chain.chain.loader import load_chain
+    from job_chain.spec.loader import load_chain
     assert len(load_chain(str(tmp_path / "chain_info.json"), local=True).steps) == 3
 
 
@@ -633,16 +633,16 @@ def test_lone_surrogate_in_the_template_is_refused_and_nothing_written(tmp_path:
 
 
 def test_a_failed_write_leaves_no_file_behind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import job_chain.files
+    import job_chain.util.files
 
-    real = job_chain.files.write_private
+    real = job_chain.util.files.write_private
 
     def failing(path: Any, data: Any) -> None:
         if str(path).endswith("chain_info.json"):
             raise PermissionError(13, "Permission denied", str(path))
         real(path, data)
 
-    monkeypatch.setattr(job_chain.files, "write_private", failing)
+    monkeypatch.setattr(job_chain.util.files, "write_private", failing)
     (tmp_path / "aiak_train.sh").write_text("mine")
     assert_refused(gen(tmp_path, SEED_INPUT, *STORAGE), "chain_info.json: Permission denied; nothing written")
     assert files(tmp_path) == ["aiak_job_info.json", "aiak_train.sh"]

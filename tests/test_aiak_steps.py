@@ -16,7 +16,7 @@ import pytest
 from aiak_stand_ins import aiak_tree, hf_weights, launcher
 from test_aiak_gen import PRETRAIN_SFT, SEED_INPUT, SFT_INPUT, STORAGE, envs, gen, load, point_envs
 
-from job_chain.chain.loader import load_chain
+from job_chain.spec.loader import load_chain
 
 BIN = os.path.dirname(sys.executable)  # python and python3 with job-chain; no bcecmd on this PATH
 

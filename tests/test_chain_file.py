@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from job_chain.chain.loader import ChainFileError, load_chain
 from job_chain.cli import cli
 from job_chain.errors import UsageError
+from job_chain.spec.loader import ChainFileError, load_chain
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 

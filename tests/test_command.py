@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from job_chain.chain.command import step_command, tail_size
-from job_chain.chain.model import Chain, Step
-from job_chain.chain.submit import build_request
+from job_chain.spec.model import Chain, Step
+from job_chain.submit.command import step_command, tail_size
+from job_chain.submit.create import build_request
 
 TRICKY = (
     "#!/bin/bash\n"
@@ -104,7 +104,7 @@ def test_run_start_is_read_from_the_run_id() -> None:
     """Inline runs have no record: advance walks the job list back only to the start in the id."""
     import time
 
-    from job_chain.chain.record import new_run_id, run_started
+    from job_chain.record.records import new_run_id, run_started
 
     before = time.time()
     started = run_started(new_run_id())

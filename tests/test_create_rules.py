@@ -17,11 +17,11 @@ from click.testing import CliRunner
 
 from job_chain.aihc import spec
 from job_chain.aihc.names import job_name_problem
-from job_chain.chain.loader import ChainFileError, check_chain_data, load_chain
 from job_chain.cli import cli
 from job_chain.local import store
 from job_chain.local.backend import validate_create
 from job_chain.local.errors import BadRequest
+from job_chain.spec.loader import ChainFileError, check_chain_data, load_chain
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 

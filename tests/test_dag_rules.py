@@ -6,10 +6,10 @@ from typing import Any, Dict, List
 
 import pytest
 
-from job_chain.chain import graph
-from job_chain.chain.loader import ChainFileError, check_chain_data
-from job_chain.chain.outcome import resume_targets, summarize
-from job_chain.chain.progress import Attempt, Outcome, RunFacts
+from job_chain.spec import graph
+from job_chain.spec.loader import ChainFileError, check_chain_data
+from job_chain.status.summarize import resume_targets, summarize
+from job_chain.status.types import Attempt, Outcome, RunFacts
 
 
 def job(name: str, **settings: Any) -> Dict[str, Any]:

@@ -16,10 +16,10 @@ from typing import Any, Dict, List
 import pytest
 from click.testing import CliRunner
 
-from job_chain.chain.classify import TAIL_BYTES, Failure, classify, classify_files, read_tail
-from job_chain.chain.model import FailureRule
-from job_chain.chain.signatures import BUILTIN_CLASSES, SIGNATURES
 from job_chain.cli import cli as job_chain_cli
+from job_chain.failures.classify import TAIL_BYTES, Failure, classify, classify_files, read_tail
+from job_chain.failures.signatures import BUILTIN_CLASSES, SIGNATURES
+from job_chain.spec.model import FailureRule
 
 CORPUS = Path(__file__).resolve().parent / "failure_corpus"
 CASES: List[Dict[str, Any]] = json.loads((CORPUS / "cases.json").read_text())

@@ -8,17 +8,17 @@ from typing import Any, Dict, List
 
 import pytest
 
-from job_chain.chain.checkpoint import last_complete, resume_env
-from job_chain.chain.classify import Failure
-from job_chain.chain.frozen import freeze, thaw
-from job_chain.chain.gpu import attempt_hours, gpus, gpus_per_replica, hours_text, running_window
-from job_chain.chain.loader import ChainFileError, check_chain_data
-from job_chain.chain.model import Checkpoint
-from job_chain.chain.notify import message
-from job_chain.chain.outcome import summarize
-from job_chain.chain.progress import Attempt, Outcome, RunFacts
-from job_chain.chain.record import RunRecords
-from job_chain.chain.retry import decide, retry_sentence
+from job_chain.failures.classify import Failure
+from job_chain.hop.notify import message
+from job_chain.record.records import RunRecords
+from job_chain.rules.checkpoint import last_complete, resume_env
+from job_chain.rules.retry import decide, retry_sentence
+from job_chain.spec.frozen import freeze, thaw
+from job_chain.spec.loader import ChainFileError, check_chain_data
+from job_chain.spec.model import Checkpoint
+from job_chain.status.cost import attempt_hours, gpus, gpus_per_replica, hours_text, running_window
+from job_chain.status.summarize import summarize
+from job_chain.status.types import Attempt, Outcome, RunFacts
 
 NOW = 1_800_000_000.0
 

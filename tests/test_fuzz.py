@@ -38,10 +38,10 @@ from job_chain.aiak.generator import (
     step_scripts,
 )
 from job_chain.aihc.names import JOB_NAME_RE, MAX_JOB_NAME, job_name_problem
-from job_chain.chain.loader import ChainFileError, check_chain_data, load_chain
 from job_chain.cli import cli
 from job_chain.cli.aiak import aiak_gen
 from job_chain.errors import JobChainError, UsageError
+from job_chain.spec.loader import ChainFileError, check_chain_data, load_chain
 
 pytestmark = pytest.mark.slow
 
@@ -604,7 +604,7 @@ def test_aiak_gen_cli(tmp_path_factory: pytest.TempPathFactory, validation_dir: 
         for option, value in storage.items():
             args += ["--" + option.replace("_", "-"), value]
         before = snapshot(work)
-        with mock.patch("job_chain.files.os.fsync"):  # durability is not under test; fsync costs seconds
+        with mock.patch("job_chain.util.files.os.fsync"):  # durability is not under test; fsync costs seconds
             result = CliRunner().invoke(aiak_gen, args, catch_exceptions=False)
         if result.exit_code != 0:
             check_cli_error(result, "aiak-gen")

@@ -20,13 +20,13 @@ from chain_helpers import RECORDED_RUN as RUN
 from chain_helpers import diamond_jobs, recorded_run
 from conftest import LocalServer
 
-from job_chain.chain.record import RunRecords
+from job_chain.record.records import RunRecords
 
 NEVER = ("click", "rich", "job_chain.cli", "job_chain.session", "job_chain.local", "job_chain.ui",
-         "job_chain.chain.loader", "job_chain.chain.observe", "platformdirs", "argparse")
+         "job_chain.spec.loader", "job_chain.status.observe", "platformdirs", "argparse")
 # and for a branch whose join is not ready (the SDK itself loads tempfile, through pycryptodome's cffi)
 NO_HTTP = ("http.client", "socket", "ssl", "email", "urllib.request", "baidubce", "Crypto", "concurrent.futures",
-           "job_chain.aihc.client", "job_chain.connect", "tempfile", "subprocess")
+           "job_chain.aihc.client", "job_chain.aihc.connect", "tempfile", "subprocess")
 # modules beyond a bare `python -c pass` (25 modules: an editable install is a .pth path, no import hook)
 NOT_READY_BUDGET = 110  # 99 when written
 SUBMIT_BUDGET = 215  # with the SDK's signer and HTTP client (about 100 of them): 193 when written
@@ -69,7 +69,7 @@ def test_a_branch_whose_join_is_not_ready_reads_the_record_and_loads_no_http(tmp
     assert done.returncode == 0, done.stderr
     assert "job-chain: step b succeeded; its dependents also wait for c" in done.stderr
     modules = imported(done.stderr)
-    assert "job_chain.chain.readiness" in modules
+    assert "job_chain.hop.readiness" in modules
     assert heavy(modules, NEVER + NO_HTTP) == []
     extra = set(modules) - startup()
     assert len(extra) <= NOT_READY_BUDGET, sorted(extra)
@@ -112,7 +112,7 @@ def test_job_chain_advance_by_hand_does_the_same(tmp_path: Path) -> None:
     (["--run", RUN, "--step", "b", "--exit-code", "0"], "advance needs the chain file path or --snapshot"),
 ])
 def test_bad_arguments_are_one_line_errors(argv: List[str], message: str, capsys: Any) -> None:
-    from job_chain.hop import main
+    from job_chain.hop.entry import main
 
     assert main(argv) == 2
     err = capsys.readouterr().err

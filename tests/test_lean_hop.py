@@ -1,4 +1,4 @@
-"""The lean hop (job_chain/chain/lean.py): a step of a plain line submits the next from its plan.
+"""The lean hop (job_chain/hop/lean.py): a step of a plain line submits the next from its plan.
 
 The plan is made by the code that submits (so its request is exactly the full advance's); the
 tail follows it without loading the chain model, and leaves anything it did not foresee to the
@@ -17,12 +17,12 @@ from chain_helpers import diamond_jobs, recorded_run
 from conftest import LocalServer
 from test_hop import NEVER, NO_HTTP, heavy, hop, imported
 
-from job_chain.chain import lean
-from job_chain.chain.submit import build_request, client_token
+from job_chain.hop import lean
+from job_chain.submit.create import build_request, client_token
 
 # what thawing the frozen chain loads: a planned hop loads none of it
-CHAIN_MODEL = ("job_chain.chain.model", "job_chain.chain.frozen", "job_chain.chain.graph", "job_chain.chain.params",
-               "job_chain.chain.matrix", "job_chain.chain.slots", "job_chain.chain.advance", "job_chain.chain.submit",
+CHAIN_MODEL = ("job_chain.spec.model", "job_chain.spec.frozen", "job_chain.spec.graph", "job_chain.spec.params",
+               "job_chain.spec.matrix", "job_chain.record.slots", "job_chain.hop.advance", "job_chain.submit.create",
                "dataclasses")  # the model's dataclasses: the SDK does not load the module, nor may our client
 
 
@@ -84,7 +84,7 @@ def wait_succeeded(server: LocalServer, job_id: str) -> None:
 
 def test_a_planned_hop_submits_without_the_chain_model_and_the_line_goes_on(tmp_path: Path,
                                                                               shared_server: LocalServer) -> None:
-    from job_chain.chain.record import RunRecords
+    from job_chain.record.records import RunRecords
 
     run = "20260101-000000-1ea1"
     chain = started_line(tmp_path, shared_server, run, "a", "b", "c")
@@ -128,7 +128,7 @@ def test_a_second_tail_finds_the_next_step_submitted_and_creates_nothing(tmp_pat
                                         ("stopped", "20260101-000000-1ea5")])
 def test_what_the_plan_did_not_foresee_goes_to_the_full_advance(tmp_path: Path, shared_server: LocalServer,
                                                                 spoil: str, run: str) -> None:
-    from job_chain.chain.record import RunRecords
+    from job_chain.record.records import RunRecords
 
     chain = started_line(tmp_path, shared_server, run, "a", "b")
     records = RunRecords(str(chain))
@@ -142,7 +142,7 @@ def test_what_the_plan_did_not_foresee_goes_to_the_full_advance(tmp_path: Path, 
         records.mark_stopped(run)
     done = hop(chain, "a", env={"JOB_CHAIN_CREDENTIALS": shared_server.credentials_file}, run=run)
     assert done.returncode == 0, done.stderr
-    assert "job_chain.chain.advance" in imported(done.stderr)  # the full advance decided
+    assert "job_chain.hop.advance" in imported(done.stderr)  # the full advance decided
     if spoil == "stopped":
         assert "was stopped by the user; not submitting anything" in done.stderr
         assert records.submission(run, "b", 1) is None
@@ -235,7 +235,7 @@ def test_a_look_at_a_finished_run_whose_jobs_are_cached_loads_no_sdk(tmp_path: P
 def test_a_splits_branches_are_planned_before_they_are_created(tmp_path: Path, shared_server: LocalServer) -> None:
     """So a branch that ends while its siblings are still being created follows its plan too (they
     count as still to report) instead of thawing the chain beside the creates."""
-    from job_chain.chain.advance import advance
+    from job_chain.hop.advance import advance
 
     run = "20260101-000000-1ea7"
     names = [f"w{i}" for i in range(6)]

@@ -17,7 +17,7 @@ import pytest
 from chain_helpers import JOB_CHAIN, cli, make_chain
 from conftest import LocalServer
 
-from job_chain.safe_text import for_stream, visible
+from job_chain.util.safe_text import for_stream, visible
 
 HOSTILE = r"printf 'start\n\033]0;pwned\007title\n\033[2J\033[Hcleared\n\033[31mred\033[0m\n\302\233Cc1\ttab\rback\n'"
 

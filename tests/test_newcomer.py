@@ -12,7 +12,7 @@ from typing import Any, Dict
 from click.testing import CliRunner, Result
 
 from job_chain.cli import cli
-from job_chain.redaction import REDACTED, redact
+from job_chain.util.redaction import REDACTED, redact
 
 NO_ENV: Dict[str, Any] = {"JOB_CHAIN_CREDENTIALS": None, "AIHC_HOST": None, "AIHC_AK": None, "AIHC_SK": None,
                           "AK": None, "SK": None, "HOST": None, "AIHC_API_VERSION": None}
@@ -71,8 +71,8 @@ def test_live_view_duration_grows_while_a_step_runs() -> None:
 
     from rich.console import Console
 
-    from job_chain.chain.progress import Attempt, Outcome, RunStatus, StepStatus
     from job_chain.cli.run_view import follow
+    from job_chain.status.types import Attempt, Outcome, RunStatus, StepStatus
 
     started = dt.datetime.now(dt.timezone.utc) - dt.timedelta(seconds=5)
     running = Attempt(0, 1, "job-1", "Running", started, None, None)

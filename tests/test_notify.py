@@ -9,7 +9,7 @@ from typing import Any, Iterator, List, Tuple
 
 import pytest
 
-from job_chain.chain.notify import post
+from job_chain.hop.notify import post
 
 
 class Hook:

@@ -8,14 +8,14 @@ from typing import Any, Dict, List
 
 import pytest
 
-from job_chain.chain.frozen import freeze, revise, thaw
-from job_chain.chain.loader import ChainFileError, check_chain_data
-from job_chain.chain.matrix import point_name
-from job_chain.chain.model import display_group
-from job_chain.chain.outputs import MAX_BYTES, MAX_KEYS, from_log, parse, read_file
-from job_chain.chain.params import MissingOutput, parse_param_args, resolve_params
-from job_chain.chain.submit import build_request, decode_snapshot, encode_snapshot
 from job_chain.errors import UsageError
+from job_chain.record.outputs import MAX_BYTES, MAX_KEYS, from_log, parse, read_file
+from job_chain.spec.frozen import freeze, revise, thaw
+from job_chain.spec.loader import ChainFileError, check_chain_data
+from job_chain.spec.matrix import point_name
+from job_chain.spec.model import display_group
+from job_chain.spec.params import MissingOutput, parse_param_args, resolve_params
+from job_chain.submit.create import build_request, decode_snapshot, encode_snapshot
 
 
 def job(name: str, command: str = "", **settings: Any) -> Dict[str, Any]:
@@ -221,9 +221,9 @@ def test_modes_that_cannot_carry_a_feature_refuse_it_before_anything_is_recorded
 
 
 def test_status_shows_a_matrix_as_one_line_with_counts_then_what_needs_attention() -> None:
-    from job_chain.chain.outcome import summarize
-    from job_chain.chain.progress import Attempt, RunFacts
     from job_chain.cli.run_view import status_table
+    from job_chain.status.summarize import summarize
+    from job_chain.status.types import Attempt, RunFacts
 
     chain = load([job("prep"), job("train", dependsOn=["prep"], matrix={"seed": [1, 2, 3, 4, 5, 6]}),
                   job("report", dependsOn=["train"])])
@@ -241,9 +241,9 @@ def test_status_shows_a_matrix_as_one_line_with_counts_then_what_needs_attention
 
 
 def test_unusable_outputs_fail_the_step_and_good_ones_are_recorded_before_its_success(tmp_path: Path) -> None:
-    from job_chain.chain.advance import advance
-    from job_chain.chain.outputs import EXIT_BAD_OUTPUTS, recorded
-    from job_chain.chain.record import RunRecords
+    from job_chain.hop.advance import advance
+    from job_chain.record.outputs import EXIT_BAD_OUTPUTS, recorded
+    from job_chain.record.records import RunRecords
 
     chain = load([job("convert")], path=str(tmp_path / "chain_info.json"))
     records = RunRecords(chain.path)
@@ -258,7 +258,7 @@ def test_unusable_outputs_fail_the_step_and_good_ones_are_recorded_before_its_su
 
 
 def test_the_sweep_example_loads() -> None:
-    from job_chain.chain.loader import load_chain
+    from job_chain.spec.loader import load_chain
 
     chain = load_chain(str(Path(__file__).resolve().parent.parent / "examples" / "sweep" / "chain_info.json"),
                        local=True)

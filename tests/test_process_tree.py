@@ -70,7 +70,7 @@ def watchdog(tmp_path: Path, timeout: float, env_extra: str = "") -> Iterator[su
     script.write_text(STRAGGLERS)
     pids = tmp_path / "pids"
     pids.mkdir()
-    code = ("import sys; from job_chain.chain.watchdog import run; "
+    code = ("import sys; from job_chain.hop.watchdog import run; "
             f"sys.exit(run(['bash', {str(script)!r}], {timeout!r}, None, grace=0.5, poll=0.05))")
     proc = subprocess.Popen(["env", f"PIDS={pids}", *([env_extra] if env_extra else []), sys.executable, "-c", code],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)

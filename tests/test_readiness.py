@@ -1,4 +1,4 @@
-"""Joins decided from the run record (job_chain/chain/readiness.py), in-process: what the record
+"""Joins decided from the run record (job_chain/hop/readiness.py), in-process: what the record
 alone decides, and exactly where the API is asked (by job id) because the record cannot know."""
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ from typing import Any, Dict, List, Optional
 from chain_helpers import RECORDED_RUN as RUN
 from chain_helpers import diamond_jobs, recorded_run
 
-from job_chain.chain import graph
-from job_chain.chain.classify import Failure
-from job_chain.chain.model import Chain
-from job_chain.chain.readiness import kept_causes, look, state_of
-from job_chain.chain.record import RunRecords
+from job_chain.failures.classify import Failure
+from job_chain.hop.readiness import kept_causes, look, state_of
+from job_chain.record.records import RunRecords
+from job_chain.spec import graph
+from job_chain.spec.model import Chain
 
 
 def diamond(tmp_path: Path, **top: Any) -> Chain:

@@ -14,8 +14,8 @@ from conftest import LocalServer, job_body
 from job_chain import ChainSession
 from job_chain.aihc.client import AIHCClient
 from job_chain.aihc.credentials import Credentials
-from job_chain.chain.advance import advance
-from job_chain.chain.submit import submit_step
+from job_chain.hop.advance import advance
+from job_chain.submit.create import submit_step
 
 STEPS = 12
 

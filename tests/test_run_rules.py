@@ -7,9 +7,9 @@ from typing import List, Optional
 
 import pytest
 
-from job_chain.chain.loader import check_chain_data
-from job_chain.chain.outcome import resume_targets, summarize
-from job_chain.chain.progress import STALL_AFTER, Attempt, Outcome, RunFacts, explain
+from job_chain.spec.loader import check_chain_data
+from job_chain.status.summarize import resume_targets, summarize
+from job_chain.status.types import STALL_AFTER, Attempt, Outcome, RunFacts, explain
 
 NOW = 1_800_000_000.0
 

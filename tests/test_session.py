@@ -15,7 +15,7 @@ from job_chain import ChainSession, Outcome, RunNotFound, RunStillActive, RunTim
 from job_chain.aihc.client import AIHCClient
 from job_chain.aihc.credentials import Credentials
 from job_chain.aihc.errors import AIHCError
-from job_chain.chain.advance import advance
+from job_chain.hop.advance import advance
 from job_chain.local.ports import free_port
 from job_chain.session import SubmitInterrupted
 

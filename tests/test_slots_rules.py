@@ -8,12 +8,13 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List
 
-from job_chain.chain import graph, slots
-from job_chain.chain.loader import check_chain_data
-from job_chain.chain.model import Chain, Step
-from job_chain.chain.outcome import summarize
-from job_chain.chain.progress import WAITING, Attempt, Outcome, RunFacts, utc
-from job_chain.chain.record import RunRecords
+from job_chain.record import slots
+from job_chain.record.records import RunRecords
+from job_chain.spec import graph
+from job_chain.spec.loader import check_chain_data
+from job_chain.spec.model import Chain, Step
+from job_chain.status.summarize import summarize
+from job_chain.status.types import WAITING, Attempt, Outcome, RunFacts, utc
 
 
 def load(jobs: List[Dict[str, Any]], **top: Any) -> Chain:

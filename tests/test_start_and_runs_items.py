@@ -10,9 +10,9 @@ from pathlib import Path
 from chain_helpers import write_chain
 from click.testing import CliRunner
 
-from job_chain.chain.record import RunRecords
 from job_chain.cli import cli as job_chain_cli
 from job_chain.local.ports import free_port
+from job_chain.record.records import RunRecords
 
 ENV = {"AIHC_HOST": None, "AIHC_AK": "ak-not-used", "AIHC_SK": "sk-not-used-1234", "JOB_CHAIN_CREDENTIALS": None}
 

@@ -1,6 +1,6 @@
 """Issue 18, item 24: rooms that grew too big. Every module stays under 400 lines, the local server's
 v1 and v2 routes do not import each other, and the client (``job_chain.aihc``) never reaches into
-the local server (``job_chain.local``): what depends on both (``job_chain.connect``) sits above them.
+the local server (``job_chain.local``): what depends on both (``job_chain.aihc.connect``) sits above them.
 In the local server, state knows neither HTTP nor execution, and execution not HTTP nor the API shapes."""
 
 from __future__ import annotations

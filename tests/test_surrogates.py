@@ -18,11 +18,11 @@ from click.testing import CliRunner
 from conftest import LocalServer, job_body
 
 from job_chain.aihc.errors import AIHCError
-from job_chain.chain.loader import ChainFileError, check_chain_data
 from job_chain.cli import cli as job_chain_cli
 from job_chain.local.backend import validate_create
 from job_chain.local.errors import BadRequest
 from job_chain.local.store import Store
+from job_chain.spec.loader import ChainFileError, check_chain_data
 
 BAD = "caf\udce9"
 
@@ -128,7 +128,7 @@ def test_run_refuses_a_lone_surrogate_and_records_no_run(tmp_path: Path, shared_
 
 def test_a_record_holding_a_lone_surrogate_is_written_and_reads_back(tmp_path: Path) -> None:
     """What reaches a run record from outside (an API answer, a file name that is not UTF-8)."""
-    from job_chain.files import write_json_private
+    from job_chain.util.files import write_json_private
 
     target = tmp_path / "run.json"
     write_json_private(target, {"reason": BAD, "name": "中文"})

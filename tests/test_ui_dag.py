@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import List, Optional, Sequence
 
-from job_chain.chain.progress import SKIPPED, StepStatus
+from job_chain.status.types import SKIPPED, StepStatus
 from job_chain.ui.dag import MAX_ROWS, layout
 
 

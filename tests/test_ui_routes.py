@@ -350,7 +350,7 @@ def test_console_request_view_redacts_secret_looking_envs(console: Console, home
     """The step's request, the job page and the log hide env values named *TOKEN*, *KEY*, ... (item 5)."""
     from test_newcomer import SECRET_ENVS, chain_with_envs
 
-    from job_chain.redaction import REDACTED
+    from job_chain.util.redaction import REDACTED
 
     folder = home / "envsecrets"
     folder.mkdir()

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from job_chain.chain.loader import ChainFileError, check_chain_data
-from job_chain.redaction import REDACTED, redact
+from job_chain.spec.loader import ChainFileError, check_chain_data
 from job_chain.ui.catalog import find_chain_files
 from job_chain.ui.curves import parse_curves, patterns_for
 from job_chain.ui.views import annotate, json_lines, split_problem
+from job_chain.util.redaction import REDACTED, redact
 
 MEGATRON = (" [2026-11-23 08:00:00] iteration       20/    1000 | consumed samples: 640 | elapsed time per "
             "iteration (ms): 1234.5 | throughput per GPU (TFLOP/s/GPU): 187.3 | learning rate: 2.500000E-05 | "
@@ -127,9 +127,9 @@ def test_every_asset_a_page_loads_is_in_the_package() -> None:
 def test_console_job_ids_read_from_records_are_checked(tmp_path: Path) -> None:
     """A run record is a file anyone with write access can plant things in: a job id that is
     markup (or any non-id) is ignored, in the attempts cache and in submission files alike."""
-    from job_chain.chain.look import cached_attempts, save_attempts
-    from job_chain.chain.progress import Attempt
-    from job_chain.chain.record import RunRecords
+    from job_chain.record.records import RunRecords
+    from job_chain.status.look import cached_attempts, save_attempts
+    from job_chain.status.types import Attempt
 
     records = RunRecords(str(tmp_path / "chain.json"))
     records.create_run("20260101-000000-abcd")

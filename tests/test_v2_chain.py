@@ -13,7 +13,7 @@ import pytest
 from chain_helpers import EXAMPLE_USER, EXAMPLES, cli, labels, latest_run, run_jobs, wait_outcome
 from conftest import LocalServer
 
-from job_chain.chain.model import LABEL_RUN, LABEL_STEP
+from job_chain.spec.model import LABEL_RUN, LABEL_STEP
 
 
 def example(tmp_path: Path, name: str, server: LocalServer, version: str = "v2") -> Path:
@@ -93,7 +93,7 @@ def test_a_bad_version_is_one_line(tmp_path: Path, local_server: LocalServer) ->
 
 
 def test_credentials_file_can_choose_v2(tmp_path: Path, local_server: LocalServer) -> None:
-    from job_chain.connect import connect
+    from job_chain.aihc.connect import connect
 
     creds = dict(local_server.creds(), api_config={"version": "v2"})
     path = tmp_path / "creds.json"

@@ -63,7 +63,7 @@ def bos_endpoint(explicit: Optional[str], aihc_host: Optional[str]) -> str:
 
 def run_credentials(environ: Mapping[str, str]) -> Tuple[Credentials, str]:
     """The run's key pair and the BOS endpoint, by job-chain's order (see the module docstring)."""
-    from job_chain.chain.record import RunRecords
+    from job_chain.record.records import RunRecords
 
     chain = environ.get("JOB_CHAIN_CONFIG")
     run_id = environ.get("JOB_CHAIN_RUN_ID")

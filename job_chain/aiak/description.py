@@ -17,7 +17,7 @@ from job_chain.aiak import layout, tables
 from job_chain.aiak.resources import RESOURCE_KINDS, resources_problem
 from job_chain.aihc.spec import PRIORITIES
 from job_chain.errors import UsageError
-from job_chain.jsonfile import describe, json_type
+from job_chain.util.jsonfile import describe, json_type
 
 PHASES = ("pretrain", "sft", "pretrain+sft")
 REQUIRED = ("MODEL_NAME", "REPLICAS", "VERSION", "TRAINING_PHASE", "TP", "PP", "DATASET_NAME",

@@ -48,8 +48,8 @@ from job_chain.aiak.resources import step_resources
 from job_chain.aiak.template import DEFAULT_MOUNT, JobDefaults, job_defaults
 from job_chain.aihc.names import make_job_name
 from job_chain.aihc.spec import PRIORITIES
-from job_chain.chain.loader import ChainFileError, check_chain_data
 from job_chain.errors import UsageError
+from job_chain.spec.loader import ChainFileError, check_chain_data
 
 GENERATED_BY = "aiak-gen"
 STEPS = ("convert", "preprocess", "train")

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from job_chain.errors import UsageError
-from job_chain.jsonfile import describe
+from job_chain.util.jsonfile import describe
 
 SHIPPED_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "aiak_dict")
 NO_DEFAULT = "#N/A"

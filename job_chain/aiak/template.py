@@ -17,9 +17,9 @@ from job_chain.aiak.description import AiakSpec
 from job_chain.aiak.plan import STEP_ENV_NAMES
 from job_chain.aihc.credentials import CREDENTIALS_ENV
 from job_chain.aihc.spec import ENV_NAME_RE, PRIORITIES
-from job_chain.chain.loader import path_under
 from job_chain.errors import UsageError
-from job_chain.jsonfile import describe
+from job_chain.spec.loader import path_under
+from job_chain.util.jsonfile import describe
 
 DEFAULT_MOUNT = "/root/pfs"
 # Envs of a template job that are never carried into generated jobs: our own step parameters

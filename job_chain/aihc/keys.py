@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Tuple
 
-from job_chain.jsonfile import describe
+from job_chain.util.jsonfile import describe
 
 _PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 Problem = Tuple[str, str]

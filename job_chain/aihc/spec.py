@@ -26,8 +26,8 @@ from typing import Any, Dict, FrozenSet, List, Optional, Tuple
 
 from job_chain.aihc.keys import BODY, Shape, _unknown_in, _without_unknown, key_path
 from job_chain.aihc.names import job_name_problem
-from job_chain.jsonfile import describe, json_type
-from job_chain.safe_text import surrogate_at
+from job_chain.util.jsonfile import describe, json_type
+from job_chain.util.safe_text import surrogate_at
 
 PRIORITIES = ("high", "normal", "low")  # seed 001: 高(high)、中(normal)、低(low); default normal
 FRAMEWORK = "PyTorchJob"

@@ -70,7 +70,7 @@ def _chain_text(chain: Dict[str, Any]) -> str:
 def _write_all(files: Dict[str, Tuple[str, bool, int]]) -> None:
     """Write ``{path: (text, private, mode)}`` in order; on failure restore what was there."""
     from job_chain.errors import UsageError
-    from job_chain.files import write_private, write_public
+    from job_chain.util.files import write_private, write_public
 
     before: Dict[str, Optional[bytes]] = {}
     current = ""
@@ -148,7 +148,7 @@ def aiak_gen(chain_file: Optional[str], aiak_job_info: Optional[str], pool: Opti
     from job_chain.aiak import tables
     from job_chain.aiak.generator import generate_chain, is_generated, notes, parse_spec
     from job_chain.errors import UsageError
-    from job_chain.jsonfile import load_json_object
+    from job_chain.util.jsonfile import load_json_object
 
     if list_models or list_datasets:
         if aiak_job_info:

@@ -60,7 +60,7 @@ def open_runs(chain_file: Optional[str], run_id: Optional[str], kwargs: Dict[str
 
 
 def _locate(run_id: Optional[str]) -> str:
-    from job_chain.chain.run_index import locate
+    from job_chain.record.index import locate
 
     if run_id is None:
         raise UsageError("name the chain file, or the run with --run ID")
@@ -85,7 +85,7 @@ def _follow(session: Any, run_id: str, watch_mode: bool) -> int:
 @click.option("--local", "use_local", is_flag=True, help="Skip checks that matter only in a cluster.")
 def validate(chain_file: str, use_local: bool) -> None:
     """Check CHAIN_FILE: JSON syntax (line:column) and every schema problem (JSON path)."""
-    from job_chain.chain.loader import load_chain
+    from job_chain.spec.loader import load_chain
 
     chain = load_chain(chain_file, local=use_local)
     for warning in chain.warnings:
@@ -119,7 +119,7 @@ def run(chain_file: str, start_index: Optional[str], start: Optional[str], dry_r
         raise UsageError(f"two different start steps given: {start_index} and --start {start}")
     if inline and advance_mode == "watch":
         raise UsageError("--inline and --advance watch exclude each other: watch mode needs no snapshot")
-    from job_chain.chain.params import parse_param_args
+    from job_chain.spec.params import parse_param_args
 
     first = start if start is not None else (start_index or "0")
     mode = "watch" if advance_mode == "watch" else ("inline" if inline else "job")
@@ -145,8 +145,8 @@ def run(chain_file: str, start_index: Optional[str], start: Optional[str], dry_r
 
 
 def _dry_run(session: Any, first: str, mode: str, secret: Optional[str], params: Dict[str, str]) -> None:
-    from job_chain.chain.command import tail_size
-    from job_chain.redaction import redact
+    from job_chain.submit.command import tail_size
+    from job_chain.util.redaction import redact
 
     host = session.planned_host
     hidden = [v for v in (session.chain.secret, secret) if v]
@@ -169,7 +169,7 @@ def _dry_run(session: Any, first: str, mode: str, secret: Optional[str], params:
         click.echo("# params: " + ", ".join(f"{k}={v}" for k, v in chain.params.items()), err=True)
     _print_expansion(chain)
     if chain.graph or chain.handlers:
-        from job_chain.chain.graph import levels
+        from job_chain.spec.graph import levels
 
         names = {s.index: s.display for s in chain.steps}
         for wave, indexes in enumerate(levels(chain)):
@@ -295,7 +295,7 @@ def resume(chain_file: str, run_id: Optional[str], rerun: Tuple[str, ...], dry_r
                        "each next step (--advance watch): keep it running")
             sys.exit(_follow(session, run.run_id, True))
     mode = advance_mode if advance_mode != "job" or run.mode != "inline" else None
-    from job_chain.chain.params import parse_param_args
+    from job_chain.spec.params import parse_param_args
 
     given = parse_param_args(params)
     plan = session.preview_resume(run.run_id, rerun=rerun, params=given)
@@ -318,7 +318,7 @@ def _change_lines(changes: List[Any]) -> List[str]:
     """One line per change; the points of a matrix changed alike make one line (``~ train ×6 points: …``)."""
     from dataclasses import replace
 
-    from job_chain.chain.model import display_group
+    from job_chain.spec.model import display_group
 
     groups: Dict[Tuple[Any, ...], List[Any]] = {}
     for change in changes:

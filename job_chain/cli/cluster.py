@@ -26,14 +26,18 @@ def advance(config_path: Optional[str], run_id: str, step: str, attempt: int, ex
 
     The chain is the run's frozen copy (from the run record, or the inline snapshot): the chain
     file is read only for the credentials it may hold, and only when no other source has them.
-    Jobs run the same thing without the CLI: ``python3 -m job_chain.hop`` (see job_chain/hop.py).
+    Jobs run the same thing without the CLI: ``python3 -m job_chain.hop`` (see job_chain/hop/entry.py).
     """
-    from job_chain.hop import run_advance
+    import functools
+
+    from job_chain.hop.entry import run_advance
+    from job_chain.session.places import connect_to
 
     connection = {k: kwargs.pop(k) for k in ("host", "ak", "sk", "credentials_file", "api_version")}
     connection["local"] = kwargs.pop("use_local")
     sys.exit(run_advance(config_path=config_path, run_id=run_id, step=step, attempt=attempt, exit_code=exit_code,
-                         snapshot=snapshot, connection=connection, outputs_file=outputs_file))
+                         snapshot=snapshot, connect=functools.partial(connect_to, **connection),
+                         outputs_file=outputs_file))
 
 
 @click.command()
@@ -42,7 +46,7 @@ def advance(config_path: Optional[str], run_id: str, step: str, attempt: int, ex
               help="Use wheels from this directory instead of the package index (offline).")
 def bundle(directory: str, wheels: Optional[str]) -> None:
     """Write a job-chain runtime into DIRECTORY (on shared storage) for training images."""
-    from job_chain.chain.bundle import write_bundle
+    from job_chain.submit.bundle import write_bundle
 
     click.echo(write_bundle(directory, wheels))
 
@@ -53,6 +57,6 @@ def bundle(directory: str, wheels: Optional[str]) -> None:
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def watchdog(timeout: Optional[float], hang_timeout: Optional[float], command: Any) -> None:
     """(inside a job) Run COMMAND; kill it after --timeout, or --hang-timeout without output (exit 124)."""
-    from job_chain.chain.watchdog import run
+    from job_chain.hop.watchdog import run
 
     sys.exit(run(list(command), timeout, hang_timeout))

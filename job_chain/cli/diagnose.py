@@ -23,7 +23,7 @@ def diagnose(logfiles: Tuple[str, ...], chain_file: Optional[str], step: Optiona
 
     Only the last 256 KB of each file is read, so a huge log costs what a small one does.
     """
-    from job_chain.chain.classify import classify_files
+    from job_chain.failures.classify import classify_files
 
     rules = chain_rules(chain_file, step)
     for path in logfiles:
@@ -57,7 +57,7 @@ def chain_rules(chain_file: Optional[str], step_name: Optional[str]) -> Tuple[An
         if step_name is not None:
             raise UsageError("--step names a step of a chain: pass --chain CHAIN.json too")
         return ()
-    from job_chain.chain.loader import load_chain
+    from job_chain.spec.loader import load_chain
 
     chain = load_chain(chain_file, local=True)
     if step_name is not None:

@@ -89,7 +89,7 @@ def follow_logs(client: Any, pool: str, job_id: str, pod: str, tail: Optional[in
     until the job ends."""
     from job_chain.aihc.logpages import lines_of, log_records
     from job_chain.aihc.status import is_terminal
-    from job_chain.safe_text import for_stream  # a log's control sequences are shown, not obeyed
+    from job_chain.util.safe_text import for_stream  # a log's control sequences are shown, not obeyed
 
     shown: Deque[str] = deque(maxlen=FOLLOW_ANCHOR)
 

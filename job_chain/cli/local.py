@@ -15,7 +15,7 @@ class Delay(click.ParamType):
     name = "duration"
 
     def convert(self, value: Any, param: Any, ctx: Any) -> float:
-        from job_chain.chain.graph import parse_duration
+        from job_chain.spec.graph import parse_duration
 
         if isinstance(value, float):
             return value

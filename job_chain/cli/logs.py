@@ -90,7 +90,7 @@ def _print_all_pods(client: Any, pool: str, state: Any, chosen: Any, tail: Optio
     from job_chain.aihc.client import pod_names
     from job_chain.aihc.logpages import lines_of, log_records
     from job_chain.errors import UsageError
-    from job_chain.safe_text import for_stream
+    from job_chain.util.safe_text import for_stream
 
     names = pod_names(client.get_job(pool, chosen.job_id))
     if not names:

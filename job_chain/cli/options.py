@@ -70,9 +70,9 @@ def with_client(func: Optional[Callable[..., Any]] = None, *,
             api_config = data.get("api_config") if isinstance(data.get("api_config"), dict) else None
             if isinstance(data.get("resourcePoolId"), str):
                 click.get_current_context().meta["job_chain.chain_pool"] = data["resourcePoolId"]
-        from job_chain.connect import connect
+        from job_chain.session.places import connect_to
 
-        client = connect(host=host, ak=ak, sk=sk, credentials_file=credentials_file, local=use_local,
+        client = connect_to(host=host, ak=ak, sk=sk, credentials_file=credentials_file, local=use_local,
                          api_config=api_config, api_config_origin=f"{chain_file} api_config",
                          api_version=api_version, start_local=not read_only)
         return func(client=client, **kwargs)
@@ -86,6 +86,6 @@ def echo_json(data: Any) -> None:
 
 def read_json_file(path: str) -> Dict[str, Any]:
     """Load a JSON object from a file with a file:line:column error on bad input."""
-    from job_chain.jsonfile import load_json_object
+    from job_chain.util.jsonfile import load_json_object
 
     return load_json_object(path)

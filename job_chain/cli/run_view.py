@@ -14,8 +14,8 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence
 import click
 
 from job_chain.aihc.status import FAILED
-from job_chain.chain.model import display_group
-from job_chain.chain.progress import Outcome, RunStatus, StepStatus, counts_text
+from job_chain.spec.model import display_group
+from job_chain.status.types import Outcome, RunStatus, StepStatus, counts_text
 
 
 def quoted(path: str) -> str:
@@ -103,8 +103,8 @@ def needs(step: StepStatus, by_index: Dict[int, StepStatus]) -> str:
 
 def _step_row(status: RunStatus, s: StepStatus, fmt: str, with_reason: bool, with_gpus: bool,
               by_index: Dict[int, StepStatus]) -> List[str]:
-    from job_chain.chain.gpu import hours_text
     from job_chain.cli.render import human_duration, styled_status
+    from job_chain.status.cost import hours_text
 
     started = _local(s.started)
     row = [str(s.index), ("  " if s.group else "") + s.label, styled_status(s.status), str(s.attempt or "-"),
@@ -134,7 +134,7 @@ def _group_row(status: RunStatus, group: Dict[str, Any], with_reason: bool, with
     if status.graph:
         row.insert(2, needs(points[0], by_index))
     if with_gpus:
-        from job_chain.chain.gpu import hours_text
+        from job_chain.status.cost import hours_text
 
         row.append(hours_text(sum(p.gpu_hours or 0.0 for p in points)))
     if with_reason:
@@ -276,8 +276,8 @@ def _narration(status: RunStatus, said: Dict[str, int]) -> List[str]:
 
 def run_entry(session: Any, run: Any) -> Dict[str, Any]:
     """One run as ``runs`` lists it; a run whose status cannot be read says why (outcome unknown)."""
-    from job_chain.chain.progress import iso
     from job_chain.errors import JobChainError
+    from job_chain.status.types import iso
 
     entry: Dict[str, Any] = {"run": run.run_id, "started": iso(run.started), "local": run.local,
                              "endpoint": run.endpoint or None, "mode": run.mode, "firstStep": run.first_step,
@@ -298,8 +298,8 @@ RUNS_COLUMNS = ["RUN", "STARTED", "OUTCOME", "FAILED / CURRENT", "GPU-H", "WHERE
 
 
 def runs_rows(entries: Sequence[Dict[str, Any]]) -> List[List[Any]]:
-    from job_chain.chain.gpu import hours_text
     from job_chain.cli.render import styled_status
+    from job_chain.status.cost import hours_text
 
     rows = []
     for entry in entries:

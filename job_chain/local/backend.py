@@ -14,7 +14,6 @@ import secrets
 from typing import Any, Dict, List, Optional, Tuple
 
 from job_chain.aihc.spec import FRAMEWORK, accepted_body, priority_problem
-from job_chain.jsonfile import shown
 from job_chain.local import logs as pod_log
 from job_chain.local.errors import INAPPROPRIATE, BadRequest, IdempotencyMismatch, NotFound
 from job_chain.local.executor import Executor, pod_paths, utc_event_time
@@ -24,6 +23,7 @@ from job_chain.local.params import parse_int, parse_time
 from job_chain.local.pool_views import PoolViews
 from job_chain.local.shapes import iso_time
 from job_chain.local.store import Store
+from job_chain.util.jsonfile import shown
 
 MAX_REPLICAS = 64  # the local server's capacity: each replica is a process on this machine
 DEFAULT_LABELS = ("aijob.cce.baidubce.com/create-from-aihcp-api",)

@@ -21,7 +21,6 @@ import threading
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
-from job_chain import proctree
 from job_chain.local import store as st
 from job_chain.local.adoption import Adoption
 from job_chain.local.lifecycle import Lifecycle
@@ -40,6 +39,7 @@ from job_chain.local.pod_process import (
 )
 from job_chain.local.ports import free_port
 from job_chain.local.store import Store
+from job_chain.util import proctree
 
 log = logging.getLogger("job_chain.local")
 

@@ -161,7 +161,7 @@ def kill_pod(state_dir: str, job_id: str, signature_name: str, pod: Optional[str
 
     import psutil
 
-    from job_chain.chain.signatures import SIGNATURES, VERDICT
+    from job_chain.failures.signatures import SIGNATURES, VERDICT
     from job_chain.local import store as st
     from job_chain.local.executor import pod_paths
 

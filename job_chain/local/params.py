@@ -9,8 +9,8 @@ import calendar
 import time
 from typing import Optional
 
-from job_chain.jsonfile import describe
 from job_chain.local.errors import BadRequest
+from job_chain.util.jsonfile import describe
 
 MAX_QUERY_INT = 2**53  # larger numbers in a query are mistakes (and overflow SQLite and floats)
 

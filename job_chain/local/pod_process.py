@@ -4,7 +4,7 @@ and how they end.
 A pod is ``bash -c WRAPPER`` in its own session (process group) with its output straight to a
 log file, so it outlives a server that is killed; the wrapper writes the command's exit code to
 ``<pod>.rc`` for a restarted server that no longer parents it. Every process of the pod carries
-the pod's mark (:mod:`job_chain.proctree`), so what it started is found and ended with it even
+the pod's mark (:mod:`job_chain.util.proctree`), so what it started is found and ended with it even
 after ``setsid`` took it out of the group: when the pod's wrapper exits (as a container's
 processes end with it; during a stop, once its grace period has run out) and when a stop's grace
 period runs out.
@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 from typing import Dict, Optional, Tuple
 
-from job_chain import proctree
+from job_chain.util import proctree
 
 # The outer bash records the inner command's exit code atomically, then exits with it.
 # umask 077 after the command: the exit-code file is 0600 like everything under the state dir.

@@ -132,8 +132,8 @@ class ServerProcess:
         """
         import psutil
 
-        from job_chain import proctree
         from job_chain.local.pod_process import pod_token
+        from job_chain.util import proctree
 
         try:
             with self.db() as conn:

@@ -19,7 +19,7 @@ from typing import Any, BinaryIO, Dict, List, Optional, Sequence, Tuple
 from urllib.parse import urlsplit
 
 from job_chain.errors import JobChainError, UsageError
-from job_chain.files import write_json_private
+from job_chain.util.files import write_json_private
 
 STATE_DIR_ENV = "JOB_CHAIN_LOCAL_DIR"
 AK_ENV, SK_ENV = "JOB_CHAIN_LOCAL_AK", "JOB_CHAIN_LOCAL_SK"

@@ -17,9 +17,9 @@ from typing import Any, Awaitable, Callable, Dict, List
 from fastapi.responses import JSONResponse
 
 from job_chain.errors import UsageError
-from job_chain.jsonfile import parse_json
 from job_chain.local.errors import BadRequest, error_body
-from job_chain.safe_text import without_surrogates
+from job_chain.util.jsonfile import parse_json
+from job_chain.util.safe_text import without_surrogates
 
 # A create body holds at most ~2 MiB of command and envs (the kernel's ARG_MAX, see
 # job_chain.aihc.spec); JSON escapes can double that. Nothing else the API takes comes close.

@@ -14,9 +14,9 @@ import time
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
-from job_chain.chain.progress import RunStatus
 from job_chain.errors import JobChainError
 from job_chain.session import ChainSession
+from job_chain.status.types import RunStatus
 
 MAX_DEPTH = 4
 MAX_CHAINS = 200

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from job_chain.chain.graph import depths_of
-from job_chain.chain.progress import SKIPPED, StepStatus
+from job_chain.spec.graph import depths_of
+from job_chain.status.types import SKIPPED, StepStatus
 from job_chain.ui.views import tone
 
 MAX_ROWS = 12  # rows drawn per column; the rest of a wide column becomes one "+N more" node

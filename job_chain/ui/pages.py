@@ -10,14 +10,14 @@ from typing import Any, List, Optional
 import jinja2
 from fastapi.responses import HTMLResponse
 
-from job_chain.chain.progress import RunStatus, StepStatus, counts_text
 from job_chain.errors import JobChainError
-from job_chain.redaction import env_secrets
-from job_chain.safe_text import without_surrogates
 from job_chain.session import ChainSession, Run
+from job_chain.status.types import RunStatus, StepStatus, counts_text
 from job_chain.ui import views
 from job_chain.ui.catalog import Catalog, Entry
 from job_chain.ui.security import Guard
+from job_chain.util.redaction import env_secrets
+from job_chain.util.safe_text import without_surrogates
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUTCOMES = ("running", "succeeded", "failed", "stopped")

@@ -11,13 +11,13 @@ from fastapi.responses import HTMLResponse
 
 from job_chain.aihc.client import pod_names
 from job_chain.aihc.timefmt import parse_time
-from job_chain.chain.model import LABEL_RUN, LABEL_STEP
-from job_chain.chain.progress import job_labels
 from job_chain.errors import JobChainError
-from job_chain.redaction import redact
+from job_chain.spec.model import LABEL_RUN, LABEL_STEP
+from job_chain.status.types import job_labels
 from job_chain.ui import views
 from job_chain.ui.catalog import Entry
 from job_chain.ui.pages import RUNS_PER_CHAIN, NotFoundError, Pages, say
+from job_chain.util.redaction import redact
 
 JOBS_PER_POOL = 200
 

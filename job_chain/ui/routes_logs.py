@@ -13,10 +13,10 @@ from job_chain.aihc.client import pod_names
 from job_chain.aihc.logpages import log_records
 from job_chain.aihc.timefmt import parse_time
 from job_chain.errors import JobChainError
-from job_chain.redaction import redact
 from job_chain.ui import views
 from job_chain.ui.curves import parse_curves, patterns_for
 from job_chain.ui.pages import NotFoundError, Pages, say
+from job_chain.util.redaction import redact
 
 LOG_LINES = 500  # lines of a log shown at first; more on request, up to MAX_LOG_LINES
 MAX_LOG_LINES = 20000

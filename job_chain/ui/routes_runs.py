@@ -11,10 +11,10 @@ from starlette.concurrency import run_in_threadpool
 
 from job_chain.aihc.client import pod_names
 from job_chain.errors import JobChainError
-from job_chain.redaction import redact
 from job_chain.ui import dag, views
 from job_chain.ui.catalog import Entry
 from job_chain.ui.pages import RUNS_PER_CHAIN, NotFoundError, Pages, say
+from job_chain.util.redaction import redact
 
 
 def register(app: FastAPI, pages: Pages) -> None:

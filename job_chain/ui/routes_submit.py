@@ -13,10 +13,10 @@ from fastapi.responses import HTMLResponse
 from starlette.concurrency import run_in_threadpool
 
 from job_chain.errors import JobChainError
-from job_chain.redaction import redact
 from job_chain.session import ChainSession
 from job_chain.ui import views
 from job_chain.ui.pages import NotFoundError, Pages, say
+from job_chain.util.redaction import redact
 
 MAX_SUBMIT = 1 << 20  # bytes of pasted chain JSON accepted
 _FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,80}\.json$")
@@ -61,9 +61,9 @@ def register(app: FastAPI, pages: Pages) -> None:
     def check_submission(text: str, name: str, params: str = "") -> Dict[str, Any]:
         """Parse and validate pasted chain JSON as if it were ``home/name`` (and the run's parameters,
         ``NAME=VALUE`` lines); problems at their path."""
-        from job_chain.chain.loader import ChainFileError, check_chain_data
-        from job_chain.chain.params import parse_param_args, resolve_params
-        from job_chain.jsonfile import parse_json
+        from job_chain.spec.loader import ChainFileError, check_chain_data
+        from job_chain.spec.params import parse_param_args, resolve_params
+        from job_chain.util.jsonfile import parse_json
 
         result: Dict[str, Any] = {"lines": [], "loose": [], "problems": [], "warnings": [], "name": name,
                                   "chain": None, "path": "", "params": {}}
@@ -114,7 +114,7 @@ def register(app: FastAPI, pages: Pages) -> None:
 
     @app.post("/submit/run", response_class=HTMLResponse)
     async def submit_run(request: Request) -> HTMLResponse:
-        from job_chain.files import write_private
+        from job_chain.util.files import write_private
 
         form = await read_form(request)
         text = str(form.get("chain") or "")

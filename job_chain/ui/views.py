@@ -1,5 +1,5 @@
 """Presentation helpers for the console's templates: colours, durations, the timeline's geometry
-and JSON shown line by line with the problems that point into it (redaction: :mod:`job_chain.redaction`).
+and JSON shown line by line with the problems that point into it (redaction: :mod:`job_chain.util.redaction`).
 
 Nothing here decides anything about a run: it only shapes what ChainSession answered.
 """
@@ -15,8 +15,8 @@ from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from job_chain.aihc.keys import key_path
 from job_chain.aihc.status import FAILED, STOPPED, SUCCEEDED
-from job_chain.chain.model import LABEL_RUN
-from job_chain.chain.progress import NOT_SUBMITTED, SKIPPED, RunStatus, StepStatus
+from job_chain.spec.model import LABEL_RUN
+from job_chain.status.types import NOT_SUBMITTED, SKIPPED, RunStatus, StepStatus
 
 LABEL_PREFIX = LABEL_RUN.split("/")[0] + "/"  # job-chain's own labels: job-chain/run, /step, /attempt
 
@@ -147,7 +147,7 @@ def log_download(records: Iterator[str], secrets: Iterable[str]) -> Iterator[byt
     a log that cannot be read at all is an error answer; one that cannot be read to its end ends
     with a line saying so (the answer has started: its status can no longer change)."""
     from job_chain.errors import JobChainError
-    from job_chain.redaction import redact
+    from job_chain.util.redaction import redact
 
     known = list(secrets)
     first = next(records, None)

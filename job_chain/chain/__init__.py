@@ -1,1 +1,0 @@
-"""Chains: load and validate chain files, rewrite step commands, submit and advance steps."""

@@ -1,0 +1,216 @@
+"""Match log tails against the failure catalogue: which class, which signature, which line.
+
+Every pod's tail is searched with the user's ``failureRules`` first, then the catalogue of
+:mod:`job_chain.failures.signatures`. The first root cause wins: the best tier (rules, verdicts,
+root causes, consequences, generic errors), then the earliest line — by the time stamps in
+the lines when every candidate has one (PyTorch's ``[E1206 18:44:12.7…]``, ISO dates), else by
+pod order (the pod that failed first comes first) and position. job-chain's own messages
+(``job-chain: …``) never match anything but the watchdog's verdicts.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from typing import Any, Dict, Iterable, List, Optional, Pattern, Sequence, Tuple
+
+from job_chain.failures.signatures import CLASSES, SIGNATURES, VERDICT
+
+TAIL_BYTES = 256 * 1024  # of each pod's log: failures are worded at the end
+LINE_CHARS = 500  # of the matching line, kept and shown
+RULE_TIER = -1  # the user's rules come before every built-in signature
+_OWN = "job-chain: "
+_LOOKBACK = 60  # lines before a match searched for a time stamp (a traceback has none of its own)
+_ISO = re.compile(r"(\d{4})-(\d\d)-(\d\d)[ T_](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,9}))?")
+_GLOG = re.compile(r"\b[IWEF](\d{1,2})(\d\d) (\d\d):(\d\d):(\d\d)\.(\d{1,9})")  # [E321 02:07:08.408…] is March 21
+
+
+@dataclass(frozen=True)
+class Failure:
+    """Why one attempt failed: ``cls`` (infra, oom, hang, timeout, user, unknown or a user class),
+    the signature that matched, its line, the pod whose log held it, what to do, and the
+    signature's phrase (``killed after 6h (timeout)``) when it has one."""
+
+    cls: str
+    signature: str = ""
+    line: str = ""
+    pod: str = ""
+    explanation: str = ""
+    words: str = ""
+
+    def summary(self) -> str:
+        """``infra (nccl-watchdog-timeout on pod train-worker-0)``, ``killed after 6h (timeout)``."""
+        where = f" on pod {self.pod}" if self.pod else ""
+        if self.words:
+            return f"{self.words}{where}"
+        if not self.signature:
+            return f"{self.cls} (no known signature in the logs)"
+        return f"{self.cls} ({self.signature}{where})"
+
+    def as_json(self) -> Dict[str, Any]:
+        data = {"class": self.cls, "signature": self.signature or None, "line": self.line or None,
+                "pod": self.pod or None}
+        if self.words:
+            data["words"] = self.words
+        return data
+
+    def to_record(self) -> Dict[str, Any]:
+        return dict(self.as_json(), explanation=self.explanation or None)
+
+    @classmethod
+    def from_record(cls, data: Any) -> Optional[Failure]:
+        if not isinstance(data, dict) or not isinstance(data.get("class"), str):
+            return None
+        return cls(data["class"], str(data.get("signature") or ""), str(data.get("line") or ""),
+                   str(data.get("pod") or ""), str(data.get("explanation") or ""), str(data.get("words") or ""))
+
+
+@dataclass(frozen=True)
+class _Rule:
+    name: str
+    cls: str
+    tier: int
+    regex: Pattern[str]
+    explanation: str
+    words: str = ""
+
+
+_BUILTIN: List[_Rule] = []
+
+
+def builtin_rules() -> List[_Rule]:
+    """The catalogue, compiled once."""
+    if not _BUILTIN:
+        _BUILTIN.extend(_Rule(s.name, s.cls, s.tier, re.compile(s.pattern, re.MULTILINE), s.explanation, s.words)
+                        for s in SIGNATURES)
+    return _BUILTIN
+
+
+def rules_for(user_rules: Iterable[Any] = ()) -> List[_Rule]:
+    """The user's rules (:class:`~job_chain.spec.model.FailureRule`), then the catalogue."""
+    own = [_Rule(r.name, r.cls, RULE_TIER, re.compile(r.pattern, re.MULTILINE),
+                 r.explanation or f"matched the step's own failure rule {r.name}") for r in user_rules]
+    return own + builtin_rules()
+
+
+@dataclass(frozen=True)
+class _Hit:
+    rule: _Rule
+    order: int  # the rule's place in its list (a tie on one line goes to the earlier rule)
+    pod_rank: int
+    line_no: int
+    line: str
+    when: Optional[float]
+    groups: Dict[str, str]
+
+
+def _stamp(text: str) -> Optional[float]:
+    """Seconds within the year of a line's time stamp (year ignored: logs of one failure share it)."""
+    found = _GLOG.search(text)
+    if found:
+        month, day, hour, minute, second, frac = found.groups()
+    else:
+        iso = _ISO.search(text)
+        if not iso:
+            return None
+        _, month, day, hour, minute, second, frac = iso.groups()
+    return (((int(month) * 32 + int(day)) * 24 + int(hour)) * 60 + int(minute)) * 60 + int(second) \
+        + float(f"0.{frac or 0}")
+
+
+def _scan(text: str, pod_rank: int, rules: Sequence[_Rule]) -> List[_Hit]:
+    """Each rule's first match in one pod's text (skipping job-chain's own lines)."""
+    hits = []
+    for order, rule in enumerate(rules):
+        pos = 0
+        while True:
+            found = rule.regex.search(text, pos)
+            if found is None:
+                break
+            start = text.rfind("\n", 0, found.start()) + 1
+            end = text.find("\n", found.start())
+            end = len(text) if end < 0 else end
+            line = text[start:end]
+            if line.lstrip().startswith(_OWN) and rule.tier != VERDICT:
+                pos = end + 1
+                continue
+            line_no = text.count("\n", 0, start)
+            hits.append(_Hit(rule, order, pod_rank, line_no, line.strip()[:LINE_CHARS],
+                             _when(text, start, line), {k: v for k, v in found.groupdict().items() if v}))
+            break
+    return hits
+
+
+def _when(text: str, start: int, line: str) -> Optional[float]:
+    own = _stamp(line)
+    if own is not None:
+        return own
+    before = text[max(0, start - 200 * _LOOKBACK):start].splitlines()[-_LOOKBACK:]
+    for earlier in reversed(before):
+        found = _stamp(earlier)
+        if found is not None:
+            return found
+    return None
+
+
+def classify(logs: Sequence[Tuple[str, str]], user_rules: Iterable[Any] = (),
+             exit_code: Optional[int] = None) -> Failure:
+    """The first root cause in ``logs`` — (pod name, log tail) pairs, the pod that failed first
+    first — or ``unknown`` when nothing matched."""
+    rules = rules_for(user_rules)
+    hits: List[_Hit] = []
+    for rank, (_, text) in enumerate(logs):
+        hits += _scan(text, rank, rules)
+    if not hits:
+        return Failure("unknown", explanation=_unknown_explanation(exit_code))
+    tier = min(h.rule.tier for h in hits)
+    top = [h for h in hits if h.rule.tier == tier]
+    if all(h.when is not None for h in top):
+        best = min(top, key=lambda h: (h.when, h.pod_rank, h.line_no, h.order))
+    else:
+        best = min(top, key=lambda h: (h.pod_rank, h.line_no, h.order))
+    words = ""
+    if best.rule.words:
+        try:
+            words = best.rule.words.format(**best.groups)
+        except (KeyError, IndexError):
+            words = ""
+    return Failure(best.rule.cls, best.rule.name, best.line, logs[best.pod_rank][0], best.rule.explanation, words)
+
+
+def _unknown_explanation(exit_code: Optional[int]) -> str:
+    text = CLASSES["unknown"].rstrip(".") + f" (the last {TAIL_BYTES // 1024} KB of each)"
+    hints = {137: "exit code 137 is SIGKILL: often the OOM killer", 139: "exit code 139 is a segmentation fault",
+             134: "exit code 134 is SIGABRT: an abort() (NCCL and CUDA abort on fatal errors)",
+             143: "exit code 143 is SIGTERM: something stopped it", 127: "exit code 127: a command was not found"}
+    if exit_code in hints:
+        text += f"; {hints[exit_code]}"
+    return text + ". Read the logs, or add a failureRules entry for it."
+
+
+def read_tail(path: str, limit: int = TAIL_BYTES) -> str:
+    """The last ``limit`` bytes of a file, from its first whole line: a 1 GB log costs what a small one does."""
+    with open(path, "rb") as handle:
+        size = handle.seek(0, os.SEEK_END)
+        start = max(0, size - limit)
+        handle.seek(start)
+        data = handle.read(limit)
+    if start > 0:
+        cut = data.find(b"\n")
+        data = data[cut + 1:] if 0 <= cut < len(data) - 1 else data
+    return data.decode("utf-8", "replace")
+
+
+def classify_files(paths: Sequence[str], user_rules: Iterable[Any] = ()) -> Failure:
+    """The first root cause in log files (one per pod, in the order given), reading only their tails."""
+    return classify([(path, read_tail(path)) for path in paths], user_rules)
+
+
+def tail_text(text: str, limit: int = TAIL_BYTES) -> str:
+    """The same cut for text already fetched (an API answer may hold more than the tail)."""
+    if len(text) <= limit:
+        return text
+    cut = text[-limit:]
+    newline = cut.find("\n")
+    return cut[newline + 1:] if 0 <= newline < len(cut) - 1 else cut

@@ -1,0 +1,208 @@
+"""``python3 -m job_chain.hop``: what a step's tail runs when its script ends, and nothing more.
+
+Every hop of every run starts a fresh Python inside the finishing job, so what it imports is
+paid on every hop: no click, no rich, no CLI package. The API client is built on first use, so
+a branch whose join is not ready yet (decided from the run record) never loads the HTTP stack;
+when a request is made, it is signed and sent by the BCE SDK's own signer and HTTP client.
+``job-chain advance`` (the same thing with the CLI's options) stays for people who call it by hand.
+
+Usage (what :func:`job_chain.submit.command.step_command` writes)::
+
+    python3 -m job_chain.hop --run RUN --step NAME --attempt N --exit-code RC [--outputs FILE] CONFIG_PATH
+    python3 -m job_chain.hop --run RUN --step NAME --attempt N --exit-code RC [--outputs FILE] --snapshot - <<'...'
+
+``--outputs``: the step's ``$JOB_CHAIN_OUTPUTS`` file, read when the script succeeded.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from job_chain.errors import JobChainError, UsageError
+
+USAGE = ("usage: python3 -m job_chain.hop --run RUN --step NAME [--attempt N] --exit-code RC [--outputs FILE] "
+         "(CONFIG_PATH | --snapshot -)")
+_OPTIONS = ("--run", "--step", "--attempt", "--exit-code", "--snapshot", "--outputs")
+
+
+def parse(argv: List[str]) -> Dict[str, Any]:
+    """The tail's arguments (``--flag value`` or ``--flag=value``, one positional path)."""
+    found: Dict[str, Any] = {}
+    words = list(argv)
+    while words:
+        word = words.pop(0)
+        if word in ("-h", "--help"):
+            raise UsageError(USAGE)
+        flag, eq, value = word.partition("=")
+        if flag in _OPTIONS:
+            if not eq:
+                if not words:
+                    raise UsageError(f"{flag} needs a value; {USAGE}")
+                value = words.pop(0)
+            found[flag[2:].replace("-", "_")] = value
+        elif word.startswith("--"):
+            raise UsageError(f"unknown option {word}; {USAGE}")
+        elif "config_path" in found:
+            raise UsageError(f"unexpected argument {word!r}; {USAGE}")
+        else:
+            found["config_path"] = word
+    for name in ("run", "step", "exit_code"):
+        if name not in found:
+            raise UsageError(f"--{name.replace('_', '-')} is required; {USAGE}")
+    for name in ("attempt", "exit_code"):
+        try:
+            found[name] = int(found.get(name, "1"))
+        except ValueError:
+            raise UsageError(f"--{name.replace('_', '-')} must be a whole number, not {found[name]!r}") from None
+    return found
+
+
+def load_run(config_path: Optional[str], run_id: str, snapshot: Optional[Any]) -> Tuple[Any, Any, Dict[str, Any]]:
+    """(the run's chain, its records or None, api_config) from the run record or the inline snapshot.
+
+    The chain is the run's frozen copy: the chain file is read only for the credentials it may
+    hold, and only when no other source has them.
+    """
+    if snapshot is not None:
+        from job_chain.submit.create import decode_snapshot
+
+        try:
+            text = snapshot.read().decode("ascii")
+        except UnicodeDecodeError:
+            raise UsageError("the inline chain snapshot is damaged: it is not base64 text") from None
+        chain = decode_snapshot(text)
+        return chain, None, dict(chain.api_config)
+    if not config_path:
+        raise UsageError("advance needs the chain file path or --snapshot")
+    from job_chain.record.records import RunRecords
+
+    records = RunRecords(config_path)
+    run = records.require_run(run_id)
+    chain = records.frozen(run_id, run)
+    if chain is not None:
+        return chain, records, records.api_config(run_id, chain.api_config.get("version"))
+    # a run recorded before runs were frozen: the file as it is now (the old behaviour)
+    from job_chain.spec.loader import load_chain
+
+    chain = load_chain(config_path, local=True)
+    if run.get("local"):  # a --local run stays local
+        chain.config_path = chain.scrips_path = None
+    return chain, records, chain.api_config
+
+
+def run_advance(*, config_path: Optional[str], run_id: str, step: str, attempt: int, exit_code: int,
+                snapshot: Optional[Any] = None, connect: Optional[Callable[..., Any]] = None,
+                outputs_file: Optional[str] = None) -> int:
+    """Act on the step's exit (see :func:`job_chain.hop.advance.advance`); the job's exit code.
+
+    ``connect``: how the CLI's ``advance`` builds a client from its ``--host/--ak/--sk/--credentials/
+    --local/--api-version`` (called with ``api_config`` and ``api_config_origin``); none in a job.
+    ``outputs_file``: the step's ``$JOB_CHAIN_OUTPUTS`` (read only when the script succeeded).
+    """
+    if snapshot is None and config_path and exit_code == 0 and connect is None:
+        from job_chain.hop import lean
+
+        try:  # a step of a plain line: its plan says what to submit (lean.py); None: the full advance decides
+            code = lean.follow(config_path, run_id, step, attempt, outputs_file)
+        except Exception as exc:  # noqa: BLE001 - anything unforeseen: the full advance redoes it, idempotently
+            lean.log(f"the planned advance stopped ({exc}); advancing the full way")
+            code = None
+        if code is not None:
+            return code
+    from job_chain.aihc.api import LazyClient
+    from job_chain.hop.advance import advance
+
+    chain, records, api_config = load_run(config_path, run_id, snapshot)
+    outputs: Tuple[Dict[str, str], Optional[str]] = ({}, None)
+    if outputs_file and exit_code == 0:
+        from job_chain.record.outputs import read_file
+
+        outputs = read_file(outputs_file)
+
+    def build() -> Any:
+        if connect is not None:
+            return connect(api_config=api_config, api_config_origin=f"{chain.path} api_config")
+        from job_chain.aihc.connect import connect as from_credentials
+
+        return from_credentials(api_config=api_config, api_config_origin=f"{chain.path} api_config")
+
+    import shlex
+
+    hint = f"job-chain resume {shlex.quote(chain.path)} --run {run_id}"
+    return advance(chain, LazyClient(build), run_id=run_id, step=step, attempt=attempt, exit_code=exit_code,
+                   records=records, resume_hint=hint, deadline=env_deadline(),
+                   reconnect=reconnect_from_credentials_file, outputs=outputs)
+
+
+def env_deadline() -> float:
+    from job_chain.hop.submitting import DEFAULT_DEADLINE
+
+    try:
+        return float(os.environ.get("JOB_CHAIN_ADVANCE_DEADLINE", DEFAULT_DEADLINE))
+    except ValueError:
+        return DEFAULT_DEADLINE
+
+
+def reconnect_from_credentials_file() -> Optional[Any]:
+    """A client for the host the credentials file names now (``JOB_CHAIN_CREDENTIALS``), if any.
+
+    A pod keeps the ``AIHC_HOST`` it started with; when that stops answering (the local server
+    restarted elsewhere), the file the server rewrites on start says where it is now.
+    """
+    from job_chain.aihc.client import AIHCClient
+    from job_chain.aihc.credentials import CREDENTIALS_ENV, resolve_credentials
+    from job_chain.hop.submitting import log
+
+    path = os.environ.get(CREDENTIALS_ENV)
+    if not path:
+        return None
+    try:
+        return AIHCClient(resolve_credentials(credentials_file=path, env={}))
+    except JobChainError as exc:
+        log(f"cannot re-read {path}: {exc}")
+        return None
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    """Errors are one line on stderr (the job's log) and a non-zero exit, never a traceback."""
+    try:
+        args = parse(sys.argv[1:] if argv is None else argv)
+        snapshot = args.pop("snapshot", None)
+        if snapshot not in (None, "-"):
+            raise UsageError(f"--snapshot takes '-' (the snapshot on stdin), not {snapshot!r}")
+        return run_advance(config_path=args.get("config_path"), run_id=args["run"], step=args["step"],
+                           attempt=args["attempt"], exit_code=args["exit_code"],
+                           snapshot=sys.stdin.buffer if snapshot == "-" else None, outputs_file=args.get("outputs"))
+    except JobChainError as exc:
+        print(f"job-chain: error: {exc}", file=sys.stderr, flush=True)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("job-chain: interrupted", file=sys.stderr, flush=True)
+        return 130
+    except OSError as exc:  # the machine said no (disk full, permission): not a bug in job-chain
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"job-chain: error: {where}{exc.strerror or exc}", file=sys.stderr, flush=True)
+        return 1
+    except Exception as exc:  # a bug: one line in the job's log unless asked for more
+        if os.environ.get("JOB_CHAIN_DEBUG"):
+            raise
+        print(f"job-chain: internal error: {type(exc).__name__}: {exc} "
+              "(set JOB_CHAIN_DEBUG=1 for the traceback and please report it)", file=sys.stderr, flush=True)
+        return 70
+
+
+def exit_now(code: int) -> None:
+    """End once everything is written, without the interpreter's teardown: with the SDK loaded
+    that is ~9 ms of CPU on every hop, spent while the next step's pod starts. Not under a
+    profiler or a tracer (coverage), which write their data at exit."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if sys.getprofile() is None and sys.gettrace() is None:
+        os._exit(code)
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    exit_now(main())

@@ -1,0 +1,97 @@
+"""What a failed step's job does before it exits: find why, decide whether to retry, say so.
+
+Runs only when the user's script exited non-zero, so a hop that succeeded never reads a log.
+The cause comes from every pod's log tail (this pod first) unless another pod of the same job
+already kept one; the decision (retry or not, which budget) is :func:`job_chain.rules.retry.decide`;
+a retry of a step with ``checkpoint`` is told the last complete checkpoint.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Dict, List, Optional, Tuple
+
+from job_chain.errors import JobChainError
+from job_chain.failures.classify import Failure
+from job_chain.spec.model import Step
+
+
+def diagnose(hop: Any, step: Step, attempt: int, exit_code: int, known: Optional[Failure] = None,
+             checkpoint: Optional[Tuple[int, str]] = None) -> Failure:
+    """Why this attempt failed: ``known`` (job-chain itself failed it), kept by another pod already,
+    or classified now from every pod's log; kept with ``checkpoint``, the step's last complete one."""
+    from job_chain.status.causes import classify_job, keep
+
+    records, run_id = hop.records, hop.run_id
+    kept = Failure.from_record(records.failure(run_id, step.name, attempt)) if records is not None else None
+    if kept is not None:
+        return kept
+    me = os.environ.get("POD_NAME") or os.environ.get("HOSTNAME") or None
+    try:
+        job_id = None if known is not None else hop.job_id(step.name, attempt)
+        found = known or (classify_job(hop.client, hop.chain.pool, job_id, step, exit_code, first=me) if job_id else
+                          Failure("unknown", explanation="this attempt's job could not be found to read its pods' "
+                                                         "logs"))
+    except JobChainError as exc:  # the API said no, or no credentials reach this job (the client is made here)
+        found = Failure("unknown", explanation=f"its pods' logs could not be read when it failed: {exc}")
+    return keep(records, run_id, step, attempt, found, checkpoint[0] if checkpoint else None)
+
+
+def causes_so_far(hop: Any, step: Step, attempt: int, failure: Failure) -> List[str]:
+    """The classes of this revision's failed attempts of ``step`` up to this one (for budgets per cause)."""
+    from job_chain.status.causes import earlier_causes
+    from job_chain.status.observe import observe
+
+    if step.retry_budgets is None or attempt <= step.first_attempt:
+        return [failure.cls]
+    try:
+        first_job = hop.records.first_job_id(hop.run_id) if hop.records else None
+        attempts, _, _ = observe(hop.client, hop.chain.pool, hop.run_id, cache={}, first_job_id=first_job,
+                                 since=hop.started, explain_failures=False)
+    except JobChainError:
+        attempts = []
+    return earlier_causes(hop.client, hop.chain, hop.records, hop.run_id, step, attempt, attempts) + [failure.cls]
+
+
+def handle(hop: Any, step: Step, attempt: int, exit_code: int, log: Any, known: Optional[Failure] = None,
+           checkpoint: Optional[Tuple[int, str]] = None) -> int:
+    """Retry the step if its budget allows, else record the failure and end what it ends.
+    ``checkpoint``: the step's last complete checkpoint (a retry resumes from it)."""
+    from job_chain.rules.retry import decide, retry_sentence
+
+    failure = diagnose(hop, step, attempt, exit_code, known, checkpoint)
+    decision = decide(step, attempt, exit_code, causes_so_far(hop, step, attempt, failure))
+    resume = checkpoint if decision.retry else None
+    log(f"step {step.name}: {retry_sentence(step, attempt, decision, failure, resume[0] if resume else None)}")
+    if failure.line:
+        log(f"step {step.name}: the line that says so{' (pod ' + failure.pod + ')' if failure.pod else ''}: "
+            f"{failure.line[:300]}")
+    if decision.retry:
+        return hop.submit([(step.name, attempt + 1)], (step.name, attempt), exit_code, resume=resume)
+    if failure.explanation:
+        log(f"step {step.name}: what to do: {failure.explanation}")
+    log(f"step {step.name} failed with exit code {exit_code}; "
+        + ("" if step.is_handler else "the steps that need it will not start. " if hop.chain.graph
+           else "the chain stops here. ")
+        + f"Fix it, then continue with: {hop.resume_hint}")
+    if not step.is_handler:
+        hop.me_code[step.name] = exit_code
+        hop.me_failure[step.name] = failure
+        hop.finish(step, attempt, succeeded=False)
+    return exit_code
+
+
+def failed_details(hop: Any, failed: List[str]) -> List[Dict[str, Any]]:
+    """What a run-end notification says of each failed step: exit code, reason, why it failed."""
+    out = []
+    for name in failed:
+        item = hop.latest.get(name)
+        kept = hop.records is not None and item is not None
+        code = hop.records.script_exit(hop.run_id, name, item.attempt) if kept else None
+        failure = hop.me_failure.get(name) or (Failure.from_record(hop.records.failure(hop.run_id, name, item.attempt))
+                                               if kept else None)
+        out.append({"name": name, "exitCode": code if code is not None else hop.me_code.get(name),
+                    "reason": (item.reason if item else "") or None,
+                    "failure": failure.as_json() if failure is not None else None,
+                    "cause": failure.summary() if failure is not None else None})
+    return out

@@ -1,0 +1,208 @@
+"""Outputs: ``KEY=VALUE`` lines a step appends to ``$JOB_CHAIN_OUTPUTS``, handed to its descendants.
+
+When a step's script exits 0, its job's tail passes the file to ``advance``, which checks it
+(bounded: :data:`MAX_KEYS` keys, :data:`MAX_BYTES` in all) and, before recording the success:
+
+* in job mode writes ``outputs-<step>-attempt-N.json`` into the run record, where every later
+  submission (a hop, a join, ``resume``) reads it;
+* in every mode prints one line to the job's log, ``job-chain: outputs of <step>: {json}``. An
+  inline run has no record: the snapshot each step hands on carries the outputs it knows, and a
+  join reads the other branches' outputs from that line of their logs (the API keeps logs).
+
+A file that breaks the rules makes the step fail (exit :data:`EXIT_BAD_OUTPUTS`): its
+descendants would otherwise start with values it did not mean.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from typing import Any, Callable, Dict, Iterable, Optional, Set, Tuple
+
+from job_chain.spec.model import Chain, Step
+from job_chain.spec.params import NAME_RE, step_refs
+from job_chain.util.files import read_json_dict
+
+MAX_KEYS = 64
+MAX_BYTES = 16384  # of one step's outputs (keys and values, UTF-8)
+MAX_FILE = 4 * MAX_BYTES  # what is read of the file at all
+EXIT_BAD_OUTPUTS = 65  # EX_DATAERR: the script succeeded, its outputs file is unusable
+MARKER = "job-chain: outputs of "
+LOG_LINES = 5000  # how far back a join looks for that line in a sibling's log
+_RECORD = re.compile(r"outputs-([a-z0-9][-a-z0-9]{0,62})-attempt-(\d+)\.json")
+
+Outputs = Dict[str, Dict[str, str]]  # step name -> its outputs
+
+
+def parse(text: str) -> Tuple[Dict[str, str], Optional[str]]:
+    """The outputs in ``text`` (a later line wins over an earlier one with the same key), or why not."""
+    out: Dict[str, str] = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        key, sep, value = line.partition("=")
+        if not sep or not NAME_RE.fullmatch(key):
+            return {}, (f"$JOB_CHAIN_OUTPUTS line {number}: {line[:60]!r} is not KEY=VALUE (KEY: letters, digits "
+                        "and '_', not starting with a digit)")
+        out[key] = value
+    if len(out) > MAX_KEYS:
+        return {}, f"$JOB_CHAIN_OUTPUTS has {len(out)} keys; at most {MAX_KEYS}"
+    size = sum(len(k.encode("utf-8")) + len(v.encode("utf-8")) for k, v in out.items())
+    if size > MAX_BYTES:
+        return {}, f"$JOB_CHAIN_OUTPUTS holds {size} bytes; at most {MAX_BYTES}"
+    return out, None
+
+
+def read_file(path: str) -> Tuple[Dict[str, str], Optional[str]]:
+    """Read and check the file a step wrote (a missing file: no outputs)."""
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read(MAX_FILE + 1)
+    except FileNotFoundError:
+        return {}, None
+    except OSError as exc:
+        return {}, f"cannot read $JOB_CHAIN_OUTPUTS ({path}): {exc.strerror}"
+    if len(raw) > MAX_FILE:
+        return {}, f"$JOB_CHAIN_OUTPUTS is larger than {MAX_FILE} bytes"
+    if b"\x00" in raw:
+        return {}, "$JOB_CHAIN_OUTPUTS contains a NUL byte"
+    try:
+        return parse(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        return {}, f"$JOB_CHAIN_OUTPUTS is not UTF-8 text (byte offset {exc.start})"
+
+
+# -- where they are kept ----------------------------------------------------------------------------
+def keep(chain: Chain, records: Any, run_id: str, step: str, attempt: int, outputs: Dict[str, str],
+         log: Callable[[str], None]) -> None:
+    """A succeeded step's outputs: into the run record (job mode), into the chain a snapshot carries
+    on (inline mode), and into the job's log (both)."""
+    if not outputs:
+        return
+    chain.outputs[step] = dict(outputs)
+    if records is not None:
+        save(records, run_id, step, attempt, outputs)
+    # the same line as MARKER: log() puts "job-chain: " before it
+    log(f"outputs of {step}: " + json.dumps(outputs, sort_keys=True, ensure_ascii=True, separators=(",", ":")))
+
+
+def save(records: Any, run_id: str, step: str, attempt: int, outputs: Dict[str, str]) -> bool:
+    from job_chain.util.files import write_json_private
+
+    try:
+        write_json_private(os.path.join(records.directory(run_id), f"outputs-{step}-attempt-{attempt}.json"), outputs)
+        return True
+    except OSError:
+        return False
+
+
+def recorded(records: Any, run_id: str) -> Outputs:
+    """Every step's outputs in the run record (its latest attempt that wrote some)."""
+    directory = records.directory(run_id)
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return {}
+    latest: Dict[str, Tuple[int, str]] = {}
+    for name in names:
+        found = _RECORD.fullmatch(name)
+        if found and int(found.group(2)) >= latest.get(found.group(1), (0, ""))[0]:
+            latest[found.group(1)] = (int(found.group(2)), name)
+    out: Outputs = {}
+    for step, (_, name) in latest.items():
+        data = read_json_dict(os.path.join(directory, name))
+        if data is not None:
+            out[step] = {str(k): str(v) for k, v in data.items()}
+    return out
+
+
+def referenced(chain: Chain) -> Set[str]:
+    """The steps whose outputs some step of the chain uses."""
+    return {r.name for s in chain.steps for r in step_refs(s.body, s.script_origin != "inline") if r.kind == "steps"}
+
+
+def uses(step: Step) -> Set[str]:
+    return {r.name for r in step_refs(step.body, step.script_origin != "inline") if r.kind == "steps"}
+
+
+def for_step(chain: Chain, step: Step, records: Any, run_id: str, mode: str) -> Outputs:
+    """The outputs ``step``'s references need: from the run record in job mode, else those the chain carries."""
+    names = uses(step)
+    if not names:
+        return {}
+    if records is None or mode == "inline":
+        return {n: chain.outputs[n] for n in names if n in chain.outputs}
+    found = recorded(records, run_id)
+    return {n: found[n] for n in names if n in found}
+
+
+# -- inline runs: from the logs ---------------------------------------------------------------------
+def from_log(text: str, step: str) -> Optional[Dict[str, str]]:
+    """The outputs ``step`` announced in its log (the last such line), or None."""
+    prefix = MARKER + step + ": "
+    for line in reversed(text.splitlines()):
+        at = line.find(prefix)
+        if at >= 0:
+            try:
+                data = json.loads(line[at + len(prefix):])
+            except ValueError:
+                return None
+            return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else None
+    return None
+
+
+def complete(client: Any, chain: Chain, step: Step, run_id: str, since: Optional[float],
+             records: Any = None) -> None:
+    """Inline runs: put into ``chain.outputs`` every output some step uses that an ancestor of ``step``
+    wrote and the chain does not carry yet (a join's other branches), read once from their logs.
+
+    ``records`` (the starting machine's record, for ``resume``) caches what was read.
+    """
+    from job_chain.spec.frozen import ancestors_of
+
+    wanted = (referenced(chain) & ancestors_of(chain, step.name)) - set(chain.outputs)
+    if records is not None and wanted:
+        cached = recorded(records, run_id)
+        chain.outputs.update({n: cached[n] for n in wanted if n in cached})
+        wanted -= set(cached)
+    if not wanted:
+        return
+    for name, (attempt, values) in harvest(client, chain.pool, run_id, wanted, since).items():
+        chain.outputs[name] = values
+        if records is not None:
+            save(records, run_id, name, attempt, values)
+
+
+def harvest(client: Any, pool: str, run_id: str, names: Iterable[str],
+            since: Optional[float]) -> Dict[str, Tuple[int, Dict[str, str]]]:
+    """step -> (attempt, outputs) read from the log of each named step's succeeded job."""
+    from job_chain.aihc.status import SUCCEEDED
+    from job_chain.status.observe import observe
+
+    wanted = set(names)
+    attempts, _, _ = observe(client, pool, run_id, cache={}, since=since, explain_failures=False)
+    done = {a.step: a for a in sorted(attempts, key=lambda a: a.attempt) if a.step in wanted and a.status in SUCCEEDED}
+    return read_logged(client, pool, [(a.step, a.attempt, a.job_id) for a in done.values()])
+
+
+def read_logged(client: Any, pool: str, jobs: Iterable[Tuple[str, int, str]]) -> Dict[str, Tuple[int, Dict[str, str]]]:
+    """step -> (attempt, outputs) from the outputs line in each (step, attempt, job id)'s log ({} when
+    its log has none). A job whose log cannot be read is left out."""
+    from job_chain.aihc.errors import AIHCError
+
+    found: Dict[str, Tuple[int, Dict[str, str]]] = {}
+    for step, attempt, job_id in jobs:
+        try:
+            job = client.get_job(pool, job_id)
+            pods = [(p.get("objectMeta") or {}).get("name") for p in (job.get("podList") or {}).get("pods") or []]
+            values = None
+            for pod in [p for p in pods if p]:
+                text = "".join(client.pod_logs(pool, job_id, pod, max_lines=LOG_LINES).get("logs") or [])
+                values = from_log(text, step)
+                if values is not None:
+                    break
+        except AIHCError:
+            continue
+        found[step] = (attempt, values or {})
+    return found

@@ -1,0 +1,389 @@
+"""The run record kept beside the chain file: one directory per run, one file per fact.
+
+``chain_info.json`` gets ``chain_info.json.runs/<run-id>/`` holding ``run.json`` (where and how
+the run started, and its current revision), ``revision-1.json`` (the chain frozen at start; a
+resume that changed the run adds ``revision-2.json`` beside it), ``step-<name>-attempt-1.json``
+per submission, ``exit-<name>-attempt-1.json`` per script exit (written by the advancing job),
+``advance-failed-…`` when an advance gave up, ``failure-…`` (why an attempt failed),
+``stopped.json``, ``start-failed.json`` and
+``attempts.json`` (a cache of finished attempts, kept by :mod:`job_chain.status.look`), each
+written atomically with mode 0600. Steps are known by name. One file per fact means replicas,
+retries and the local ``run`` never rewrite each other's files. In job mode every job's tail
+reports here, so joins are decided from these files (:mod:`job_chain.hop.readiness`); the API
+stays the source of truth for job statuses.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import time
+from typing import TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Optional, Tuple
+
+from job_chain.aihc.names import is_job_id
+from job_chain.errors import RunNotFound, UsageError
+from job_chain.record.attempts import STEP_PATTERN, AttemptRecords, run_started
+from job_chain.record.attempts import fact_name as _name
+from job_chain.util.files import read_json_dict as _read
+from job_chain.util.files import write_json_private
+
+if TYPE_CHECKING:  # a job advancing a chain reads the record without the status types
+    from job_chain.status.types import RunFacts
+
+_SUBMISSION = re.compile(rf"step-{STEP_PATTERN}-attempt-(\d+)\.json")
+# the facts a join is decided from (job_chain.hop.readiness), by the kind in their file names
+Listed = Dict[str, Dict[Tuple[str, int], str]]  # kind -> (step, attempt) -> file name
+FACTS = {kind: re.compile(rf"{kind}-{STEP_PATTERN}-attempt-(\d+)\.json")
+         for kind in ("step", "exit", "succeeded", "failure", "advance-failed")}
+_REVISION = re.compile(r"revision-(\d+)\.json")
+_RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+STOPPED_MARKER = "stopped.json"
+START_FAILED = "start-failed.json"
+RUN_CREDENTIALS = "credentials.json"  # the chain file's api_config at start, for the advancing jobs
+LOCK = ".lock"
+
+
+def new_run_id() -> str:
+    """Sortable, label-safe, unique enough: ``20261122-113045-9f3a``."""
+    import secrets
+
+    return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(2)
+
+
+class RecordDamaged(UsageError):
+    """A run directory whose ``run.json`` cannot be read: never taken for "no run"."""
+
+
+class RunRecords(AttemptRecords):
+    """Run records for one chain file (``config_path`` in the cluster, the file path locally)."""
+
+    def __init__(self, chain_path: str) -> None:
+        self.chain_path = chain_path
+        self.root = os.path.abspath(chain_path) + ".runs"
+        self._frozen: Dict[Tuple[str, int], Any] = {}
+
+    def _dir(self, run_id: str) -> str:
+        if not isinstance(run_id, str) or not _RUN_ID.fullmatch(run_id):
+            raise RunNotFound(f"{run_id!r} is not a run id (run ids look like 20261122-113045-9f3a)"
+                              + self._known_hint(), self.run_ids())
+        return os.path.join(self.root, run_id)
+
+    def directory(self, run_id: str) -> str:
+        """The run's directory (outputs and slots keep their files there too)."""
+        return self._dir(run_id)
+
+    def _check_root(self) -> None:
+        if os.path.lexists(self.root) and not os.path.isdir(self.root):
+            raise UsageError(f"{self.root} is not a directory: job-chain keeps the runs of {self.chain_path} "
+                             "there; move that file away")
+
+    def _known_hint(self) -> str:
+        known = self.run_ids()
+        if not known:
+            return f"; no run of {self.chain_path} is recorded here"
+        shown = ", ".join(known[:5]) + (f" and {len(known) - 5} more" if len(known) > 5 else "")
+        import shlex
+
+        return f"; known runs (newest first): {shown} (job-chain runs {shlex.quote(self.chain_path)} lists them)"
+
+    # -- runs --------------------------------------------------------------------------------
+    def create_run(self, run_id: str, **meta: Any) -> Dict[str, Any]:
+        self._check_root()
+        run = {"id": run_id, "started": time.time(), **meta}
+        os.makedirs(self._dir(run_id), mode=0o700, exist_ok=True)
+        write_json_private(os.path.join(self._dir(run_id), "run.json"), run)
+        return run
+
+    def update_run(self, run_id: str, **changes: Any) -> Dict[str, Any]:
+        """Rewrite ``run.json`` with ``changes`` (resume: the round, the mode, a new revision)."""
+        run = dict(self.require_run(run_id))
+        run.update(changes)
+        write_json_private(os.path.join(self._dir(run_id), "run.json"), run)
+        return run
+
+    def delete_run(self, run_id: str) -> None:
+        """Forget a run: its directory and everything in it."""
+        import shutil
+
+        shutil.rmtree(self._dir(run_id), ignore_errors=True)
+
+    def get_run(self, run_id: str) -> Optional[Dict[str, Any]]:
+        return _read(os.path.join(self._dir(run_id), "run.json"))
+
+    def require_run(self, run_id: str) -> Dict[str, Any]:
+        """The recorded run, or :class:`RunNotFound` listing the runs that exist."""
+        run = self.get_run(run_id)
+        if run is None:
+            if os.path.isdir(self._dir(run_id)):
+                raise RecordDamaged(self._damaged_message(run_id))
+            raise RunNotFound(f"no run {run_id} of {self.chain_path} is recorded" + self._known_hint(), self.run_ids())
+        return run
+
+    def _damaged_message(self, run_id: str) -> str:
+        import shlex
+
+        return (f"the record of run {run_id} is damaged ({os.path.join(self._dir(run_id), 'run.json')} is missing or "
+                f"not JSON): delete it with 'job-chain runs {shlex.quote(self.chain_path)} --delete {run_id}'")
+
+    def damaged(self) -> List[str]:
+        """Run directories whose ``run.json`` cannot be read (newest first)."""
+        try:
+            names = os.listdir(self.root)
+        except OSError:
+            return []
+        return sorted((n for n in names if _RUN_ID.fullmatch(n) and os.path.isdir(os.path.join(self.root, n))
+                       and _read(os.path.join(self.root, n, "run.json")) is None), reverse=True)
+
+    def runs(self) -> List[Dict[str, Any]]:
+        """Every recorded run, newest first."""
+        self._check_root()
+        try:
+            names = os.listdir(self.root)
+        except OSError:
+            return []
+        found = [r for r in (_read(os.path.join(self.root, n, "run.json")) for n in names if _RUN_ID.fullmatch(n))
+                 if r and isinstance(r.get("id"), str)]
+        return sorted(found, key=lambda r: (float(r.get("started") or 0), r["id"]), reverse=True)
+
+    def run_ids(self) -> List[str]:
+        try:
+            return [r["id"] for r in self.runs()]
+        except UsageError:
+            return []
+
+    def latest_run(self) -> Optional[Dict[str, Any]]:
+        return next(iter(self.runs()), None)
+
+    @contextlib.contextmanager
+    def start_lock(self) -> Iterator[None]:
+        """Held while a run is checked for and recorded: two starts never both pass "no run is going"."""
+        import fcntl
+
+        self._check_root()
+        os.makedirs(self.root, mode=0o700, exist_ok=True)
+        fd = os.open(os.path.join(self.root, LOCK), os.O_CREAT | os.O_RDWR, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # closing releases the lock
+
+    def record_start_failure(self, run_id: str, message: str, *, refused: bool) -> None:
+        """The run's first steps could not be submitted: its outcome is failed, not "unknown" for ever.
+
+        ``refused``: the API said no, so nothing was created (a look at the run needs no API call);
+        otherwise (interrupted, gave up) a create may have been stored, and the API decides.
+        """
+        self._write(run_id, START_FAILED, {"message": message, "refused": refused, "at": time.time()})
+
+    def start_failure(self, run_id: str) -> Optional[str]:
+        entry = _read(os.path.join(self._dir(run_id), START_FAILED))
+        return str(entry.get("message") or "it could not be started") if entry is not None else None
+
+    def start_refused(self, run_id: str) -> bool:
+        """The run's first create was refused outright: nothing of it exists in the API."""
+        entry = _read(os.path.join(self._dir(run_id), START_FAILED)) or {}
+        return entry.get("refused") is True and not self.submissions(run_id)
+
+    # -- the frozen chain ------------------------------------------------------------------------
+    def freeze(self, run_id: str, frozen: Dict[str, Any], *, revision: int, reason: str,
+               changes: Optional[List[Dict[str, Any]]] = None) -> str:
+        """Keep revision ``revision`` of the run's chain; return its digest. Never overwrites one."""
+        from job_chain.spec.frozen import digest
+
+        value = digest(frozen)
+        path = os.path.join(self._dir(run_id), f"revision-{revision}.json")
+        if os.path.exists(path):
+            raise UsageError(f"run {run_id} already has a revision {revision}")
+        os.makedirs(self._dir(run_id), mode=0o700, exist_ok=True)
+        write_json_private(path, {"revision": revision, "created": time.time(), "reason": reason,
+                                  "changes": changes or [], "digest": value, "chain": frozen})
+        return value
+
+    def revisions(self, run_id: str) -> List[Dict[str, Any]]:
+        """Each revision's facts (number, when, why, what changed, digest), oldest first; no chain."""
+        out = []
+        for name in sorted(os.listdir(self._dir(run_id)) if os.path.isdir(self._dir(run_id)) else []):
+            if _REVISION.fullmatch(name):
+                data = _read(os.path.join(self._dir(run_id), name)) or {}
+                out.append({k: data.get(k) for k in ("revision", "created", "reason", "changes", "digest")})
+        return sorted(out, key=lambda r: int(r.get("revision") or 0))
+
+    def frozen(self, run_id: str, run: Optional[Dict[str, Any]] = None,
+               revision: Optional[int] = None) -> Optional[Any]:
+        """The chain the run runs now (its current revision, or ``revision``), or None for a run
+        recorded before runs were frozen. Raises :class:`RecordDamaged` when the copy cannot be read."""
+        from job_chain.spec.frozen import FrozenDamaged, thaw
+
+        run = run if run is not None else self.require_run(run_id)
+        number = revision if revision is not None else run.get("revision")
+        if not isinstance(number, int) or number < 1:
+            return None
+        if (run_id, number) not in self._frozen:
+            path = os.path.join(self._dir(run_id), f"revision-{number}.json")
+            data = _read(path)
+            try:
+                if data is None:
+                    raise FrozenDamaged("missing or not JSON")
+                chain = thaw(data["chain"], self.chain_path, revision=number, digest_=str(data.get("digest") or ""))
+            except (FrozenDamaged, KeyError, TypeError) as exc:
+                raise RecordDamaged(f"the frozen chain of run {run_id} ({path}) is damaged: {exc}") from None
+            self._frozen[(run_id, number)] = chain
+        return self._frozen[(run_id, number)]
+
+    def save_credentials(self, run_id: str, api_config: Dict[str, Any]) -> None:
+        """The chain file's ``api_config`` as it was at start (0600), so advancing jobs need not read
+        the file again; only written when the file held keys."""
+        self._write(run_id, RUN_CREDENTIALS, {k: v for k, v in api_config.items() if isinstance(v, str)})
+
+    def credentials(self, run_id: str) -> Dict[str, Any]:
+        return _read(os.path.join(self._dir(run_id), RUN_CREDENTIALS)) or {}
+
+    def api_config(self, run_id: str, version: Any = None) -> Dict[str, Any]:
+        """Where the run's API is and its keys, for a job of the run: the chain file's ``api_config``
+        as saved at start, with the frozen chain's API ``version``; the keys still in the file when
+        the record has none (written after the run started). Never an error: a run does not depend
+        on its file."""
+        from job_chain.aihc.credentials import file_api_config
+
+        found = {**self.credentials(run_id), **({"version": version} if version else {})}
+        if not found.get("ak"):
+            found = {**file_api_config(self.chain_path), **found}
+        return found
+
+    # -- submissions -------------------------------------------------------------------------
+    def _write(self, run_id: str, name: str, data: Dict[str, Any]) -> bool:
+        """Write one fact; False (not an error) when the record is not writable here (a job's view)."""
+        try:
+            os.makedirs(self._dir(run_id), mode=0o700, exist_ok=True)
+            write_json_private(os.path.join(self._dir(run_id), name), data)
+            return True
+        except OSError:
+            return False
+
+    def record_submission(self, run_id: str, step: str, attempt: int, job_id: str, job_name: str,
+                          revision: int = 0, resume: Optional[Tuple[int, str]] = None,
+                          mode: Optional[str] = None) -> bool:
+        """Note a created job (the revision of the chain it ran, the checkpoint a retry was told to
+        resume from); False (not an error) when the record is not writable here. ``mode "job"``: its
+        own tail reports to this record (so a join can be decided from the record:
+        :mod:`~job_chain.hop.readiness`)."""
+        entry: Dict[str, Any] = {"step": step, "attempt": attempt, "jobId": job_id, "jobName": job_name,
+                                 "submitted": time.time(), "revision": revision}
+        if resume is not None:
+            entry["resumeFrom"] = {"iteration": resume[0], "checkpoint": resume[1]}
+        if mode:
+            entry["mode"] = mode
+        return self._write(run_id, _name("step", step, attempt), entry)
+
+    def submission(self, run_id: str, step: str, attempt: int) -> Optional[Dict[str, Any]]:
+        """The recorded submission; None when absent or its job id is not one (a planted file)."""
+        entry = _read(os.path.join(self._dir(run_id), _name("step", step, attempt)))
+        return entry if entry is not None and is_job_id(entry.get("jobId")) else None
+
+    def submissions(self, run_id: str) -> List[Dict[str, Any]]:
+        entries = [e for e in (self._entries(run_id, _SUBMISSION)) if is_job_id(e.get("jobId"))]
+        return sorted(entries, key=lambda e: (float(e.get("submitted") or 0), e["step"], e["attempt"]))
+
+    def _entries(self, run_id: str, pattern: Any) -> List[Dict[str, Any]]:
+        directory = self._dir(run_id)
+        try:
+            names = os.listdir(directory)
+        except OSError:
+            return []
+        out = []
+        for name in names:
+            match = pattern.fullmatch(name)
+            entry = _read(os.path.join(directory, name)) if match else None
+            if entry is not None and match is not None:
+                entry["step"], entry["attempt"] = match.group(1), int(match.group(2))
+                out.append(entry)
+        return out
+
+    def listed(self, run_id: str) -> Listed:
+        """Every fact file of the run from one listing of its directory (no file is opened): what a
+        join is decided from (:mod:`~job_chain.hop.readiness`, :mod:`~job_chain.hop.lean`)."""
+        try:
+            names = os.listdir(self._dir(run_id))
+        except OSError:
+            names = []
+        out: Listed = {kind: {} for kind in FACTS}
+        for name in names:
+            kind = "advance-failed" if name.startswith("advance-failed-") else name.split("-", 1)[0]
+            match = FACTS[kind].fullmatch(name) if kind in FACTS else None
+            if match is not None:
+                out[kind][(match.group(1), int(match.group(2)))] = name
+        return out
+
+    def note_own_job(self, run_id: str, step: str, attempt: int) -> None:
+        """Record this job's id if its submission was not (its submitter died between the create and
+        the write): from then on the record knows every job whose tail ran. Needs the platform's
+        ``AIHC_JOB_ID``."""
+        job_id = os.environ.get("AIHC_JOB_ID")
+        if job_id and self.submission(run_id, step, attempt) is None:
+            self.record_submission(run_id, step, attempt, job_id, os.environ.get("AIHC_JOB_NAME", ""), mode="job")
+
+    def first_job_id(self, run_id: str) -> Optional[str]:
+        """The run's first job: a job list walked newest first can stop there."""
+        entries = self.submissions(run_id)
+        return entries[0]["jobId"] if entries else None
+
+    # -- notifications and rounds ------------------------------------------------------------
+    def claim(self, run_id: str, name: str) -> bool:
+        """Create ``name`` exclusively: True for exactly one caller (notifications: at most once)."""
+        try:
+            os.makedirs(self._dir(run_id), mode=0o700, exist_ok=True)
+            fd = os.open(os.path.join(self._dir(run_id), name), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+        except FileExistsError:
+            return False
+        except OSError:
+            return True  # not writable here: cannot deduplicate, so send (best effort)
+        os.close(fd)
+        return True
+
+    def round(self, run_id: str, run: Optional[Dict[str, Any]] = None) -> int:
+        """How many times the run was resumed: exit handlers and notifications happen once per round."""
+        value = (run if run is not None else self.get_run(run_id) or {}).get("round", 0)
+        return value if isinstance(value, int) and value >= 0 else 0
+
+    def facts(self, run_id: str, run: Optional[Dict[str, Any]] = None,
+              keys: Optional[Iterable[Tuple[str, int]]] = None,
+              submissions: Optional[List[Dict[str, Any]]] = None) -> RunFacts:
+        """What the record knows, about the (step, attempt) ``keys`` only (None: every exit and gave-up).
+
+        A 500-step run has 1,000 such files; a look at it needs the few that did not succeed.
+        ``submissions`` (when the caller read them already) gives each attempt's submission time
+        and the checkpoint a retry was told to resume from.
+        """
+        run = run if run is not None else (self.get_run(run_id) or {})
+        started = run.get("started")
+        from job_chain.status.types import RunFacts
+
+        facts = RunFacts(started=float(started) if isinstance(started, (int, float)) else run_started(run_id),
+                         stopped=self.is_stopped(run_id), round=self.round(run_id, run),
+                         start_failed=self.start_failure(run_id))
+        if keys is None:
+            self.all_exits(run_id, facts)
+        else:
+            self.attempt_facts(run_id, facts, keys)
+        for entry in submissions if submissions is not None else self.submissions(run_id):
+            key = (entry["step"], entry["attempt"])
+            if isinstance(entry.get("submitted"), (int, float)):
+                facts.submitted[key] = float(entry["submitted"])
+            resume = entry.get("resumeFrom")
+            if isinstance(resume, dict) and isinstance(resume.get("iteration"), int):
+                facts.resumed[key] = (resume["iteration"], str(resume.get("checkpoint") or ""))
+        return facts
+
+    # -- stopping ----------------------------------------------------------------------------
+    def mark_stopped(self, run_id: str) -> None:
+        write_json_private(os.path.join(self._dir(run_id), STOPPED_MARKER), {"stopped": time.time()})
+
+    def clear_stopped(self, run_id: str) -> None:
+        for name in (STOPPED_MARKER, START_FAILED):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(os.path.join(self._dir(run_id), name))
+
+    def is_stopped(self, run_id: str) -> bool:
+        return os.path.exists(os.path.join(self._dir(run_id), STOPPED_MARKER))

@@ -1,0 +1,1 @@
+"""How a run moves on: pure decisions over neutral facts (retries, plans, joins, checkpoints)."""

@@ -1,0 +1,48 @@
+"""The last complete checkpoint of a step, by Megatron's convention (AIAK saves Megatron checkpoints).
+
+Megatron writes ``iter_0000200/`` first and ``latest_checkpointed_iteration.txt`` (the tracker,
+holding ``200``) only once that directory is whole. So the last *complete* checkpoint is the
+iteration the tracker names, and only if its directory exists; a directory the tracker does not
+name (``iter_0000300`` while the tracker still says 200: a save cut short) is never chosen. A
+retry is told it in ``JOB_CHAIN_RESUME_ITERATION`` and ``JOB_CHAIN_RESUME_CHECKPOINT``. Standard
+library only: this runs in the advancing job, where the checkpoint storage is mounted.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Dict, Optional, Tuple
+
+from job_chain.spec.model import Checkpoint
+
+RESUME_ITERATION = "JOB_CHAIN_RESUME_ITERATION"
+RESUME_CHECKPOINT = "JOB_CHAIN_RESUME_CHECKPOINT"
+MAX_TRACKER = 4096  # bytes: a tracker holds one number
+
+
+def iteration_dir(spec: Checkpoint, iteration: int) -> str:
+    return os.path.join(spec.dir, f"iter_{iteration:07d}")
+
+
+def last_complete(spec: Optional[Checkpoint]) -> Optional[Tuple[int, str]]:
+    """(iteration, its directory) of the last complete checkpoint, or None (no tracker, a tracker that
+    names no iteration — Megatron's ``release`` — or one whose directory is missing)."""
+    if spec is None:
+        return None
+    try:
+        with open(os.path.join(spec.dir, spec.tracker), "rb") as handle:
+            text = handle.read(MAX_TRACKER).decode("ascii", "replace").strip()
+    except OSError:
+        return None
+    if not text.isdigit():
+        return None
+    iteration = int(text)
+    folder = iteration_dir(spec, iteration)
+    return (iteration, folder) if os.path.isdir(folder) else None
+
+
+def resume_env(found: Optional[Tuple[int, str]]) -> Dict[str, str]:
+    """What a retry is told about where to resume (nothing when there is no complete checkpoint)."""
+    if found is None:
+        return {}
+    return {RESUME_ITERATION: str(found[0]), RESUME_CHECKPOINT: found[1]}

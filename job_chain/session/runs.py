@@ -1,0 +1,77 @@
+"""What the Python API hands back about runs: a recorded run, a submitted step, a resume's plan."""
+
+from __future__ import annotations
+
+import datetime as _dt
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Tuple
+
+from job_chain.errors import JobChainError
+from job_chain.status.types import utc
+
+
+@dataclass(frozen=True)
+class Run:
+    """A recorded run: where and how it started, and which revision of its chain it runs."""
+
+    run_id: str
+    chain_path: str
+    first_step: int
+    started: _dt.datetime
+    local: bool = False
+    endpoint: str = ""
+    mode: str = "job"
+    local_state_dir: Optional[str] = None  # which local server (its state dir) a local run runs on
+    revision: int = 0  # 0: recorded before runs were frozen (its chain is the file as it is now)
+
+    @classmethod
+    def from_record(cls, chain_path: str, data: Dict[str, Any]) -> Run:
+        started = data.get("started")
+        revision = data.get("revision")
+        return cls(str(data["id"]), chain_path, int(data.get("startStep") or 0),
+                   utc(float(started) if isinstance(started, (int, float)) else 0.0) or utc(0.0),  # type: ignore[arg-type]
+                   bool(data.get("local")), str(data.get("endpoint") or ""), str(data.get("mode") or "job"),
+                   data.get("localStateDir") if isinstance(data.get("localStateDir"), str) else None,
+                   revision if isinstance(revision, int) else 0)
+
+
+@dataclass(frozen=True)
+class Submitted:
+    """One step a call submitted (or found already submitted, ``created`` False)."""
+
+    run_id: str
+    step: str  # the step's name
+    attempt: int
+    job_id: str
+    job_name: str
+    created: bool
+    index: int = -1  # the step's position in the run's chain (for display)
+
+
+@dataclass
+class ResumePlan:
+    """What ``resume`` would do: the difference between the file and the frozen run, applied by
+    step name, and the steps it would submit. ``revision`` is the run's revision after it."""
+
+    run_id: str
+    revision: int
+    changes: List[Any] = field(default_factory=list)  # job_chain.spec.frozen.Change
+    targets: List[Tuple[str, int]] = field(default_factory=list)  # (step name, attempt)
+    note: str = ""  # e.g. "the chain file is gone: resuming the run as it was frozen"
+    waiting: List[Tuple[str, int]] = field(default_factory=list)  # targets that wait for a slot (maxParallel)
+
+    @property
+    def changed(self) -> bool:
+        return any(c.applied for c in self.changes)
+
+    def as_json(self) -> Dict[str, Any]:
+        return {"run": self.run_id, "revision": self.revision, "changes": [c.as_json() for c in self.changes],
+                "submits": [{"step": name, "attempt": attempt} for name, attempt in self.targets],
+                "waits": [{"step": name, "attempt": attempt} for name, attempt in self.waiting],
+                "note": self.note or None}
+
+
+class SubmitInterrupted(JobChainError):
+    """Ctrl-C while a create was in flight: the job may exist; ``hint`` finishes it safely."""
+
+    exit_code = 130

@@ -1,0 +1,294 @@
+"""Chains as graphs: ``dependsOn``, exit handlers, step timeouts, and what may start next.
+
+A chain without any ``dependsOn`` keeps its old meaning: each step waits for the one before it.
+Once any job names ``dependsOn``, every job without it is a root. Exit handlers
+(``"runOn": "failure" | "always"``) are outside the graph: they start once, after the run ended.
+
+:func:`check_graph` validates the settings with JSON paths (cycles are printed as
+``train -> eval -> train``); :func:`plan` is the pure rule every advancing job, the watcher,
+``resume`` and ``status`` share: which steps are ready, which can never start, and whether the
+run has ended.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from job_chain.aihc.keys import hint
+from job_chain.spec.model import Chain, Step
+from job_chain.util.jsonfile import describe
+
+GRAPH_SETTINGS = {"dependsOn", "runOn", "timeout", "hangTimeout", "retryOnExitCodes"}
+RUN_ON = ("failure", "always")
+NOTIFY_EVENTS = ("failed", "succeeded", "stopped", "stepFailed")
+NOTIFY_FORMATS = ("json", "feishu", "dingtalk", "wecom", "slack")
+MAX_NOTIFY = 16
+_DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)([smhd]))+")
+_PART = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
+_UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+# step states, as the planner sees them
+SUCCEEDED, FAILED, STOPPED, ACTIVE, RETRY_DUE, NOT_SUBMITTED = (
+    "succeeded", "failed", "stopped", "active", "retry-due", "not-submitted")
+
+
+def parse_duration(value: Any) -> Optional[float]:
+    """``"6h"``, ``"30m"``, ``"1h30m"``, ``"90s"``, ``"2d"`` or a number of seconds; None if invalid."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value) if 0 < value < 1e9 else None
+    if not isinstance(value, str) or not _DURATION.fullmatch(value.strip()):
+        return None
+    seconds = sum(float(n) * _UNIT[u] for n, u in _PART.findall(value.strip()))
+    return seconds if 0 < seconds < 1e9 else None
+
+
+def duration_problem(value: Any) -> Optional[str]:
+    """Why ``value`` is no step duration (None if it is one): its form, or its size."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)) or \
+            (isinstance(value, str) and not _DURATION.fullmatch(value.strip())):
+        return f"{describe(value)} is not a duration: write e.g. \"6h\", \"30m\", \"1h30m\" or \"90s\""
+    seconds = float(value) if not isinstance(value, str) else \
+        sum(float(n) * _UNIT[u] for n, u in _PART.findall(value.strip()))
+    if seconds != seconds:  # NaN
+        return f"{describe(value)} is not a duration: write e.g. \"6h\""
+    if seconds <= 0:
+        return f"must be more than 0, found {describe(value)} (leave the key out for no limit)"
+    if seconds >= 1e9:
+        return f"must be less than 1e9 seconds (about 31 years), found {describe(value)}"
+    return None
+
+
+@dataclass
+class GraphSettings:
+    depends_on: List[Any] = field(default_factory=list)  # names or indexes, as written
+    run_on: Optional[str] = None
+    timeout: Optional[float] = None
+    hang_timeout: Optional[float] = None
+    retry_on: Optional[Tuple[int, ...]] = None
+
+
+def read_settings(settings: Dict[str, Any], where: str, problems: List[str]) -> GraphSettings:
+    """The graph keys of one job's ``jobChain``; each problem as ``json.path: what is wrong``."""
+    out = GraphSettings()
+    deps = settings.get("dependsOn")
+    if deps is not None:
+        if not isinstance(deps, list) or not all(isinstance(d, (str, int)) and not isinstance(d, bool) for d in deps):
+            problems.append(f"{where}.dependsOn: must be a list of job names or indexes, e.g. [\"prep\", 2]")
+        else:
+            out.depends_on = list(deps)
+    run_on = settings.get("runOn")
+    if run_on is not None:
+        if run_on not in RUN_ON:
+            problems.append(f"{where}.runOn: must be \"failure\" or \"always\", found {describe(run_on)}")
+        else:
+            out.run_on = run_on
+    for key in ("timeout", "hangTimeout"):
+        if settings.get(key) is None:
+            continue
+        problem = duration_problem(settings[key])
+        seconds = parse_duration(settings[key])
+        if problem or seconds is None:
+            problems.append(f"{where}.{key}: {problem}")
+        elif key == "timeout":
+            out.timeout = seconds
+        else:
+            out.hang_timeout = seconds
+    codes = settings.get("retryOnExitCodes")
+    if codes is not None:
+        if not isinstance(codes, list) or not all(isinstance(c, int) and not isinstance(c, bool) and 1 <= c <= 255
+                                                  for c in codes):
+            problems.append(f"{where}.retryOnExitCodes: must be a list of exit codes from 1 to 255, e.g. [1, 137]")
+        else:
+            out.retry_on = tuple(sorted(set(codes)))
+    return out
+
+
+def check_graph(steps: Sequence[Step], raw: Dict[int, GraphSettings], problems: List[str],
+                graph: Optional[bool] = None) -> bool:
+    """Resolve ``dependsOn`` into ``step.depends_on`` (in place); False when a problem was found.
+
+    Without any ``dependsOn`` the chain is a line: each non-handler step depends on the one before
+    (``graph``, when given, says which it is: a frozen run's matrix points are a graph without any).
+    """
+    by_name = {s.name: s.index for s in steps}
+    indexes = {s.index for s in steps}
+    handlers = {i for i, g in raw.items() if g.run_on}
+    graph = any(g.depends_on for g in raw.values()) if graph is None else graph
+    before = len(problems)
+    for step in steps:
+        settings = raw.get(step.index, GraphSettings())
+        step.run_on, step.timeout, step.hang_timeout = settings.run_on, settings.timeout, settings.hang_timeout
+        step.retry_on = settings.retry_on
+        where = f"jobs[{step.index}].jobChain.dependsOn"
+        if step.is_handler and settings.depends_on:
+            problems.append(f"{where}: an exit handler (runOn) starts after the whole run ended; it takes no "
+                            "dependsOn")
+            continue
+        resolved: List[int] = []
+        for k, dep in enumerate(settings.depends_on):
+            target = by_name.get(dep) if isinstance(dep, str) else (dep if dep in indexes else None)
+            if target is None:
+                known = ", ".join(sorted(by_name)) if isinstance(dep, str) else f"0 to {len(steps) - 1}"
+                problems.append(f"{where}[{k}]: no job {describe(dep)} in this chain (known: {known})")
+            elif target in handlers:
+                problems.append(f"{where}[{k}]: {describe(dep)} is an exit handler (runOn): it runs after the "
+                                "run ended, so nothing can wait for it")
+            elif target not in resolved:
+                resolved.append(target)
+        step.depends_on = tuple(resolved)
+    if not graph:
+        line = [s for s in steps if not s.is_handler]
+        for previous, step in zip(line, line[1:]):
+            step.depends_on = (previous.index,)
+    cycle = find_cycle(steps)
+    if cycle:
+        names = [next(s.name for s in steps if s.index == i) for i in cycle]
+        problems.append(f"jobs[{cycle[0]}].jobChain.dependsOn: a cycle: {' -> '.join(names)}")
+    return len(problems) == before
+
+
+def find_cycle(steps: Sequence[Step]) -> Optional[List[int]]:
+    """The first cycle of ``depends_on`` edges as indexes (first repeated at the end), or None."""
+    deps = {s.index: s.depends_on for s in steps}
+    color: Dict[int, int] = {}
+    for root in deps:
+        if root in color:
+            continue
+        stack: List[Tuple[int, int]] = [(root, 0)]
+        path: List[int] = []
+        while stack:
+            node, i = stack.pop()
+            if i == 0:
+                color[node] = 1
+                path.append(node)
+            children = deps.get(node, ())
+            if i < len(children):
+                stack.append((node, i + 1))
+                child = children[i]
+                if color.get(child) == 1:
+                    return path[path.index(child):] + [child]
+                if child not in color:
+                    stack.append((child, 0))
+            else:
+                color[node] = 2
+                path.pop()
+    return None
+
+
+def check_notify(value: Any, problems: List[str]) -> List[Dict[str, Any]]:
+    """The top-level ``notify`` list: ``[{"url", "on", "format"}]``."""
+    if value is None:
+        return []
+    if not isinstance(value, list) or len(value) > MAX_NOTIFY:
+        problems.append(f"notify: must be a list of at most {MAX_NOTIFY} {{\"url\", \"on\", \"format\"}} objects")
+        return []
+    hooks = []
+    for k, hook in enumerate(value):
+        where = f"notify[{k}]"
+        if not isinstance(hook, dict):
+            problems.append(f"{where}: must be an object with url, on, format")
+            continue
+        unknown = sorted(set(hook) - {"url", "on", "format"})
+        if unknown:
+            problems.append(f"{where}.{unknown[0]}: unknown key" + hint(unknown[0], ("format", "on", "url")))
+        url = hook.get("url")
+        if not isinstance(url, str) or not re.fullmatch(r"https?://\S+", url) or len(url) > 2048:
+            problems.append(f"{where}.url: must be an http:// or https:// URL")
+        events = hook.get("on", ["failed"])
+        if not isinstance(events, list) or not events or any(e not in NOTIFY_EVENTS for e in events):
+            problems.append(f"{where}.on: must be a list of events from {', '.join(NOTIFY_EVENTS)}")
+        fmt = hook.get("format", "json")
+        if fmt not in NOTIFY_FORMATS:
+            problems.append(f"{where}.format: must be one of {', '.join(NOTIFY_FORMATS)}, found {describe(fmt)}")
+        hooks.append({"url": url, "on": events, "format": fmt})
+    return hooks
+
+
+# -- what may start next -----------------------------------------------------------------------
+@dataclass
+class Plan:
+    """Where a run stands as a graph."""
+
+    ready: List[int]  # steps whose dependencies all succeeded and that were never submitted
+    blocked: Dict[int, str]  # step -> why it can never start ("needs train")
+    ended: bool  # no step is going or can still start (handlers aside)
+    failed: bool  # some step failed (or can never start because one did)
+    handlers: List[int]  # exit handlers that should run now that the run ended
+
+
+def plan(chain: Chain, states: Dict[int, str], *, stopped: bool = False) -> Plan:
+    """Decide from each step's state (``SUCCEEDED``, ``ACTIVE``, …) what starts next.
+
+    Steps excluded from the run (before ``--start``, or added upstream of succeeded steps by a
+    resume) count as done. Nothing new is ready in a stopped run; its ``always`` handlers still
+    run once it ended.
+    """
+    names = {s.index: s.display for s in chain.steps}
+    graph_steps = [s for s in chain.steps if not s.is_handler]
+    done = {s.index for s in graph_steps if s.excluded}
+
+    def state(index: int) -> str:
+        return SUCCEEDED if index in done else states.get(index, NOT_SUBMITTED)
+
+    blocked: Dict[int, str] = {}
+    order = depths(chain)
+    for step in sorted(graph_steps, key=lambda s: (order.get(s.index, 0), s.index)):
+        if state(step.index) != NOT_SUBMITTED:
+            continue
+        for dep in step.depends_on:
+            if state(dep) in (FAILED, STOPPED) or dep in blocked:
+                blocked[step.index] = f"needs {names[dep]}"
+                break
+    ready = [] if stopped else [
+        s.index for s in graph_steps
+        if state(s.index) == NOT_SUBMITTED and s.index not in blocked and all(state(d) == SUCCEEDED
+                                                                               for d in s.depends_on)]
+    going = any(state(s.index) in (ACTIVE, RETRY_DUE) for s in graph_steps)
+    ended = not going and not ready
+    if stopped:
+        ended = not any(state(s.index) == ACTIVE for s in graph_steps)
+    failed = any(state(s.index) == FAILED for s in graph_steps) or bool(blocked and not stopped)
+    handlers: List[int] = []
+    if ended:
+        handlers = [h.index for h in chain.handlers if h.run_on == "always" or (h.run_on == "failure" and failed)]
+    return Plan(sorted(ready), blocked, ended, failed, handlers)
+
+
+def depths(chain: Chain) -> Dict[int, int]:
+    """Each step's longest dependency path length (0 for roots), without recursion (chains are long)."""
+    return depths_of({s.index: s.depends_on for s in chain.steps})
+
+
+def depths_of(edges: Dict[int, Sequence[int]]) -> Dict[int, int]:
+    """:func:`depths` over ``{step: its dependencies}`` (also what the console draws from a run's status)."""
+    deps = {i: [d for d in parents if d in edges] for i, parents in edges.items()}
+    waiting = {i: len(d) for i, d in deps.items()}
+    children: Dict[int, List[int]] = {}
+    for index, parents in deps.items():
+        for parent in parents:
+            children.setdefault(parent, []).append(index)
+    depth = {i: 0 for i, n in waiting.items() if n == 0}
+    queue = sorted(depth)
+    while queue:
+        node = queue.pop()
+        for child in children.get(node, ()):
+            depth[child] = max(depth.get(child, 0), depth[node] + 1)
+            waiting[child] -= 1
+            if waiting[child] == 0:
+                queue.append(child)
+    return depth
+
+
+def levels(chain: Chain) -> List[List[int]]:
+    """The steps in waves: each wave can start once the ones before it succeeded (the dry-run plan)."""
+    waves: Dict[int, List[int]] = {}
+    order = depths(chain)
+    for step in chain.steps:
+        if step.is_handler or step.excluded:
+            continue
+        waves.setdefault(order.get(step.index, 0), []).append(step.index)
+    return [waves[k] for k in sorted(waves)]

@@ -1,0 +1,330 @@
+"""Load a chain file (the seed's format, unchanged) and list every problem with its JSON path.
+
+Nothing is submitted from a chain that has any problem: :func:`load_chain` raises
+:class:`ChainFileError` carrying all of them, one line each (``jobs[1].jobSpec.image: required``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any, Dict, List, Optional, Tuple
+
+from job_chain.aihc.keys import closest, join_path, key_path
+from job_chain.aihc.spec import body_problems, surrogate_problems
+from job_chain.errors import ChainFileInvalid, UsageError
+from job_chain.spec.graph import GraphSettings, check_graph, check_notify
+from job_chain.spec.model import SETTINGS_KEY, Chain, Step
+from job_chain.spec.settings import read_step_settings, step_fields
+from job_chain.util.jsonfile import describe, json_type, load_json_object, shown
+
+TOP_LEVEL_KEYS = {"scrips_path", "config_path", "api_config", "resourcePoolId", "jobs", "notify", "params",
+                  "maxRunning", SETTINGS_KEY}
+_SCRIPT_TOKEN = re.compile(r"\S+\.sh")  # use with fullmatch
+TAIL_ROOM = 4096  # bytes job-chain's tail may add to a step's script (~1.4 KB with every option)
+
+
+class ChainFileError(ChainFileInvalid):
+    """A chain file with problems; ``problems`` lists each as ``json.path: what is wrong``."""
+
+    def __init__(self, path: str, problems: List[str]) -> None:
+        self.path = path
+        self.problems = problems
+        count = f"{len(problems)} problem{'s' if len(problems) != 1 else ''}"
+        super().__init__(f"{path}: {count}, nothing submitted:\n" + "\n".join(f"  {p}" for p in problems))
+
+
+class _Checker:
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.problems: List[str] = []
+        self.warnings: List[str] = []
+
+    def problem(self, where: str, message: str) -> None:
+        self.problems.append(f"{where}: {message}")
+
+    def string(self, obj: Dict[str, Any], key: str, where: str, *, required: bool = False) -> Optional[str]:
+        if key not in obj or obj[key] is None:
+            if required:
+                self.problem(key_path(where, key), "required")
+            return None
+        value = obj[key]
+        if not isinstance(value, str):
+            self.problem(key_path(where, key), f"must be a string, found {json_type(value)}")
+            return None
+        if required and not value.strip():
+            self.problem(key_path(where, key), "must not be empty")
+            return None
+        return value
+
+
+def _decode_script(raw: bytes) -> Tuple[Optional[str], Optional[str]]:
+    """(text, None), or (None, ``line:column: why``) for bytes that are not UTF-8."""
+    try:
+        return raw.decode("utf-8"), None
+    except UnicodeDecodeError as exc:
+        before = raw[: exc.start]
+        line = before.count(b"\n") + 1
+        column = len(before[before.rfind(b"\n") + 1:].decode("utf-8", "replace")) + 1
+        return None, (f"{line}:{column}: not UTF-8 text: invalid byte 0x{raw[exc.start]:02x} at byte offset "
+                      f"{exc.start} (save the file as UTF-8)")
+
+
+def _read_script(chain_dir: str, name: str,
+                 scripts: Optional[Dict[str, str]] = None) -> Tuple[Optional[str], Optional[str]]:
+    """(the script's text, None), or (None, why not: ``line:column: ...``, or None if unreadable)."""
+    if scripts and name in scripts:
+        text: Optional[str] = scripts[name]
+    else:
+        candidate = name if os.path.isabs(name) else os.path.join(chain_dir, name)
+        try:
+            with open(candidate, "rb") as handle:
+                raw = handle.read()
+        except (OSError, ValueError):  # ValueError: a NUL byte or lone surrogate in the name
+            return None, None
+        text, why = _decode_script(raw)
+        if text is None:
+            return None, why
+    at = text.find("\x00")
+    if at >= 0:
+        line = text.count("\n", 0, at) + 1
+        column = at - (text.rfind("\n", 0, at) + 1) + 1
+        return None, f"{line}:{column}: contains a NUL byte, which no process can be given (remove it)"
+    return text, None
+
+
+def _resolve_script(c: _Checker, spec: Dict[str, Any], sw: str, chain_dir: str,
+                    scripts: Optional[Dict[str, str]]) -> Tuple[Optional[str], str, bool]:
+    """The step's command text from ``scriptFile`` or ``command``: (text, origin, reported).
+
+    ``reported`` says a problem about the command was recorded here (chain-only: script files),
+    so the shared body rules need not repeat it.
+    """
+    script_file = spec.get("scriptFile")
+    command = spec.get("command")
+    if script_file is not None:
+        if not isinstance(script_file, str) or not script_file.strip():
+            c.problem(f"{sw}.scriptFile", "must be a file name")
+            return None, "inline", True
+        script, why = _read_script(chain_dir, script_file, scripts)
+        if script is None:
+            c.problem(f"{sw}.scriptFile", f"script file {shown(script_file)}:{why}" if why else
+                      f"script file {shown(script_file)} not found or unreadable (looked in {chain_dir})")
+        return script, script_file, script is None
+    if command is None or (isinstance(command, str) and not command.strip()):
+        c.problem(f"{sw}.command", "required: a script file name next to the chain file "
+                                   "(e.g. \"job1.sh\") or the command itself")
+        return None, "inline", True
+    if isinstance(command, str) and _SCRIPT_TOKEN.fullmatch(command.strip()):
+        name = command.strip()
+        script, why = _read_script(chain_dir, name, scripts)
+        if script is None:
+            c.problem(f"{sw}.command", f"names script file {shown(name)}:{why}" if why else
+                      f"names script file {shown(name)}, which is not found or unreadable (looked in {chain_dir})")
+        return script, name, script is None
+    return (command if isinstance(command, str) else None), "inline", False
+
+
+def _check_step(c: _Checker, job: Any, index: int, chain_dir: str, secret: Optional[str],
+                scripts: Optional[Dict[str, str]] = None,
+                graph: Optional[Dict[int, GraphSettings]] = None,
+                matrices: Optional[Dict[int, Dict[str, List[str]]]] = None) -> Optional[Step]:
+    """One job: the shared create-body rules (:mod:`job_chain.aihc.spec`) plus the chain-only ones."""
+    where = f"jobs[{index}]"
+    if not isinstance(job, dict):
+        c.problem(where, f"must be an object (an AIHC create-job body), found {json_type(job)}")
+        return None
+    before = len(c.problems)
+    body = {k: v for k, v in job.items() if k != SETTINGS_KEY}
+    spec = body.get("jobSpec")
+    script: Optional[str] = None
+    origin, reported = "inline", False
+    if isinstance(spec, dict):
+        sw = f"{where}.jobSpec"
+        script, origin, reported = _resolve_script(c, spec, sw, chain_dir, scripts)
+        spec = {k: v for k, v in spec.items() if k != "scriptFile"}
+        if script is not None:
+            spec["command"] = script
+        body["jobSpec"] = spec
+        envs = spec.get("envs") if isinstance(spec.get("envs"), list) else []
+        for k, env in enumerate(envs):
+            if secret and isinstance(env, dict) and isinstance(env.get("value"), str) and secret in env["value"]:
+                c.problem(f"{sw}.envs[{k}].value", "holds the secret key from api_config; credentials never "
+                                                   "belong in job envs (jobs find them via the chain file)")
+        if script is not None and secret and secret in script:
+            c.problem(f"{sw}.command", "the script contains the secret key from api_config; it would be "
+                                       "visible to anyone who can list jobs")
+    for path, message in body_problems(body, command_room=TAIL_ROOM, also_known=frozenset({SETTINGS_KEY})):
+        if reported and path == "jobSpec.command":
+            continue
+        c.problem(join_path(where, path), message)
+
+    settings = job.get(SETTINGS_KEY, {})
+    for path, message in surrogate_problems(settings, f"{where}.{SETTINGS_KEY}"):
+        c.problem(path, message)
+    parsed = read_step_settings(settings, f"{where}.{SETTINGS_KEY}", c.problems)
+    if graph is not None:
+        graph[index] = parsed.graph
+    if parsed.matrix and matrices is not None:
+        matrices[index] = parsed.matrix
+        if parsed.graph.run_on:
+            c.problem(f"{where}.{SETTINGS_KEY}.matrix", "an exit handler (runOn) runs once after the run: it takes "
+                                                       "no matrix")
+    if isinstance(settings, dict) and "maxParallel" in settings and "matrix" not in settings:
+        c.problem(f"{where}.{SETTINGS_KEY}.maxParallel", "caps the points of a matrix: only with \"matrix\" "
+                                                          "(the top-level \"maxRunning\" caps the whole run)")
+    if len(c.problems) > before or script is None:
+        return None
+    return Step(index=index, body=body, script=script, script_origin=origin, settings_raw=dict(settings),
+                **step_fields(parsed))
+
+
+def check_chain_data(data: Dict[str, Any], path: str, *, local: bool = False,
+                     scripts: Optional[Dict[str, str]] = None) -> Chain:
+    """Validate a parsed chain; raise :class:`ChainFileError` listing every problem.
+
+    ``scripts`` (file name -> text) stands in for script files not written yet (aiak-gen).
+    """
+    c = _Checker(path)
+    chain_dir = os.path.dirname(os.path.abspath(path))
+    for key in sorted(set(data) - TOP_LEVEL_KEYS):
+        near = closest(key, TOP_LEVEL_KEYS)
+        if near:  # scripts_path, resourcePoolID: a misspelt key would be silently ignored
+            c.problem(key_path("", key), f"unknown key (did you mean \"{near}\"?)")
+        else:
+            c.warnings.append(f"{key_path('', key)}: unknown top-level key, ignored")
+    for where, message in surrogate_problems({k: v for k, v in data.items() if k != "jobs"}):
+        c.problem(where, message)
+    pool = c.string(data, "resourcePoolId", "", required=True)
+    if pool and not (pool.isprintable() and len(pool.split()) == 1 and pool.strip() == pool):
+        c.problem("resourcePoolId", f"must be a resource pool id such as cce-xxxxxxxx, found {describe(pool)}")
+        pool = None
+    scrips_path = c.string(data, "scrips_path", "")
+    config_path = c.string(data, "config_path", "")
+    api_config = data.get("api_config")
+    if api_config is None:
+        api_config = {}
+    elif not isinstance(api_config, dict):
+        c.problem("api_config", "must be an object with host, ak, sk")
+        api_config = {}
+    else:
+        for key in ("host", "ak", "sk"):
+            c.string(api_config, key, "api_config")
+        if "version" in api_config:
+            from job_chain.aihc.v2 import version_problem
+
+            problem = version_problem(api_config["version"])
+            if problem:
+                c.problem("api_config.version", problem + " (the AIHC OpenAPI version; default v1)")
+    secret = api_config.get("sk") if isinstance(api_config.get("sk"), str) and len(api_config["sk"]) >= 8 else None
+    from job_chain.spec.matrix import read_max_parallel
+    from job_chain.spec.params import read_params
+
+    params = read_params(data.get("params"), c.problems)
+    max_running = read_max_parallel(data.get("maxRunning"), "maxRunning", c.problems)
+    jobs = data.get("jobs")
+    steps: List[Step] = []
+    stand_ins: List[Step] = []  # jobs with problems, as the graph rules see them: by index and name
+    graph: Dict[int, GraphSettings] = {}
+    matrices: Dict[int, Dict[str, List[str]]] = {}
+    if not isinstance(jobs, list) or not jobs:
+        c.problem("jobs", "required: a non-empty list of AIHC create-job bodies")
+    else:
+        seen: Dict[str, int] = {}
+        for index, job in enumerate(jobs):
+            step = _check_step(c, job, index, chain_dir, secret, scripts, graph, matrices)
+            if step is not None:
+                steps.append(step)
+                if step.name in seen:
+                    c.problem(f"jobs[{index}].name",
+                              f"{describe(step.name)} is already the name of jobs[{seen[step.name]}]")
+                seen.setdefault(step.name, index)
+            else:
+                name = job.get("name") if isinstance(job, dict) and isinstance(job.get("name"), str) else ""
+                stand_ins.append(Step(index=index, body={"name": name}, script="", script_origin="inline"))
+    notify = check_notify(data.get("notify"), c.problems)
+    if steps or stand_ins:  # graph problems in the same pass as the others: every problem at once
+        check_graph(sorted(steps + stand_ins, key=lambda s: s.index), graph, c.problems)
+    if steps and not c.problems:
+        from job_chain.spec.matrix import expand
+
+        _check_references(c, steps, matrices, params)
+        steps = expand(steps, matrices, c.problems)
+    if c.problems:
+        raise ChainFileError(path, c.problems)
+    chain = Chain(path=path, pool=pool or "", steps=steps, api_config=api_config,
+                  scrips_path=scrips_path or None, config_path=config_path or None, warnings=c.warnings,
+                  notify=notify, graph=any(g.depends_on for g in graph.values()) or bool(matrices),
+                  params=params, max_running=max_running)
+    if not local:
+        chain.warnings.extend(reachability_warnings(chain))
+    return chain
+
+
+def _check_references(c: _Checker, steps: List[Step], matrices: Dict[int, Dict[str, List[str]]],
+                      params: Dict[str, str]) -> None:
+    """Every ``${…}`` of every job: known parameters and matrix names, outputs only of jobs it waits for."""
+    from job_chain.spec.matrix import points_of
+    from job_chain.spec.params import check_step_refs
+
+    by_index = {s.index: s for s in steps}
+    kinds = {s.name: ("matrix", len(points_of(matrices[s.index]))) if s.index in matrices else
+             ("handler" if s.is_handler else "step", 1) for s in steps}
+    for step in steps:
+        check_step_refs(step.body, f"jobs[{step.index}]", script_file=step.script_origin != "inline",
+                        script=step.script, name=step.name, params=params, matrix=matrices.get(step.index),
+                        ancestors=_Ancestors(step, by_index), steps=kinds, problems=c.problems, warnings=c.warnings)
+
+
+class _Ancestors:
+    """The names of the jobs ``step`` waits for, directly or not, walked on first use: only a step
+    that names another's outputs asks, so a long linear chain is not checked in quadratic time."""
+
+    def __init__(self, step: Step, by_index: Dict[int, Step]) -> None:
+        self._step, self._by_index = step, by_index
+        self._names: Optional[set] = None
+
+    def __contains__(self, name: object) -> bool:
+        if self._names is None:
+            self._names, todo = set(), list(self._step.depends_on)
+            while todo:
+                parent = self._by_index[todo.pop()]
+                if parent.name not in self._names:
+                    self._names.add(parent.name)
+                    todo.extend(parent.depends_on)
+        return name in self._names
+
+
+def path_under(path: str, mount: str) -> bool:
+    """True when ``path`` is ``mount`` or lies below it (what a job with that mount can read)."""
+    base = mount.rstrip("/")
+    return path in (mount, base) or path.startswith(base + "/")
+
+
+def reachability_warnings(chain: Chain) -> List[str]:
+    """Warn when a step could not read the chain file or runtime from its mounted storage."""
+    warnings = []
+    for label, value in (("config_path", chain.cluster_config_path), ("scrips_path", chain.scrips_path)):
+        if not value:
+            continue
+        for step in chain.steps:
+            mounts = step.mount_paths()
+            if not any(path_under(value, m) for m in mounts):
+                listed = ", ".join(shown(m) for m in mounts) or "none"
+                warnings.append(
+                    f"{label} {shown(value)} is under none of jobs[{step.index}]'s datasource mountPaths "
+                    f"({listed}): that step could not read it in the cluster"
+                )
+                break
+    return warnings
+
+
+def load_chain(path: str, *, local: bool = False) -> Chain:
+    """Read and validate a chain file. ``local`` skips cluster-only reachability warnings."""
+    try:
+        data = load_json_object(path, "chain file")
+    except ChainFileInvalid:
+        raise
+    except UsageError as exc:  # unreadable, not UTF-8, bad JSON: still "this chain file is invalid"
+        raise ChainFileInvalid(str(exc)) from None
+    return check_chain_data(data, path, local=local)

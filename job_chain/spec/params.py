@@ -1,0 +1,279 @@
+"""Parameters and references: ``${params.X}``, ``${matrix.X}`` and ``${steps.S.outputs.K}``.
+
+A chain's top-level ``params`` are defaults; ``--param NAME=VALUE`` overrides them when a run
+starts, and the run freezes the result. References are replaced in the *string values* of a
+step's create body (its inline command, env values, labels, datasource paths, …) when the step
+is submitted; a script *file* runs byte for byte, so it reads ``$JOB_CHAIN_PARAM_X`` instead.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Callable, Container, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
+
+from job_chain.errors import JobChainError, UsageError
+from job_chain.util.jsonfile import describe, json_type
+
+NAME = r"[A-Za-z_][A-Za-z0-9_]{0,63}"
+NAME_RE = re.compile(NAME)
+MAX_PARAMS = 64
+MAX_VALUE = 4096  # bytes of one parameter or matrix value
+PARAM_ENV = "JOB_CHAIN_PARAM_"
+MATRIX_ENV = "JOB_CHAIN_MATRIX_"
+KINDS = ("params", "matrix", "steps")
+# anything shaped like ${word.…}: never valid bash, so always meant as a reference
+_CANDIDATE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\.([^}\s]*)\}")
+_STEP_OUTPUT = re.compile(rf"([A-Za-z0-9][-A-Za-z0-9_]*)\.outputs\.({NAME})")
+
+
+@dataclass(frozen=True)
+class Ref:
+    """One reference: ``kind`` params|matrix|steps, ``name`` (the param, matrix key or step), ``key``
+    (the output, for steps)."""
+
+    kind: str
+    name: str
+    key: str = ""
+    text: str = ""  # as written: ${params.lr}
+
+
+class MissingOutput(JobChainError):
+    """A step refers to an output its ancestor did not record: the step cannot be submitted."""
+
+
+def as_text(value: Any) -> Optional[str]:
+    """A parameter or matrix value as the string it stands for: strings and whole numbers (a
+    fraction is refused: 1e-4 would come back as 0.0001)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    return None
+
+
+def value_problem(text: str) -> Optional[str]:
+    if "\x00" in text:
+        return "contains a NUL byte"
+    if len(text.encode("utf-8", "surrogatepass")) > MAX_VALUE:
+        return f"longer than {MAX_VALUE} bytes"
+    return None
+
+
+def read_params(value: Any, problems: List[str]) -> Dict[str, str]:
+    """The top-level ``params`` object: name -> default value (strings or whole numbers)."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        problems.append(f"params: must be an object of name -> default value, e.g. {{\"lr\": \"1e-4\"}}, "
+                        f"found {json_type(value)}")
+        return {}
+    if len(value) > MAX_PARAMS:
+        problems.append(f"params: at most {MAX_PARAMS} parameters, found {len(value)}")
+        return {}
+    out: Dict[str, str] = {}
+    upper: Dict[str, str] = {}
+    for name, default in value.items():
+        where = name_path("params", name)
+        problem = env_name_problem(name, upper, PARAM_ENV, "parameter")
+        if problem:
+            problems.append(f"{where}: {problem}")
+            continue
+        text = as_text(default)
+        if text is None:
+            problems.append(f"{where}: must be a string (write numbers as strings, e.g. \"1e-4\", so they keep "
+                            f"their spelling), found {json_type(default)}")
+            continue
+        problem = value_problem(text)
+        if problem:
+            problems.append(f"{where}: {problem}")
+            continue
+        out[name] = text
+        upper[name.upper()] = name
+    return out
+
+
+def name_path(where: str, name: str) -> str:
+    """``params.lr``, or ``params['a b']`` for a name that is not an identifier."""
+    return f"{where}.{name}" if NAME_RE.fullmatch(name) else f"{where}[{describe(name)}]"
+
+
+def env_name_problem(name: str, taken: Mapping[str, str], prefix: str, what: str) -> Optional[str]:
+    """Why ``name`` (a parameter or matrix name, which becomes ``prefix`` + NAME upper-cased) cannot
+    be one; ``taken``: upper-cased name -> the name already using it."""
+    if not NAME_RE.fullmatch(name):
+        return (f"a {what} name is letters, digits and '_', not starting with a digit (it becomes the environment "
+                f"variable {prefix}<NAME>)")
+    if name.upper() in taken:
+        return f"{describe(name)} and {describe(taken[name.upper()])} would both be {prefix}{name.upper()}: rename one"
+    return None
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """`` (did you mean "lr"?)`` or ``""``."""
+    import difflib
+
+    close = difflib.get_close_matches(name, list(known), n=1)
+    return f" (did you mean {describe(close[0])}?)" if close else ""
+
+
+def parse_param_args(args: Iterable[str]) -> Dict[str, str]:
+    """``["lr=3e-4", "tag=x"]`` (the ``--param`` options) as a dict; :class:`UsageError` if malformed."""
+    out: Dict[str, str] = {}
+    for arg in args:
+        name, sep, value = arg.partition("=")
+        if not sep or not NAME_RE.fullmatch(name):
+            raise UsageError(f"--param {arg}: write NAME=VALUE, e.g. --param lr=3e-4")
+        problem = value_problem(value)
+        if problem:
+            raise UsageError(f"--param {name}: the value {problem}")
+        out[name] = value
+    return out
+
+
+def resolve_params(defaults: Mapping[str, str], given: Mapping[str, str], path: str) -> Dict[str, str]:
+    """The values a run uses: the chain's defaults with ``given`` (``--param``) over them. An unknown
+    name is an error that lists the known ones."""
+    for name in given:
+        if name not in defaults:
+            known = ", ".join(sorted(defaults)) or "none: add a top-level \"params\" object"
+            raise UsageError(f"--param {name}: {path} has no parameter {describe(name)}"
+                             f"{did_you_mean(name, defaults)} (its params: {known})")
+    return {**defaults, **given}
+
+
+def env_name(prefix: str, name: str) -> str:
+    return prefix + name.upper()
+
+
+# -- references -----------------------------------------------------------------------------------
+def scan(text: str) -> Tuple[List[Ref], List[str]]:
+    """The references in ``text``, and why each malformed one is not a reference."""
+    refs: List[Ref] = []
+    bad: List[str] = []
+    for found in _CANDIDATE.finditer(text):
+        kind, rest, whole = found.group(1), found.group(2), found.group(0)
+        if kind in ("params", "matrix") and NAME_RE.fullmatch(rest):
+            refs.append(Ref(kind, rest, text=whole))
+            continue
+        output = _STEP_OUTPUT.fullmatch(rest) if kind == "steps" else None
+        if output:
+            refs.append(Ref("steps", output.group(1), output.group(2), whole))
+            continue
+        hint = did_you_mean(kind, KINDS) if kind not in KINDS else ""
+        bad.append(f"{whole} is not a reference{hint}: write ${{params.NAME}}, ${{matrix.NAME}} or "
+                   "${steps.STEP.outputs.KEY}")
+    return refs, bad
+
+
+def strings(body: Any, *, script_file: bool, where: str = "") -> Iterator[Tuple[str, str]]:
+    """(JSON path, text) of each string value of a create body that references are replaced in: not
+    the job's ``name`` (its identity), not the command when it is a script file's content."""
+    if isinstance(body, dict):
+        for key, value in body.items():
+            path = f"{where}.{key}" if where else str(key)
+            if (path == "name") or (path == "jobSpec.command" and script_file):
+                continue
+            yield from strings(value, script_file=script_file, where=path)
+    elif isinstance(body, list):
+        for i, value in enumerate(body):
+            yield from strings(value, script_file=script_file, where=f"{where}[{i}]")
+    elif isinstance(body, str):
+        yield where, body
+
+
+def step_refs(body: Dict[str, Any], script_file: bool) -> List[Ref]:
+    return [ref for _, text in strings(body, script_file=script_file) for ref in scan(text)[0]]
+
+
+def substitute(body: Any, value_of: Callable[[Ref], str], *, script_file: bool, where: str = "") -> Any:
+    """A copy of ``body`` with every reference replaced by ``value_of(ref)`` (see :func:`strings`)."""
+    if isinstance(body, dict):
+        out = {}
+        for key, value in body.items():
+            path = f"{where}.{key}" if where else str(key)
+            skip = path == "name" or (path == "jobSpec.command" and script_file)
+            out[key] = value if skip else substitute(value, value_of, script_file=script_file, where=path)
+        return out
+    if isinstance(body, list):
+        return [substitute(v, value_of, script_file=script_file, where=f"{where}[{i}]") for i, v in enumerate(body)]
+    if isinstance(body, str) and "${" in body:
+        refs = {ref.text: ref for ref in scan(body)[0]}
+        return _CANDIDATE.sub(lambda m: value_of(refs[m.group(0)]) if m.group(0) in refs else m.group(0), body)
+    return body
+
+
+def check_step_refs(body: Dict[str, Any], where: str, *, script_file: bool, script: Optional[str], name: str,
+                    params: Mapping[str, str], matrix: Optional[Mapping[str, Any]], ancestors: Container[str],
+                    steps: Mapping[str, Tuple[str, int]], problems: List[str], warnings: List[str]) -> None:
+    """Every reference of one job (a matrix step before it is expanded), reported at its JSON path.
+
+    ``steps``: every job's name -> (what it is: "step" | "matrix" | "handler", its points);
+    ``ancestors``: the names of the jobs this one waits for, directly or not.
+    """
+    from job_chain.aihc.keys import join_path
+
+    for path, text in strings(body, script_file=script_file):
+        refs, bad = scan(text)
+        at = join_path(where, path)
+        problems.extend(f"{at}: {why}" for why in bad)
+        for ref in refs:
+            why = _ref_problem(ref, name, params, matrix, ancestors, steps)
+            if why:
+                problems.append(f"{at}: {ref.text}: {why}")
+    if script_file and script and _CANDIDATE.search(script):
+        first = _CANDIDATE.search(script).group(0)  # type: ignore[union-attr]
+        warnings.append(f"{where}.jobSpec.command: the script file contains {first}, which runs as written "
+                        "(script files are never rewritten): read $JOB_CHAIN_PARAM_<NAME> / "
+                        "$JOB_CHAIN_MATRIX_<NAME> there, or pass the reference in an env value")
+
+
+def _ref_problem(ref: Ref, name: str, params: Mapping[str, str], matrix: Optional[Mapping[str, Any]],
+                 ancestors: Container[str], steps: Mapping[str, Tuple[str, int]]) -> Optional[str]:
+    if ref.kind == "params":
+        if ref.name in params:
+            return None
+        known = ", ".join(sorted(params)) or "none: add a top-level \"params\" object"
+        return f"no parameter {describe(ref.name)}{did_you_mean(ref.name, params)} (params: {known})"
+    if ref.kind == "matrix":
+        if not matrix:
+            return "this job has no jobChain.matrix"
+        if ref.name in matrix:
+            return None
+        return f"no {describe(ref.name)} in this job's matrix{did_you_mean(ref.name, matrix)} " \
+               f"(it has: {', '.join(matrix)})"
+    what = steps.get(ref.name)
+    if what is None:
+        return f"no job {describe(ref.name)} in this chain{did_you_mean(ref.name, steps)}"
+    if ref.name == name:
+        return "a job cannot use its own outputs (they exist once it ended)"
+    if what[0] == "matrix":
+        return (f"{ref.name} is a matrix of {what[1]} points, which each have their own outputs: one "
+                "reference cannot name them (write them to shared storage, or read them in a later step)")
+    if ref.name not in ancestors:
+        return (f"{ref.name} is not a job this one waits for (jobChain.dependsOn, directly or not): its "
+                "outputs are not known when this job starts")
+    return None
+
+
+def value_of_for(params: Mapping[str, str], point: Mapping[str, str], outputs: Mapping[str, Mapping[str, str]],
+                 step: str) -> Callable[[Ref], str]:
+    """How :func:`substitute` finds a reference's value when ``step`` is submitted."""
+    def value_of(ref: Ref) -> str:
+        if ref.kind == "params" and ref.name in params:
+            return params[ref.name]
+        if ref.kind == "matrix" and ref.name in point:
+            return point[ref.name]
+        if ref.kind == "steps":
+            recorded = outputs.get(ref.name)
+            if recorded is not None and ref.key in recorded:
+                return recorded[ref.key]
+            if recorded is None:
+                raise MissingOutput(f"step {step} uses {ref.text}, but no outputs of step {ref.name} are known "
+                                    "in this run (it did not run in it, or did not succeed)")
+            keys = ", ".join(sorted(recorded)) or "none"
+            raise MissingOutput(f"step {step} uses {ref.text}, but step {ref.name} did not write {ref.key} to "
+                                f"$JOB_CHAIN_OUTPUTS (it wrote: {keys}): fix it, then 'resume --rerun "
+                                f"{ref.name}'")
+        raise MissingOutput(f"step {step} uses {ref.text}, which this run cannot resolve")
+    return value_of

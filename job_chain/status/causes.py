@@ -1,0 +1,114 @@
+"""Why a failed attempt failed, found once and kept: the tails of every pod's log, through the API.
+
+Only failures read logs — a hop that succeeded never does. A failed attempt's cause is
+classified from the last :data:`~job_chain.failures.classify.TAIL_BYTES` of each of its pods' logs
+(the pod that failed first first) and kept in the run record, so ``status``, the console and
+the next hop read the record instead of the logs, and agree with the decision that was taken.
+:func:`pod_tails` is the one place that reads logs for this.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+
+from job_chain.aihc.api import JobsAPI
+from job_chain.aihc.errors import AIHCError
+from job_chain.failures.classify import TAIL_BYTES, Failure, classify, tail_text
+from job_chain.spec.model import Chain, Step
+
+TAIL_LINES = 2000  # asked of the API per pod (training lines are ~100-300 bytes); then cut to TAIL_BYTES
+MAX_PODS = 256  # a bound on what one classification reads (256 × 256 KB)
+_FAILED_PHASES = ("Failed", "Unknown")
+
+
+def _pod_order(job: Dict[str, Any], first: Optional[str]) -> List[str]:
+    """The job's pods, the one that failed first first: ``first`` (the pod asking), then the failed
+    ones (by their ``finishedAt`` when the API gives it), then the rest in the API's order."""
+    pods = ((job.get("podList") or {}).get("pods")) or []
+    named = []
+    for position, pod in enumerate(pods):
+        name = (pod.get("objectMeta") or {}).get("name")
+        if not name:
+            continue
+        phase = (pod.get("podStatus") or {}).get("podPhase") or pod.get("status")
+        failed = phase in _FAILED_PHASES
+        finished = str(pod.get("finishedAt") or (pod.get("podStatus") or {}).get("finishedAt") or "~")
+        named.append((name != first, not failed, finished if failed else "~", position, name))
+    return [item[-1] for item in sorted(named)][:MAX_PODS]
+
+
+def pod_tails(client: JobsAPI, pool: str, job_id: str, first: Optional[str] = None) -> List[Tuple[str, str]]:
+    """(pod, the tail of its log) for every pod of the job, the pod that failed first first.
+
+    A pod whose log cannot be read is skipped (its neighbours usually say enough); the job
+    itself not being readable raises :class:`~job_chain.aihc.errors.AIHCError`.
+    """
+    job = client.get_job(pool, job_id)
+    tails = []
+    for pod in _pod_order(job, first):
+        try:
+            answer = client.pod_logs(pool, job_id, pod, max_lines=TAIL_LINES)
+        except AIHCError:
+            continue
+        tails.append((pod, tail_text("".join(str(x) for x in answer.get("logs") or []), TAIL_BYTES)))
+    return tails
+
+
+def classify_job(client: JobsAPI, pool: str, job_id: str, step: Step, exit_code: Optional[int] = None,
+                 first: Optional[str] = None) -> Failure:
+    """The cause of one failed job, from every pod's log tail (the step's failureRules first)."""
+    return classify(pod_tails(client, pool, job_id, first), step.failure_rules, exit_code)
+
+
+def keep(records: Any, run_id: str, step: Step, attempt: int, failure: Failure,
+         checkpoint_iteration: Optional[int] = None) -> Failure:
+    """Keep ``failure`` as the cause of (step, attempt) unless one was kept already; the kept one."""
+    if records is None:
+        return failure
+    data = failure.to_record()
+    if checkpoint_iteration is not None:
+        data["checkpointIteration"] = checkpoint_iteration
+    return Failure.from_record(records.record_failure(run_id, step.name, attempt, data)) or failure
+
+
+def explain_failures(client: JobsAPI, chain: Chain, records: Any, run_id: str, attempts: Iterable[Any],
+                     facts: Any) -> None:
+    """Find (and keep) the cause of every failed attempt the record does not explain yet, into
+    ``facts.failures``. A job whose logs cannot be read now is left for the next look."""
+    from job_chain.aihc.status import FAILED
+    from job_chain.status.summarize import fact
+
+    for item in attempts:
+        step = chain.resolve(item.step)
+        if step is None or item.status not in FAILED or not item.job_id:
+            continue
+        if fact(facts.failures, step, item.attempt) is not None:
+            continue
+        code = fact(facts.script_exit, step, item.attempt)
+        try:
+            found = classify_job(client, chain.pool, item.job_id, step, code if code is not None else item.exit_code)
+        except AIHCError:
+            continue
+        facts.failures[(step.name, item.attempt)] = keep(records, run_id, step, item.attempt, found)
+
+
+def earlier_causes(client: JobsAPI, chain: Chain, records: Any, run_id: str, step: Step, attempt: int,
+                   attempts: Sequence[Any]) -> List[str]:
+    """The classes of this revision's failed attempts of ``step`` before ``attempt``, oldest first
+    (from the record, else from their logs): what budgets per cause count."""
+    from job_chain.aihc.status import FAILED
+
+    out = []
+    for item in sorted(attempts, key=lambda a: a.attempt):
+        if chain.resolve(item.step) is not step or not step.first_attempt <= item.attempt < attempt:
+            continue
+        if item.status not in FAILED:
+            continue  # a stopped attempt (then resumed) is not a failure
+        kept = Failure.from_record(records.failure(run_id, step.name, item.attempt)) if records else None
+        if kept is None and item.job_id:
+            try:
+                kept = keep(records, run_id, step, item.attempt, classify_job(client, chain.pool, item.job_id, step))
+            except AIHCError:
+                kept = None
+        out.append(kept.cls if kept is not None else "unknown")
+    return out

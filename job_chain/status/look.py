@@ -1,0 +1,101 @@
+"""What ``status`` (and so ``resume``, ``stop``, ``wait``) reads of a run: its own jobs, not the pool.
+
+The run record names the run's jobs (``step-<name>-attempt-N.json``, written by whoever created
+each one, with the job's id), so a look asks the API for those (:func:`~job_chain.status.observe.by_id`)
+and its cost grows with the run, whatever else the pool holds. The pool is walked only where the
+record cannot name every job:
+
+- an ``--inline`` round (its jobs advance without the record);
+- a start that failed or was interrupted, or an advance that gave up (a create may have been
+  stored while its answer was lost);
+- a look that would otherwise report a step as never submitted although what it needs ended
+  (its job may have been created by a submitter that died before writing the record).
+
+Jobs found that way are written into the record (without a mode: a join asks the API about
+them), so the next look needs no walk for them.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable, Dict, List, Set, Tuple
+
+from job_chain.aihc.names import is_job_id
+from job_chain.errors import JobChainError
+from job_chain.record.records import RunRecords
+from job_chain.spec.model import Chain
+from job_chain.status.types import NOT_SUBMITTED, Attempt, Outcome, RunStatus
+from job_chain.util.files import read_json_dict, write_json_private
+
+ATTEMPTS_CACHE = "attempts.json"  # in the run's directory: the attempts a look knew, marked final or not
+
+
+def cached_attempts(records: RunRecords, run_id: str) -> Tuple[Dict[str, Attempt], Set[str]]:
+    """(the attempts a previous look knew, the ids of those that had finished for good)."""
+    data = read_json_dict(os.path.join(records.directory(run_id), ATTEMPTS_CACHE)) or {}
+    known: Dict[str, Attempt] = {}
+    final: Set[str] = set()
+    for job_id, item in data.items():  # a planted key or entry (markup for a job id) is left out
+        attempt = Attempt.from_cache(item) if isinstance(item, dict) and is_job_id(job_id) else None
+        if attempt is not None and attempt.job_id == job_id:
+            known[job_id] = attempt
+            if item.get("final") is True:
+                final.add(job_id)
+    return known, final
+
+
+def save_attempts(records: RunRecords, run_id: str, attempts: Dict[str, Attempt], final: Set[str]) -> None:
+    """Keep what this look knew; not an error where the record is not writable."""
+    try:
+        write_json_private(os.path.join(records.directory(run_id), ATTEMPTS_CACHE),
+                           {job_id: dict(a.to_cache(), final=job_id in final)
+                            for job_id, a in sorted(attempts.items())})
+    except OSError:
+        pass
+
+
+def must_walk(records: RunRecords, run_id: str, mode: str, ids: Set[str]) -> bool:
+    """Whether the record may not name every job of the run (see the module's docstring)."""
+    return (mode == "inline" or not ids or records.start_failure(run_id) is not None
+            or bool(records.listed(run_id)["advance-failed"]))
+
+
+def run_attempts(records: RunRecords, client_for: Callable[[], Any], chain: Chain, run: Any,
+                 entries: List[Dict[str, Any]], walk: bool = False) -> Tuple[List[Attempt], str]:
+    """(every attempt of the run, the endpoint asked), caching finished attempts in the record.
+
+    ``entries``: the run's recorded submissions (:meth:`RunRecords.submissions`, read once by the
+    caller); an attempt only the pool told of is recorded and appended to them."""
+    from job_chain.status.observe import by_id, observe
+
+    ids = {str(e["jobId"]) for e in entries}
+    never_started = records.start_failure(run.run_id) is not None and not entries
+    cache, final = cached_attempts(records, run.run_id)
+    try:
+        client = client_for()
+        if walk or must_walk(records, run.run_id, run.mode, ids):
+            attempts, known, settled = observe(client, chain.pool, run.run_id, cache=cache, final=final,
+                                               first_job_id=entries[0]["jobId"] if entries else None,
+                                               since=run.started.timestamp())
+        else:
+            attempts, known, settled = by_id(client, chain.pool, run.run_id, ids, cache=cache, final=final)
+    except JobChainError:
+        if never_started:  # the API may be why it never started: nothing to show, not an error
+            return [], run.endpoint
+        raise
+    if known != cache or settled != final:
+        save_attempts(records, run.run_id, known, settled)
+    recorded = {(str(e["step"]), int(e["attempt"])) for e in entries}
+    for item in attempts:  # the record learns what only the pool told
+        if (item.step, item.attempt) not in recorded:
+            records.record_submission(run.run_id, item.step, item.attempt, item.job_id, "")
+            learned = records.submission(run.run_id, item.step, item.attempt)
+            if learned is not None:
+                entries.append({**learned, "step": item.step, "attempt": item.attempt})
+    return attempts, run.endpoint or getattr(client, "endpoint", "")
+
+
+def may_hide_a_job(status: RunStatus) -> bool:
+    """A failed outcome with a step that should have started but is not seen: a walk may find its job."""
+    return status.outcome is Outcome.FAILED and any(
+        s.status == NOT_SUBMITTED and not s.reason and not s.is_handler for s in status.steps)

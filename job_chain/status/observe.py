@@ -1,0 +1,157 @@
+"""Read a run's jobs from the API: by id where the run record names them, else by walking the pool.
+
+A finished job never changes, so its attempt (status, times, exit code, reason) is cached in
+the run record. :func:`by_id` asks for the other jobs the record names — what it costs grows
+with the run's own jobs, never with what else the pool holds: a listed page is read only while
+it pays its way (:data:`PAGE_WORTH` of the wanted jobs per page), the rest are asked for one by
+one. :func:`observe` walks the pool newest first, for what no record names (inline runs, a
+create whose answer was lost): down to the newest job it already knows and the oldest one still
+going, else to the run's first job, else to ``began`` (the API's own createdAt of the run's first
+job), else an hour (:data:`CLOCK_SKEW_ALLOWANCE`) before the run's start by this machine's clock.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Set, Tuple
+
+from job_chain.aihc.api import JobsAPI
+from job_chain.aihc.status import SUCCEEDED
+from job_chain.aihc.timefmt import parse_time
+from job_chain.status.types import CLOCK_SKEW_ALLOWANCE, Attempt, attempt_of, explain
+
+PAGE_SIZE = 50
+PAGE_WORTH = 5  # a listed page must hold this many wanted jobs, else the rest are asked for by id
+BY_ID_WIDTH = 8  # get_job calls in flight at once
+
+
+def observe(
+    client: JobsAPI,
+    pool: str,
+    run_id: str,
+    *,
+    cache: Dict[str, Attempt],
+    final: Optional[Set[str]] = None,
+    first_job_id: Optional[str] = None,
+    since: Optional[float] = None,
+    began: Optional[float] = None,
+    explain_failures: bool = True,
+) -> Tuple[List[Attempt], Dict[str, Attempt], Set[str]]:
+    """(every attempt of the run, every attempt known now, the ids of those that can no longer change).
+
+    ``cache``: the attempts a previous look knew; ``final``: which of them had finished (and
+    been explained). The walk goes down to every attempt that had not, and to the newest one it
+    knew: anything older was seen then. ``began`` (the API's clock) bounds a walk without any
+    of these; ``since`` (this machine's clock) only with :data:`CLOCK_SKEW_ALLOWANCE`.
+    """
+    final = set(final or ()) & set(cache)
+    pending = set(cache) - final
+    newest = max(cache.values(), key=lambda a: (a.started.timestamp() if a.started else 0.0, a.step, a.attempt),
+                 default=None)
+    reached_newest = newest is None
+    seen: Dict[str, Attempt] = {}
+    for job in client.iter_jobs(pool, order_by="createdAt", order="desc", page_size=PAGE_SIZE):
+        job_id = str(job.get("jobId") or "")
+        found = attempt_of(job, run_id)
+        if found is not None:
+            seen[job_id] = found
+        if first_job_id and job_id == first_job_id:
+            break  # everything older was there before the run
+        if job_id in cache:
+            pending.discard(job_id)
+            reached_newest = reached_newest or job_id == newest.job_id  # type: ignore[union-attr]
+            if reached_newest and not pending:
+                break  # what is older was seen before, and had finished
+        if not cache and not first_job_id and (began is not None or since is not None):
+            created = parse_time(job.get("createdAt"))
+            floor = began - 1.0 if began is not None else since - CLOCK_SKEW_ALLOWANCE  # type: ignore[operator]
+            if created is not None and created.timestamp() < floor:
+                break
+    return _merge(client, pool, cache, final, seen, explain_failures)
+
+
+def by_id(client: JobsAPI, pool: str, run_id: str, wanted: Set[str], *, cache: Dict[str, Attempt],
+          final: Optional[Set[str]] = None,
+          explain_failures: bool = True) -> Tuple[List[Attempt], Dict[str, Attempt], Set[str]]:
+    """:func:`observe`'s answer for a run whose record names its jobs (``wanted``: their ids).
+
+    The newest pages of the pool are read while each holds :data:`PAGE_WORTH` of the jobs still
+    wanted (a run alone in its pool: a page per 50 jobs); then the rest are asked for by id, a few
+    at a time. Either way the cost follows the run's own jobs, not the pool's. A job gone from
+    the API (deleted) is left out, as a listing would.
+    """
+    final = set(final or ()) & set(cache)
+    pending = set(wanted) - final
+    seen: Dict[str, Attempt] = {}
+    if len(pending) > PAGE_WORTH:
+        missing, hits = set(pending), 0
+        jobs = client.iter_jobs(pool, order_by="createdAt", order="desc", page_size=PAGE_SIZE)
+        for listed, job in enumerate(jobs, 1):
+            job_id = str(job.get("jobId") or "")
+            found = attempt_of(job, run_id)
+            if found is not None:
+                seen[job_id] = found  # also a job the record does not name (its create's answer was lost)
+            if job_id in missing:
+                missing.discard(job_id)
+                hits += 1
+            if not missing:
+                break
+            if listed % PAGE_SIZE == 0:
+                if hits < PAGE_WORTH:
+                    break  # this page did not pay its way: ask for the rest by id
+                hits = 0
+    rest = sorted(pending - set(seen))
+    if rest:
+        for job_id, job in _get_jobs(client, pool, rest):
+            found = attempt_of(job, run_id) if job is not None else None
+            if found is not None:
+                seen[job_id] = found
+    return _merge(client, pool, cache, final, seen, explain_failures)
+
+
+def _get_jobs(client: JobsAPI, pool: str, ids: List[str]) -> List[Tuple[str, Optional[Dict[str, object]]]]:
+    """(id, job or None when the API no longer has it) for each id, :data:`BY_ID_WIDTH` at a time."""
+    from job_chain.aihc.errors import AIHCError
+
+    def one(job_id: str) -> Tuple[str, Optional[Dict[str, object]]]:
+        try:
+            return job_id, client.get_job(pool, job_id)
+        except AIHCError as exc:
+            if exc.status == 404:
+                return job_id, None
+            raise
+
+    if len(ids) <= 2:
+        return [one(job_id) for job_id in ids]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=min(BY_ID_WIDTH, len(ids))) as workers:
+        return list(workers.map(one, ids))
+
+
+def _merge(client: JobsAPI, pool: str, cache: Dict[str, Attempt], final: Set[str], seen: Dict[str, Attempt],
+           explain_failures: bool) -> Tuple[List[Attempt], Dict[str, Attempt], Set[str]]:
+    """The cache with what was seen now; failed attempts newly finished explained by their events."""
+    merged = dict(cache)
+    settled = set(final)
+    for job_id, item in seen.items():
+        if job_id in final:
+            continue  # finished and explained before
+        if item.terminal and item.status not in SUCCEEDED and explain_failures:
+            events = _events(client, pool, job_id)
+            if events is not None:
+                item = explain(item, events)
+                settled.add(job_id)
+        elif item.terminal and item.status in SUCCEEDED:
+            settled.add(job_id)
+        merged[job_id] = item
+    attempts = sorted(merged.values(), key=lambda a: (a.step, a.attempt))
+    return attempts, merged, settled
+
+
+def _events(client: JobsAPI, pool: str, job_id: str) -> Optional[List[Dict[str, object]]]:
+    from job_chain.aihc.errors import AIHCError
+
+    try:
+        return list(client.job_events(pool, job_id).get("events") or [])
+    except AIHCError:
+        return None  # the reason is a nicety; the status is not

@@ -1,0 +1,367 @@
+"""Where a run stands, as typed values derived from its jobs (labels, statuses, events).
+
+The facts come from the API, so steps submitted from inside the cluster are seen too; the run
+record adds what only the advancing job knows (the script's own exit code, an advance that gave
+up). The rules that turn them into a :class:`RunStatus` are in :mod:`job_chain.status.summarize`.
+Steps are known by name; their index is the position shown to people.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import re
+import time
+from dataclasses import dataclass, field, replace
+from enum import Enum
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Set, Tuple
+
+from job_chain.aihc.status import FAILED, SUCCEEDED, TERMINAL
+from job_chain.aihc.timefmt import parse_time
+from job_chain.spec.model import LABEL_ATTEMPT, LABEL_RUN, LABEL_STEP
+
+NOT_SUBMITTED = "not submitted"
+SKIPPED = "skipped"
+WAITING = "waiting"  # ready, but its pool (maxParallel, maxRunning) has no free slot yet
+# A step that ended this long ago without its successor (or retry) appearing has an advance that
+# gave up: the in-job advance retries for 600 s by default (JOB_CHAIN_ADVANCE_DEADLINE).
+STALL_AFTER = 600.0 + 120.0
+# How far the API's clock may be behind the one that stamped a run's start: job lists are walked
+# back this much further than the run's start when no recorded job marks where the run began.
+CLOCK_SKEW_ALLOWANCE = 3600.0
+
+StepKey = Tuple[str, int]  # (step name, attempt)
+
+
+class Outcome(str, Enum):
+    """A run as a whole. A ``str`` enum: ``status.outcome == "running"`` works."""
+
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    STOPPED = "stopped"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+def utc(ts: Optional[float]) -> Optional[_dt.datetime]:
+    return _dt.datetime.fromtimestamp(ts, _dt.timezone.utc) if ts is not None else None
+
+
+def iso(when: Optional[_dt.datetime]) -> Optional[str]:
+    """ISO-8601 with date and zone (``2026-11-23T08:33:43+00:00``), None when unknown."""
+    return when.isoformat() if when is not None else None
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One job of a run: one attempt of one step (``step`` is the step's name as its job's label says)."""
+
+    step: str
+    attempt: int
+    job_id: str
+    status: str
+    started: Optional[_dt.datetime] = None  # when the job was created (AIHC's createdAt)
+    finished: Optional[_dt.datetime] = None
+    exit_code: Optional[int] = None
+    reason: str = ""
+    running: Optional[_dt.datetime] = None  # when its pods started running (AIHC's runningAt), if the API says
+    # what the run record adds (see outcome.summarize): why it failed, checkpoints, GPU-hours
+    failure: Optional[Any] = None  # a job_chain.failures.classify.Failure
+    checkpoint_iteration: Optional[int] = None  # the last complete checkpoint when it ended
+    resume_from: Optional[Tuple[int, str]] = None  # (iteration, directory) this attempt was told to resume from
+    gpu_hours: Optional[float] = None
+
+    @property
+    def terminal(self) -> bool:
+        return self.status in TERMINAL
+
+    def as_json(self) -> Dict[str, Any]:
+        data = {"attempt": self.attempt, "jobId": self.job_id, "status": self.status, "exitCode": self.exit_code,
+                "reason": self.reason or None, "started": iso(self.started), "finished": iso(self.finished),
+                "failure": self.failure.as_json() if self.failure is not None else None,
+                "gpuHours": _hours(self.gpu_hours)}
+        if self.checkpoint_iteration is not None:
+            data["checkpointIteration"] = self.checkpoint_iteration
+        if self.resume_from is not None:
+            data["resumeFrom"] = {"iteration": self.resume_from[0], "checkpoint": self.resume_from[1]}
+        return data
+
+    def to_cache(self) -> Dict[str, Any]:
+        return {"step": self.step, "attempt": self.attempt, "jobId": self.job_id, "status": self.status,
+                "exitCode": self.exit_code, "reason": self.reason or None, "started": iso(self.started),
+                "finished": iso(self.finished), "runningAt": iso(self.running)}
+
+    @classmethod
+    def from_cache(cls, data: Mapping[str, Any]) -> Optional[Attempt]:
+        try:
+            return cls(str(data["step"]), int(data["attempt"]), str(data["jobId"]), str(data["status"]),
+                       _parse_iso(data.get("started")), _parse_iso(data.get("finished")),
+                       None if data.get("exitCode") is None else int(data["exitCode"]), str(data.get("reason") or ""),
+                       _parse_iso(data.get("runningAt")))
+        except (KeyError, TypeError, ValueError):
+            return None
+
+
+def _hours(value: Optional[float]) -> Optional[float]:
+    return None if value is None else round(value, 4)
+
+
+def _parse_iso(text: Any) -> Optional[_dt.datetime]:
+    if not isinstance(text, str):
+        return None
+    try:
+        return _dt.datetime.fromisoformat(text)
+    except ValueError:
+        return None
+
+
+@dataclass
+class StepStatus:
+    """One step of a run: its latest attempt, and every attempt before it."""
+
+    index: int
+    name: str
+    status: str = NOT_SUBMITTED
+    job_id: str = ""
+    attempt: int = 0
+    exit_code: Optional[int] = None
+    reason: str = ""
+    started: Optional[_dt.datetime] = None
+    finished: Optional[_dt.datetime] = None
+    attempts: List[Attempt] = field(default_factory=list)  # this revision's attempts (see StepStatus.history)
+    depends_on: List[int] = field(default_factory=list)
+    run_on: Optional[str] = None  # "failure" | "always" for an exit handler
+    history: List[Attempt] = field(default_factory=list)  # attempts of an earlier revision (before a --rerun)
+    next_attempt: int = 1  # the attempt number the step's next submission gets
+    gpu_hours: Optional[float] = None  # over every attempt (this revision's and earlier ones)
+    lost_gpu_hours: Optional[float] = None  # of those, in failed attempts
+    notes: Dict[int, str] = field(default_factory=dict)  # failed attempt -> what followed, in words
+    display: str = ""  # train[lr=1e-4,seed=1] for a matrix point ("" : the name)
+    group: str = ""  # the matrix a point belongs to
+    point: Dict[str, str] = field(default_factory=dict)  # a point's matrix values
+    outputs: Dict[str, str] = field(default_factory=dict)  # what the step wrote to $JOB_CHAIN_OUTPUTS
+
+    @property
+    def label(self) -> str:
+        return self.display or self.name
+
+    @property
+    def submitted(self) -> bool:
+        return bool(self.attempts)
+
+    @property
+    def active(self) -> bool:
+        return self.submitted and self.status not in TERMINAL and self.status != WAITING
+
+    @property
+    def succeeded(self) -> bool:
+        return self.status in SUCCEEDED
+
+    def duration(self, now: Optional[float] = None) -> Optional[float]:
+        if self.started is None:
+            return None
+        end = self.finished.timestamp() if self.finished else (time.time() if now is None else now)
+        return max(0.0, end - self.started.timestamp())
+
+    @property
+    def is_handler(self) -> bool:
+        return self.run_on is not None
+
+    @property
+    def failure(self) -> Optional[Any]:
+        """Why the latest attempt failed (a :class:`~job_chain.failures.classify.Failure`), when known."""
+        return self.attempts[-1].failure if self.attempts else None
+
+    def why(self) -> str:
+        """Why the step stands where it does, in words: its latest failure's cause, or (while a retry
+        runs) what the attempt before it failed of, else AIHC's reason."""
+        if self.failure is not None:
+            return self.failure.summary()
+        earlier = [a for a in self.attempts[:-1] if a.failure is not None]
+        if self.active and earlier:
+            return f"after attempt {earlier[-1].attempt} failed: {earlier[-1].failure.summary()}"
+        return self.reason
+
+    def what_failed(self) -> str:
+        """``train (exit code 1: infra (nccl-watchdog-timeout on pod …))``: how a failed step is named to people."""
+        code = f"exit code {self.exit_code}" if self.exit_code is not None else self.status.lower()
+        why = self.failure.summary() if self.failure is not None else self.reason
+        return f"{self.name} ({code}{': ' + why if why else ''})"
+
+    def as_json(self) -> Dict[str, Any]:
+        data = {"step": self.index, "name": self.name, "status": self.status, "jobId": self.job_id or None,
+                "attempt": self.attempt or None, "exitCode": self.exit_code, "reason": self.reason or None,
+                "started": iso(self.started), "finished": iso(self.finished), "duration": self.duration(),
+                "dependsOn": self.depends_on, "runOn": self.run_on, "gpuHours": _hours(self.gpu_hours),
+                "lostGpuHours": _hours(self.lost_gpu_hours), "attempts": [a.as_json() for a in self.attempts]}
+        if self.history:
+            data["earlierAttempts"] = [a.as_json() for a in self.history]
+        if self.group:
+            data.update(display=self.display, group=self.group, matrix=self.point)
+        if self.outputs:
+            data["outputs"] = self.outputs
+        return data
+
+
+@dataclass
+class RunStatus:
+    """A run: every step's status and the run's outcome (with why, when it did not succeed)."""
+
+    run_id: str
+    chain_path: str
+    outcome: Outcome
+    steps: List[StepStatus]
+    first_step: int = 0
+    started: Optional[_dt.datetime] = None
+    reason: str = ""
+    local: bool = False
+    endpoint: str = ""
+    graph: bool = False  # steps wait on named dependencies (or there are exit handlers), not just a line
+    revision: int = 0  # the frozen revision the run runs (0: a run recorded before runs were frozen)
+    revisions: List[Dict[str, Any]] = field(default_factory=list)  # each revision: number, when, why, changes
+    digest: str = ""
+    params: Dict[str, str] = field(default_factory=dict)  # the values the run's parameters have
+
+    def groups(self) -> List[Dict[str, Any]]:
+        """Each matrix of the run with its points' counts by status, in order."""
+        out: Dict[str, Dict[str, Any]] = {}
+        for step in self.steps:
+            if step.group:
+                group = out.setdefault(step.group, {"name": step.group, "points": 0, "counts": {}, "steps": []})
+                group["points"] += 1
+                group["counts"][step.status] = group["counts"].get(step.status, 0) + 1
+                group["steps"].append(step.index)
+        return list(out.values())
+
+    @property
+    def failed_steps(self) -> List[StepStatus]:
+        """The steps whose failure made the run fail (never an exit handler), in order."""
+        if self.outcome is not Outcome.FAILED:
+            return []
+        return [s for s in self.steps if not s.is_handler and s.status in FAILED]
+
+    @property
+    def failed_step(self) -> Optional[StepStatus]:
+        """The step whose failure ended the run (None unless the outcome is failed)."""
+        failed = self.failed_steps
+        return failed[-1] if failed else None
+
+    @property
+    def current(self) -> List[StepStatus]:
+        """The steps that matter now: the active steps (handlers only when nothing else is going);
+        for a failed run the failed steps; else the furthest submitted step."""
+        active = [s for s in self.steps if s.active]
+        work = [s for s in active if not s.is_handler]
+        if work or active:
+            return work or active
+        if self.failed_steps:
+            return self.failed_steps
+        submitted = [s for s in self.steps if s.submitted and not s.is_handler]
+        return submitted[-1:]
+
+    @property
+    def gpu_hours(self) -> float:
+        return sum(s.gpu_hours or 0.0 for s in self.steps)
+
+    @property
+    def lost_gpu_hours(self) -> float:
+        return sum(s.lost_gpu_hours or 0.0 for s in self.steps)
+
+    def as_json(self) -> Dict[str, Any]:
+        return {"run": self.run_id, "chain": self.chain_path, "outcome": self.outcome.value,
+                "reason": self.reason or None, "started": iso(self.started), "firstStep": self.first_step,
+                "local": self.local, "endpoint": self.endpoint or None, "graph": self.graph,
+                "revision": self.revision or None, "digest": self.digest or None,
+                "revisions": self.revisions, "params": self.params,
+                "matrices": [{k: g[k] for k in ("name", "points", "counts")} for g in self.groups()],
+                "gpuHours": _hours(self.gpu_hours), "lostGpuHours": _hours(self.lost_gpu_hours),
+                "failedSteps": [{"step": s.index, "name": s.name, "exitCode": s.exit_code, "reason": s.reason or None,
+                                 "failure": s.failure.as_json() if s.failure is not None else None}
+                                for s in self.failed_steps],
+                "steps": [s.as_json() for s in self.steps]}
+
+
+def counts_text(counts: Dict[str, int]) -> str:
+    """``4 ✓ 2 running 1 failed``: a matrix's points by status."""
+    order = [("✓", lambda k: k in SUCCEEDED), ("running", lambda k: k not in TERMINAL and k not in
+                                                (WAITING, NOT_SUBMITTED, SKIPPED)),
+             ("waiting", lambda k: k == WAITING), ("failed", lambda k: k in FAILED),
+             ("stopped", lambda k: k in TERMINAL and k not in SUCCEEDED and k not in FAILED),
+             ("skipped", lambda k: k == SKIPPED), ("not submitted", lambda k: k == NOT_SUBMITTED)]
+    parts = []
+    for word, matches in order:
+        n = sum(v for k, v in counts.items() if matches(k))
+        if n:
+            parts.append(f"{n} {word}")
+    return " ".join(parts)
+
+
+# -- facts from the API ---------------------------------------------------------------------------
+def job_labels(job: Mapping[str, Any]) -> Dict[str, Any]:
+    return {x.get("key"): x.get("value") for x in job.get("labels") or [] if isinstance(x, dict)}
+
+
+def attempt_of(job: Mapping[str, Any], run_id: str) -> Optional[Attempt]:
+    """The attempt a listed job is, if it carries this run's labels."""
+    labels = job_labels(job)
+    if labels.get(LABEL_RUN) != run_id:
+        return None
+    step = labels.get(LABEL_STEP)
+    try:
+        attempt = int(str(labels.get(LABEL_ATTEMPT, "1")))
+    except ValueError:
+        return None
+    if not isinstance(step, str) or not step:
+        return None
+    status = str(job.get("status") or "Unknown")
+    return Attempt(step, attempt, str(job.get("jobId") or ""), status, parse_time(job.get("createdAt")),
+                   parse_time(job.get("finishedAt")), 0 if status in SUCCEEDED else None,
+                   running=parse_time(job.get("runningAt")))
+
+
+_EXIT_CODE = re.compile(r"(?:exited with code|exitCode:)\s*(-?\d{1,4})\b")
+
+
+def explain(attempt: Attempt, events: Iterable[Mapping[str, Any]]) -> Attempt:
+    """Fill in a failed or stopped attempt's exit code and reason from its job events.
+
+    AIHC tells both only there (seed 001): ``ExitedWithCode`` / ``Error … exitCode: 1`` and
+    ``JobFailed … because 1 Master replica(s) failed``.
+    """
+    exit_code, reason = attempt.exit_code, ""
+    warnings = []
+    for event in events:
+        message = str(event.get("message") or "")
+        found = _EXIT_CODE.search(message)
+        if found and exit_code is None:
+            exit_code = int(found.group(1))
+        kind = str(event.get("reason") or "")
+        if kind in ("JobFailed", "JobStopped", "FailedMount") and not reason:
+            reason = message
+        elif event.get("type") == "Warning" and message:
+            warnings.append(message)
+    if not reason and warnings:
+        reason = warnings[0]
+    return replace(attempt, exit_code=exit_code, reason=reason or attempt.reason)
+
+
+@dataclass
+class RunFacts:
+    """What the run record adds to the API's view (empty for runs recorded elsewhere)."""
+
+    started: Optional[float] = None
+    stopped: bool = False
+    script_exit: Dict[StepKey, int] = field(default_factory=dict)  # written by each advancing job
+    succeeded: Set[StepKey] = field(default_factory=set)  # every replica succeeded (written before advancing)
+    advance_failed: Dict[StepKey, str] = field(default_factory=dict)  # (step, attempt) -> why
+    round: int = 0  # how many times the run was resumed: exit handlers run once per round
+    start_failed: Optional[str] = None  # why the run's first steps could not be submitted
+    failures: Dict[StepKey, Any] = field(default_factory=dict)  # why each failed attempt failed (a Failure)
+    checkpoints: Dict[StepKey, int] = field(default_factory=dict)  # last complete iteration when it ended
+    resumed: Dict[StepKey, Tuple[int, str]] = field(default_factory=dict)  # what a retry was told to resume from
+    submitted: Dict[StepKey, float] = field(default_factory=dict)  # when each attempt was submitted (ms)
+    ended: Dict[StepKey, float] = field(default_factory=dict)  # when the advance that ended it finished (ms)
+    epoch: int = 0  # resume rounds that started steps through slots (maxParallel, maxRunning)
+    claimed: Set[str] = field(default_factory=set)  # steps started through a slot in this round
+    outputs: Dict[str, Dict[str, str]] = field(default_factory=dict)  # step -> what it wrote to its outputs

@@ -1,0 +1,1 @@
+"""Small helpers on the standard library alone: files, JSON, terminal text, process trees."""
