@@ -44,7 +44,7 @@ def command_sizes(lengths: List[int]) -> List[Dict[str, Any]]:
     """Tail bytes (and whole request bytes) at the first and last step, both modes, per length."""
     from job_chain.spec.loader import check_chain_data
     from job_chain.submit.command import tail_size
-    from job_chain.submit.create import build_request
+    from job_chain.submit.request import build_request
 
     rows = []
     for length in lengths:

@@ -26,7 +26,7 @@ from job_chain.errors import UsageError
 from job_chain.record import slots
 from job_chain.spec.loader import check_chain_data, load_chain
 from job_chain.spec.model import Chain
-from job_chain.submit.create import build_request
+from job_chain.submit.request import build_request
 
 IMAGE = ("registry.baidubce.com/aihc-aiak/aiak-training-llm:ubuntu22.04-cu12.3-torch2.2.0-py310-"
          "bccl1.2.7.2_v2.1.1.5_release")

@@ -16,7 +16,7 @@ import pytest
 
 from job_chain.spec.model import Chain, Step
 from job_chain.submit.command import step_command, tail_size
-from job_chain.submit.create import build_request
+from job_chain.submit.request import build_request
 
 TRICKY = (
     "#!/bin/bash\n"

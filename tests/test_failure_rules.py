@@ -52,7 +52,7 @@ def test_budgets_per_cause_count_each_cause_apart_and_a_cause_not_named_gets_non
     assert not decide(step, 1, 1, ["user"]).retry
     assert decide(step, 1, 1, ["oom"]).why == "its retries give oom failures no budget"
     assert decide(step, 2, 1, ["oom", "infra"]).retry  # another cause's failure does not use infra's budget
-    assert step.retries == 2 and step.may_retry(1, 1, ["infra"]) and not step.may_retry(1, 1, [])
+    assert step.retries == 2 and decide(step, 1, 1, ["infra"]).retry and not decide(step, 1, 1, []).retry
 
 
 def test_a_number_keeps_its_meaning_and_retry_on_exit_codes_applies_to_budgets_too() -> None:

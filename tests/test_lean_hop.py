@@ -18,7 +18,8 @@ from conftest import LocalServer
 from test_hop import NEVER, NO_HTTP, heavy, hop, imported
 
 from job_chain.hop import lean
-from job_chain.submit.create import build_request, client_token
+from job_chain.submit import plans
+from job_chain.submit.request import build_request, client_token
 
 # what thawing the frozen chain loads: a planned hop loads none of it
 CHAIN_MODEL = ("job_chain.spec.model", "job_chain.spec.frozen", "job_chain.spec.graph", "job_chain.spec.params",
@@ -40,14 +41,14 @@ def plan_file(chain: Path, step: str, attempt: int = 1, run: str = RUN) -> Path:
 # -- plans, in-process -----------------------------------------------------------------------------
 def test_a_plan_is_the_full_advances_request_for_each_step_of_the_line(tmp_path: Path) -> None:
     chain, _ = recorded_run(tmp_path / "chain_info.json", "pool-x", line("a", "b", "c", "d"))
-    steps = lean.plan(chain, RUN, chain.named("a"))
+    steps = plans.plan(chain, RUN, chain.named("a"))
     assert [(s["step"], s["next"], s["attempt"]) for s in steps] == [("a", "b", 1), ("b", "c", 1), ("c", "d", 1)]
     for entry in steps:
         follower = chain.named(entry["next"])
         assert entry["token"] == client_token(RUN, follower, 1)
         assert entry["body"] == build_request(chain, follower.name, RUN, 1, mode="job")
-    assert len(lean.plan(chain, RUN, chain.named("a"), ahead=2)) == 2
-    assert lean.plan(chain, RUN, chain.named("d")) == []  # the last step: the full advance says the chain is done
+    assert len(plans.plan(chain, RUN, chain.named("a"), ahead=2)) == 2
+    assert plans.plan(chain, RUN, chain.named("d")) == []  # the last step: the full advance says the chain is done
 
 
 @pytest.mark.parametrize("jobs, first, expected", [
@@ -63,7 +64,7 @@ def test_a_plan_is_the_full_advances_request_for_each_step_of_the_line(tmp_path:
 def test_a_plan_stops_where_the_full_advance_must_look(tmp_path: Path, jobs: List[Dict[str, Any]], first: str,
                                                        expected: List[str]) -> None:
     chain, _ = recorded_run(tmp_path / "chain_info.json", "pool-x", jobs)
-    assert [s["step"] for s in lean.plan(chain, RUN, chain.named(first))] == expected
+    assert [s["step"] for s in plans.plan(chain, RUN, chain.named(first))] == expected
 
 
 # -- following a plan, in a real job's tail ----------------------------------------------------------
@@ -71,7 +72,7 @@ def started_line(directory: Path, server: LocalServer, run: str, *names: str) ->
     """A job-mode run of a line recorded as its first step submitted, with that step's plan."""
     chain, records = recorded_run(directory / "chain_info.json", server.pool, line(*names), endpoint=server.url,
                                   submitted=names[0], run_id=run)
-    lean.plan_submitted(chain, records, run, chain.named(names[0]), 1)
+    plans.plan_submitted(chain, records, run, chain.named(names[0]), 1)
     return directory / "chain_info.json"
 
 
@@ -157,7 +158,7 @@ def test_a_planned_join_waits_from_the_record_and_the_last_branch_submits_it(tmp
     chain, records = recorded_run(tmp_path / "chain_info.json", shared_server.pool, diamond_jobs(),
                                   endpoint=shared_server.url, submitted="abc", succeeded="a", run_id=run)
     for branch in "bc":
-        lean.plan_submitted(chain, records, run, chain.named(branch), 1)
+        plans.plan_submitted(chain, records, run, chain.named(branch), 1)
     assert json.loads(plan_file(Path(chain.path), "b", run=run).read_text())["steps"][0]["needs"] == {"c": 1}
     env = {"JOB_CHAIN_CREDENTIALS": shared_server.credentials_file}
     first = hop(Path(chain.path), "b", env=env, run=run)  # c is still running: its tail will see b's marker
@@ -177,7 +178,7 @@ def test_a_planned_join_waits_from_the_record_and_the_last_branch_submits_it(tmp
 def test_a_failed_branch_leaves_the_join_to_the_full_advance(tmp_path: Path) -> None:
     chain, records = recorded_run(tmp_path / "chain_info.json", "pool-x", diamond_jobs(), submitted="abc",
                                   succeeded="a", run_id=RUN)
-    lean.plan_submitted(chain, records, RUN, chain.named("b"), 1)
+    plans.plan_submitted(chain, records, RUN, chain.named("b"), 1)
     records.record_exit(RUN, "c", 1, 3)
     assert lean.join_ready(records, RUN, {"c": 1}) is None
     records.record_exit(RUN, "c", 2, 0)
@@ -198,7 +199,7 @@ def test_a_failed_branch_leaves_the_join_to_the_full_advance(tmp_path: Path) -> 
 
 def test_an_api_error_in_a_planned_hop_is_left_to_the_full_advance(tmp_path: Path) -> None:
     chain, records = recorded_run(tmp_path / "chain_info.json", "pool-x", line("a", "b"), submitted="a", run_id=RUN)
-    lean.plan_submitted(chain, records, RUN, chain.named("a"), 1)
+    plans.plan_submitted(chain, records, RUN, chain.named("a"), 1)
     # nothing listens on port 9: the planned create fails, the full advance retries, then gives up
     secret = "sk-never-in-a-log-0123456789"
     done = hop(chain.path, "a", env={"JOB_CHAIN_ADVANCE_DEADLINE": "0", "AIHC_HOST": "http://127.0.0.1:9",

@@ -9,13 +9,15 @@ from typing import Any, Dict, List
 import pytest
 
 from job_chain.errors import UsageError
-from job_chain.record.outputs import MAX_BYTES, MAX_KEYS, from_log, parse, read_file
+from job_chain.record.outputs import MAX_BYTES, MAX_KEYS, parse, read_file
 from job_chain.spec.frozen import freeze, revise, thaw
 from job_chain.spec.loader import ChainFileError, check_chain_data
 from job_chain.spec.matrix import point_name
 from job_chain.spec.model import display_group
 from job_chain.spec.params import MissingOutput, parse_param_args, resolve_params
-from job_chain.submit.create import build_request, decode_snapshot, encode_snapshot
+from job_chain.status.logged_outputs import from_log
+from job_chain.submit.request import build_request
+from job_chain.submit.snapshot import decode_snapshot, encode_snapshot
 
 
 def job(name: str, command: str = "", **settings: Any) -> Dict[str, Any]:

@@ -66,7 +66,7 @@ def load_run(config_path: Optional[str], run_id: str, snapshot: Optional[Any]) -
     hold, and only when no other source has them.
     """
     if snapshot is not None:
-        from job_chain.submit.create import decode_snapshot
+        from job_chain.submit.snapshot import decode_snapshot
 
         try:
             text = snapshot.read().decode("ascii")
@@ -103,11 +103,12 @@ def run_advance(*, config_path: Optional[str], run_id: str, step: str, attempt: 
     """
     if snapshot is None and config_path and exit_code == 0 and connect is None:
         from job_chain.hop import lean
+        from job_chain.util.log import log
 
         try:  # a step of a plain line: its plan says what to submit (lean.py); None: the full advance decides
             code = lean.follow(config_path, run_id, step, attempt, outputs_file)
         except Exception as exc:  # noqa: BLE001 - anything unforeseen: the full advance redoes it, idempotently
-            lean.log(f"the planned advance stopped ({exc}); advancing the full way")
+            log(f"the planned advance stopped ({exc}); advancing the full way")
             code = None
         if code is not None:
             return code

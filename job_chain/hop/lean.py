@@ -19,102 +19,13 @@ idempotent (facts rewritten, the same client token), so nothing is created twice
 from __future__ import annotations
 
 import os
-import sys
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Dict, Optional
 
 if TYPE_CHECKING:
     from job_chain.record.records import RunRecords
-    from job_chain.spec.model import Chain, Step
 
-KIND = "lean"  # the plan's file: lean-<step>-attempt-<n>.json in the run record
-AHEAD = 8  # steps of a line one plan covers: a full advance every AHEAD hops renews it
-FORMAT = 1
-
-
-def log(message: str) -> None:
-    sys.stderr.write(f"job-chain: {message}\n")  # one write: lines from concurrent submits never interleave
-    sys.stderr.flush()
-
-
-# -- making plans (by whoever submits a step; the chain is loaded there anyway) --------------------
-def _follower(chain: Chain, step: Step) -> Optional[Step]:
-    """The one step that ``step`` succeeding can start, when the full advance would decide that
-    from the record alone (a line; a join of a run nobody waits on to end); None otherwise (see
-    ``_Hop.finish`` and :mod:`~job_chain.hop.readiness`)."""
-    from job_chain.record import slots
-    from job_chain.record.outputs import uses
-
-    if step.is_handler or step.checkpoint is not None or slots.involved(chain, step):
-        return None
-    if int(step.body.get("jobSpec", {}).get("replicas", 1)) != 1:  # replicas wait for each other
-        return None
-    dependents = chain.dependents(step.index)
-    if len(dependents) != 1:
-        return None
-    follower = dependents[0]
-    partners = [chain.step(i) for i in follower.depends_on if i != step.index]
-    if partners and (chain.handlers or chain.notify or any(p is None or p.excluded for p in partners)):
-        return None  # the run's end must be seen by someone: the full advance asks the API where needed
-    return None if uses(follower) else follower  # earlier outputs are read when it is submitted
-
-
-Made = Dict[Tuple[str, int], Any]  # (step, attempt) -> its request, shared by plans made together
-
-
-def plan(chain: Chain, run_id: str, step: Step, ahead: int = AHEAD,
-         made: Optional[Made] = None) -> List[Dict[str, Any]]:
-    """What ``step`` and the steps after it on its line submit when they succeed, up to ``ahead``
-    of them: ``[{"step", "next", "attempt", "token", "body", "needs"}, ...]`` (empty: none
-    qualifies; ``needs``: the follower's other dependencies, in order). ``made``: requests already
-    built (a split's branches share their join's)."""
-    from job_chain.submit.create import build_request, client_token
-
-    made = {} if made is None else made
-    out: List[Dict[str, Any]] = []
-    current: Optional[Step] = step
-    while current is not None and len(out) < ahead:
-        follower = _follower(chain, current)
-        if follower is None:
-            break
-        attempt = follower.first_attempt
-        if (follower.name, attempt) not in made:
-            made[(follower.name, attempt)] = build_request(chain, follower.name, run_id, attempt, mode="job")
-        partners = [p for p in (chain.step(i) for i in sorted(follower.depends_on)) if p is not None]
-        out.append({"step": current.name, "next": follower.name, "attempt": attempt,
-                    "token": client_token(run_id, follower, attempt),
-                    "body": made[(follower.name, attempt)],
-                    "needs": {p.name: p.first_attempt for p in partners if p is not current}})
-        current = follower
-    return out
-
-
-def write_plan(records: RunRecords, run_id: str, step: str, attempt: int, revision: int, version: Any,
-               pool: str, steps: List[Dict[str, Any]]) -> bool:
-    """Keep the plan of (``step``, ``attempt``); False (not an error) when it cannot be written."""
-    import json
-
-    from job_chain.util.files import write_private
-
-    if not steps or revision < 1:
-        return False
-    plan_ = {"format": FORMAT, "revision": revision, "version": version, "pool": pool, "steps": steps}
-    try:  # for the tail, not for people: compact, at C speed (a hop writes the rest of its plan)
-        write_private(_path(records, run_id, step, attempt), json.dumps(plan_, separators=(",", ":")).encode("ascii"))
-        return True
-    except OSError:
-        return False
-
-
-def _path(records: RunRecords, run_id: str, step: str, attempt: int) -> str:
-    return os.path.join(records.directory(run_id), f"{KIND}-{step}-attempt-{attempt}.json")
-
-
-def plan_submitted(chain: Chain, records: RunRecords, run_id: str, step: Step, attempt: int,
-                   made: Optional[Made] = None) -> None:
-    """After ``step`` (attempt ``attempt``) was submitted in job mode: plan what its success submits."""
-    if chain.revision >= 1:
-        write_plan(records, run_id, step.name, attempt, chain.revision, chain.api_config.get("version"), chain.pool,
-                   plan(chain, run_id, step, made=made))
+from job_chain.record.plans import read_plan, remove_plan, write_plan
+from job_chain.util.log import log
 
 
 # -- following a plan (in the finishing job) ----------------------------------------------------------
@@ -123,11 +34,10 @@ def follow(config_path: str, run_id: str, step: str, attempt: int, outputs_file:
     when the full advance must decide (no plan, or anything the plan did not foresee).
     """
     from job_chain.record.records import RunRecords
-    from job_chain.util.files import read_json_dict
 
     records = RunRecords(config_path)
-    own = read_json_dict(_path(records, run_id, step, attempt))
-    if not own or own.get("format") != FORMAT or not own.get("steps"):
+    own = read_plan(records, run_id, step, attempt)
+    if own is None:
         return None
     run = records.get_run(run_id) or {}
     steps = own["steps"]
@@ -173,10 +83,7 @@ def _done(records: RunRecords, run_id: str, step: str, attempt: int) -> int:
     """The job ends now (its end, for GPU-hours); its plan has served (a second tail of the same
     attempt finds none and takes the full advance, which finds every step of it done)."""
     records.record_advance_end(run_id, step, attempt, planned=True)
-    try:
-        os.unlink(_path(records, run_id, step, attempt))
-    except OSError:
-        pass
+    remove_plan(records, run_id, step, attempt)
     return 0
 
 

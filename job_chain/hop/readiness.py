@@ -27,6 +27,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from job_chain.aihc.status import FAILED, STOPPED, SUCCEEDED, TERMINAL
 from job_chain.record.records import RunRecords
+from job_chain.rules.retry import decide
 from job_chain.spec import graph
 from job_chain.spec.model import Chain, Step
 from job_chain.util.files import read_json_dict
@@ -59,7 +60,7 @@ def state_of(step: Step, attempt: int, status: Optional[str], exit_code: Optiona
         return graph.SUCCEEDED
     if status in FAILED or exit_code not in (None, 0):
         code = exit_code if exit_code is not None else 1
-        return graph.RETRY_DUE if step.may_retry(attempt, code, causes) else graph.FAILED
+        return graph.RETRY_DUE if decide(step, attempt, code, causes).retry else graph.FAILED
     if status in STOPPED and status in TERMINAL:
         return graph.STOPPED
     return graph.ACTIVE

@@ -8,9 +8,9 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from job_chain.aihc.errors import AIHCError
 from job_chain.errors import JobChainError
-from job_chain.hop.lean import log
 from job_chain.spec.model import Step
 from job_chain.submit.create import submit_step
+from job_chain.util.log import log
 
 DEFAULT_DEADLINE = 600.0  # seconds an advance keeps retrying the API before giving up
 EXIT_ADVANCE_FAILED = 75  # EX_TEMPFAIL: the step succeeded, the next one could not be submitted
@@ -105,7 +105,7 @@ class Submitting:
         A plan of a branch whose create then fails is never followed (its job never runs)."""
         if self.records is None or self.mode != "job":
             return
-        from job_chain.hop.lean import plan_submitted
+        from job_chain.submit.plans import plan_submitted
 
         made: Dict[Tuple[str, int], Any] = {}
         for name, attempt in targets:

@@ -16,10 +16,11 @@ from typing import Any, Dict, List, Optional, Tuple
 from job_chain.aihc.spec import FRAMEWORK, accepted_body, priority_problem
 from job_chain.local import logs as pod_log
 from job_chain.local.errors import INAPPROPRIATE, BadRequest, IdempotencyMismatch, NotFound
-from job_chain.local.executor import Executor, pod_paths, utc_event_time
+from job_chain.local.executor import Executor, utc_event_time
 from job_chain.local.host import HOSTNAME
 from job_chain.local.metrics import job_metrics
 from job_chain.local.params import parse_int, parse_time
+from job_chain.local.pod_process import pod_paths
 from job_chain.local.pool_views import PoolViews
 from job_chain.local.shapes import iso_time
 from job_chain.local.store import Store

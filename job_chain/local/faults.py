@@ -163,7 +163,7 @@ def kill_pod(state_dir: str, job_id: str, signature_name: str, pod: Optional[str
 
     from job_chain.failures.signatures import SIGNATURES, VERDICT
     from job_chain.local import store as st
-    from job_chain.local.executor import pod_paths
+    from job_chain.local.pod_process import pod_paths
 
     usable = {s.name: s for s in SIGNATURES if s.tier != VERDICT}
     if signature_name not in usable:

@@ -104,7 +104,7 @@ class Lifecycle:
 
     def _relaunch(self, job: Dict[str, Any], pods: List[Dict[str, Any]]) -> None:
         """Every pod of a restarting job has ended: start them again (callers hold the lock)."""
-        from job_chain.local.executor import pod_paths
+        from job_chain.local.pod_process import pod_paths
 
         for pod in pods:
             rc_path = pod_paths(self.state_dir, job["id"], pod["name"])[2]

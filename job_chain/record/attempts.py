@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Dict, Iterable, Optional, Tuple
 from job_chain.util.files import create_private, read_json_dict
 
 if TYPE_CHECKING:  # a job advancing a chain reads the record without the status types
-    from job_chain.status.types import RunFacts
+    from job_chain.rules.facts import RunFacts
 
 # a step is named by its AIHC job name (or, in runs recorded before names, its index)
 STEP_PATTERN = r"([a-z0-9][-a-z0-9]{0,62})"

@@ -29,7 +29,7 @@ from job_chain.util.files import read_json_dict as _read
 from job_chain.util.files import write_json_private
 
 if TYPE_CHECKING:  # a job advancing a chain reads the record without the status types
-    from job_chain.status.types import RunFacts
+    from job_chain.rules.facts import RunFacts
 
 _SUBMISSION = re.compile(rf"step-{STEP_PATTERN}-attempt-(\d+)\.json")
 # the facts a join is decided from (job_chain.hop.readiness), by the kind in their file names
@@ -358,7 +358,7 @@ class RunRecords(AttemptRecords):
         """
         run = run if run is not None else (self.get_run(run_id) or {})
         started = run.get("started")
-        from job_chain.status.types import RunFacts
+        from job_chain.rules.facts import RunFacts
 
         facts = RunFacts(started=float(started) if isinstance(started, (int, float)) else run_started(run_id),
                          stopped=self.is_stopped(run_id), round=self.round(run_id, run),

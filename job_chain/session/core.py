@@ -238,7 +238,9 @@ class ChainSession(PlacesMixin, PlanMixin, ResumeMixin, StopMixin, WatchMixin, L
         todo = [(s.name, s.attempt, s.job_id) for s in status.steps if s.succeeded and s.job_id and s.name not in known]
         if not todo:
             return
-        found = outputs.read_logged(self.client_for(run), chain.pool, todo)
+        from job_chain.status.logged_outputs import read_logged
+
+        found = read_logged(self.client_for(run), chain.pool, todo)
         for state in status.steps:
             if state.name in found:
                 attempt, values = found[state.name]
@@ -356,7 +358,7 @@ class ChainSession(PlacesMixin, PlanMixin, ResumeMixin, StopMixin, WatchMixin, L
         chain = self.frozen(run)
         client = self.client_for(run)
         if mode == "inline":
-            from job_chain.submit.create import inline_origin
+            from job_chain.submit.snapshot import inline_origin
 
             inline_origin(chain, client, self.records.first_job_id(run.run_id))
         finish = f"'job-chain resume {shlex.quote(self.path)} --run {run.run_id}'"

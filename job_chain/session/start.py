@@ -85,7 +85,7 @@ class PlanMixin:
              params: Optional[Mapping[str, str]] = None) -> List[Dict[str, Any]]:
         """The exact create requests ``start`` would send, one per first step (secrets redacted by the
         caller; the run id is a placeholder)."""
-        from job_chain.submit.create import build_request, client_token
+        from job_chain.submit.request import build_request, client_token
 
         chain = self.run_chain(first, params=params)
         out = []
@@ -99,7 +99,7 @@ class PlanMixin:
         """The create request run ``run_id`` sends (or sent) for ``step``: an attempt already
         submitted as the revision it was submitted with, else as the run's current revision."""
         from job_chain.record.outputs import recorded
-        from job_chain.submit.create import build_request
+        from job_chain.submit.request import build_request
 
         run = self.run(run_id)  # type: ignore[attr-defined]
         chain = self.frozen(run)  # type: ignore[attr-defined]

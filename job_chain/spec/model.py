@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 SETTINGS_KEY = "jobChain"  # per-job chain settings, stripped before submission
 LABEL_RUN = "job-chain/run"
@@ -73,14 +73,6 @@ class Step:
     @property
     def is_handler(self) -> bool:
         return self.run_on is not None
-
-    def may_retry(self, attempt: int, exit_code: int, causes: Sequence[str] = ()) -> bool:
-        """Whether a failure of ``attempt`` with ``exit_code`` gets another attempt (retries count from
-        the step's first attempt in this revision). ``causes``: the failure classes of this revision's
-        failed attempts up to ``attempt``, for budgets per cause (see :mod:`job_chain.rules.retry`)."""
-        from job_chain.rules.retry import decide
-
-        return decide(self, attempt, exit_code, causes).retry
 
     @property
     def name(self) -> str:

@@ -11,6 +11,7 @@ import time
 from typing import Any, Dict, Iterable, List, Optional, Tuple, TypeVar
 
 from job_chain.aihc.status import FAILED, SUCCEEDED
+from job_chain.rules.retry import decide
 from job_chain.spec.model import Chain, Step
 from job_chain.status.types import (
     NOT_SUBMITTED,
@@ -127,7 +128,7 @@ def _planner_state(step: Step, state: StepStatus) -> str:
         return graph.ACTIVE
     if state.status in FAILED:
         code = state.exit_code if state.exit_code is not None else 1
-        return graph.RETRY_DUE if step.may_retry(state.attempt, code, causes(state.attempts)) else graph.FAILED
+        return graph.RETRY_DUE if decide(step, state.attempt, code, causes(state.attempts)).retry else graph.FAILED
     return graph.STOPPED
 
 
@@ -146,7 +147,7 @@ def _with_facts(item: Attempt, step: Step, facts: RunFacts, now: float) -> Attem
 
 def _add_notes(step: Step, state: StepStatus) -> None:
     """What followed each failed attempt, in the words the advancing job used (``--follow`` says it)."""
-    from job_chain.rules.retry import decide, retry_sentence
+    from job_chain.rules.retry import retry_sentence
 
     for position, item in enumerate(state.attempts):
         if item.status not in FAILED or item.failure is None:
@@ -223,7 +224,7 @@ def _outcome(chain: Chain, steps: List[StepStatus], plan: Any, facts: RunFacts, 
         if step is None or step.is_handler or not state.submitted or state.status not in FAILED:
             continue
         code = state.exit_code if state.exit_code is not None else 1
-        if step.may_retry(state.attempt, code, causes(state.attempts)):
+        if decide(step, state.attempt, code, causes(state.attempts)).retry:
             why = fact(facts.advance_failed, step, state.attempt)
             with_code = f" with exit code {state.exit_code}" if state.exit_code is not None else ""
             if why:

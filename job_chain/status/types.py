@@ -13,10 +13,11 @@ import re
 import time
 from dataclasses import dataclass, field, replace
 from enum import Enum
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Set, Tuple
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
 from job_chain.aihc.status import FAILED, SUCCEEDED, TERMINAL
 from job_chain.aihc.timefmt import parse_time
+from job_chain.rules.facts import RunFacts, StepKey  # noqa: F401 - re-exported: what a look returns
 from job_chain.spec.model import LABEL_ATTEMPT, LABEL_RUN, LABEL_STEP
 
 NOT_SUBMITTED = "not submitted"
@@ -29,7 +30,6 @@ STALL_AFTER = 600.0 + 120.0
 # back this much further than the run's start when no recorded job marks where the run began.
 CLOCK_SKEW_ALLOWANCE = 3600.0
 
-StepKey = Tuple[str, int]  # (step name, attempt)
 
 
 class Outcome(str, Enum):
@@ -344,24 +344,3 @@ def explain(attempt: Attempt, events: Iterable[Mapping[str, Any]]) -> Attempt:
     if not reason and warnings:
         reason = warnings[0]
     return replace(attempt, exit_code=exit_code, reason=reason or attempt.reason)
-
-
-@dataclass
-class RunFacts:
-    """What the run record adds to the API's view (empty for runs recorded elsewhere)."""
-
-    started: Optional[float] = None
-    stopped: bool = False
-    script_exit: Dict[StepKey, int] = field(default_factory=dict)  # written by each advancing job
-    succeeded: Set[StepKey] = field(default_factory=set)  # every replica succeeded (written before advancing)
-    advance_failed: Dict[StepKey, str] = field(default_factory=dict)  # (step, attempt) -> why
-    round: int = 0  # how many times the run was resumed: exit handlers run once per round
-    start_failed: Optional[str] = None  # why the run's first steps could not be submitted
-    failures: Dict[StepKey, Any] = field(default_factory=dict)  # why each failed attempt failed (a Failure)
-    checkpoints: Dict[StepKey, int] = field(default_factory=dict)  # last complete iteration when it ended
-    resumed: Dict[StepKey, Tuple[int, str]] = field(default_factory=dict)  # what a retry was told to resume from
-    submitted: Dict[StepKey, float] = field(default_factory=dict)  # when each attempt was submitted (ms)
-    ended: Dict[StepKey, float] = field(default_factory=dict)  # when the advance that ended it finished (ms)
-    epoch: int = 0  # resume rounds that started steps through slots (maxParallel, maxRunning)
-    claimed: Set[str] = field(default_factory=set)  # steps started through a slot in this round
-    outputs: Dict[str, Dict[str, str]] = field(default_factory=dict)  # step -> what it wrote to its outputs
