@@ -6,6 +6,7 @@ from typing import Any, Dict, List
 
 import pytest
 
+from job_chain.rules import plan as plan_
 from job_chain.spec import graph
 from job_chain.spec.loader import ChainFileError, check_chain_data
 from job_chain.status.summarize import resume_targets, summarize
@@ -82,25 +83,25 @@ def test_durations(text: Any, seconds: Any) -> None:
 
 def test_plan_diamond() -> None:
     chain = load(DIAMOND)
-    s, a, f = graph.SUCCEEDED, graph.ACTIVE, graph.FAILED
-    assert graph.plan(chain, {}).ready == [0]
-    assert graph.plan(chain, {0: s}).ready == [1, 2]
-    half = graph.plan(chain, {0: s, 1: s, 2: a})
+    s, a, f = plan_.SUCCEEDED, plan_.ACTIVE, plan_.FAILED
+    assert plan_.plan(chain, {}).ready == [0]
+    assert plan_.plan(chain, {0: s}).ready == [1, 2]
+    half = plan_.plan(chain, {0: s, 1: s, 2: a})
     assert half.ready == [] and not half.ended
-    assert graph.plan(chain, {0: s, 1: s, 2: s}).ready == [3]
-    done = graph.plan(chain, {0: s, 1: s, 2: s, 3: s})
+    assert plan_.plan(chain, {0: s, 1: s, 2: s}).ready == [3]
+    done = plan_.plan(chain, {0: s, 1: s, 2: s, 3: s})
     assert done.ended and not done.failed and done.handlers == []
-    broken = graph.plan(chain, {0: s, 1: f, 2: a})
+    broken = plan_.plan(chain, {0: s, 1: f, 2: a})
     assert broken.blocked == {3: "needs b"} and not broken.ended
-    over = graph.plan(chain, {0: s, 1: f, 2: s})
+    over = plan_.plan(chain, {0: s, 1: f, 2: s})
     assert over.ended and over.failed and over.handlers == [4]
-    assert graph.plan(chain, {0: s, 1: graph.RETRY_DUE, 2: s}).ended is False
-    stopped = graph.plan(chain, {0: s, 1: graph.STOPPED, 2: s}, stopped=True)
+    assert plan_.plan(chain, {0: s, 1: plan_.RETRY_DUE, 2: s}).ended is False
+    stopped = plan_.plan(chain, {0: s, 1: plan_.STOPPED, 2: s}, stopped=True)
     assert stopped.ended and stopped.ready == [] and stopped.handlers == []  # failure handlers skip a stop
 
 
 def test_waves_for_the_dry_run() -> None:
-    assert graph.levels(load(DIAMOND)) == [[0], [1, 2], [3]]
+    assert plan_.levels(load(DIAMOND)) == [[0], [1, 2], [3]]
 
 
 NAMES = ["a", "b", "c", "d", "on-failure"]

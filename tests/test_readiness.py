@@ -12,7 +12,7 @@ from chain_helpers import diamond_jobs, recorded_run
 from job_chain.failures.classify import Failure
 from job_chain.hop.readiness import kept_causes, look, state_of
 from job_chain.record.records import RunRecords
-from job_chain.spec import graph
+from job_chain.rules import plan as plan_
 from job_chain.spec.model import Chain
 
 
@@ -41,7 +41,7 @@ class Jobs:
         return {"jobId": job_id, "status": self.statuses[job_id]}
 
 
-def decide(chain: Chain, me: str, jobs: Jobs, *, watchers: bool = False, succeeded: bool = True) -> graph.Plan:
+def decide(chain: Chain, me: str, jobs: Jobs, *, watchers: bool = False, succeeded: bool = True) -> plan_.Plan:
     records = RunRecords(chain.path)
     if succeeded:
         succeed(records, me)
@@ -49,7 +49,7 @@ def decide(chain: Chain, me: str, jobs: Jobs, *, watchers: bool = False, succeed
         records.record_exit(RUN, me, 1, 3)
     states, _ = look(chain, records, RUN, chain.named(me), succeeded, job=jobs,  # type: ignore[arg-type]
                      watchers=watchers, stopped=False)
-    return graph.plan(chain, states)
+    return plan_.plan(chain, states)
 
 
 def test_a_join_whose_other_branch_has_not_reported_is_not_ready_and_nothing_is_asked(tmp_path: Path) -> None:
@@ -135,9 +135,9 @@ def test_a_failure_not_classified_yet_counts_as_unknown_in_budgets_per_cause(tmp
     records.record_failure(RUN, "c", 1, Failure("infra").to_record())
     records.record_exit(RUN, "c", 2, 1)  # its tail has not classified it yet
     assert kept_causes(records, RUN, c, 2) == ["infra", "unknown"]
-    assert state_of(c, 2, None, 1, False, kept_causes(records, RUN, c, 2)) == graph.FAILED  # unknown has no budget
+    assert state_of(c, 2, None, 1, False, kept_causes(records, RUN, c, 2)) == plan_.FAILED  # unknown has no budget
     b = chain.named("b")  # attempt 1 stopped (no exit record: its tail never ran), resumed as attempt 2
     records.record_exit(RUN, "b", 2, 1)
     records.record_failure(RUN, "b", 2, Failure("infra").to_record())
     assert kept_causes(records, RUN, b, 2) == ["infra"]
-    assert state_of(b, 2, None, 1, False, kept_causes(records, RUN, b, 2)) == graph.RETRY_DUE
+    assert state_of(b, 2, None, 1, False, kept_causes(records, RUN, b, 2)) == plan_.RETRY_DUE

@@ -10,7 +10,7 @@ from typing import Any, Dict, List
 
 from job_chain.record import slots
 from job_chain.record.records import RunRecords
-from job_chain.spec import graph
+from job_chain.rules import plan as plan_
 from job_chain.spec.loader import check_chain_data
 from job_chain.spec.model import Chain, Step
 from job_chain.status.summarize import summarize
@@ -118,7 +118,7 @@ def test_status_shows_waiting_points_and_a_stranded_one_as_failed_with_the_way_o
 
 def test_after_resume_failed_points_wait_for_a_slot_again_until_claimed_in_the_new_round() -> None:
     chain = sweep(3, 1)
-    states = {0: graph.FAILED, 1: graph.FAILED, 2: graph.SUCCEEDED}
+    states = {0: plan_.FAILED, 1: plan_.FAILED, 2: plan_.SUCCEEDED}
     assert slots.requeued(chain, 0, set(), states) == []  # round 0: a failure is final
     assert [s.index for s in slots.requeued(chain, 1, {chain.steps[0].name}, states)] == [1]
     attempts = [attempt(chain.steps[0], "Running", 2), attempt(chain.steps[1], "Failed"),

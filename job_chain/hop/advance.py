@@ -177,7 +177,7 @@ class _Hop(Submitting):
         """step index -> planner state, from the API and the run record."""
         from job_chain.aihc.status import FAILED
         from job_chain.hop.readiness import state_of
-        from job_chain.spec import graph
+        from job_chain.rules import plan as plan_
         from job_chain.status.observe import observe
         from job_chain.status.summarize import by_step
 
@@ -200,7 +200,7 @@ class _Hop(Submitting):
             causes = [self._kept_cause(name, a.attempt) for a in counted if a.status in FAILED or a is item] \
                 if step.retry_budgets is not None else []  # budgets per cause need them
             states[step.index] = state_of(step, item.attempt, item.status, code, marker, causes)
-        states[me.index] = graph.SUCCEEDED if me_succeeded else graph.FAILED
+        states[me.index] = plan_.SUCCEEDED if me_succeeded else plan_.FAILED
         return states
 
     def _kept_cause(self, name: str, attempt: int) -> str:
@@ -218,7 +218,7 @@ class _Hop(Submitting):
         need the run's state.
         """
         from job_chain.record import slots
-        from job_chain.spec import graph
+        from job_chain.rules import plan as plan_
 
         dependents = self.chain.dependents(me.index)
         joins = any(set(d.depends_on) - {me.index} for d in dependents)
@@ -262,7 +262,7 @@ class _Hop(Submitting):
         again = slots.requeued(self.chain, *slots.claims(self.records, self.run_id), states) if capped else []
         for step in again:  # resumed steps that wait for a slot again
             del states[step.index]
-        plan = graph.plan(self.chain, states, stopped=stopped)
+        plan = plan_.plan(self.chain, states, stopped=stopped)
         code = 0
         if plan.ready:
             ready = [s for s in (self.chain.step(i) for i in plan.ready) if s is not None]
@@ -291,12 +291,12 @@ class _Hop(Submitting):
         Only a higher index waits for a lower one, so two finishing steps never wait for each
         other, and the later of two simultaneous finishers sees the earlier one's final state.
         """
-        from job_chain.spec import graph
+        from job_chain.rules import plan as plan_
 
         if not (self.chain.graph or self.chain.handlers or self.chain.notify):
             return states  # a line: nothing else can be going
         end = time.monotonic() + self.deadline
-        while any(state == graph.ACTIVE and index < me.index for index, state in states.items()):
+        while any(state == plan_.ACTIVE and index < me.index for index, state in states.items()):
             if time.monotonic() > end:
                 break
             time.sleep(1.0)
@@ -316,11 +316,11 @@ class _Hop(Submitting):
     def _ended(self, plan: Any, states: Dict[int, str], stopped: bool) -> None:
         from job_chain.hop.failure import failed_details
         from job_chain.hop.notify import notify
-        from job_chain.spec import graph
+        from job_chain.rules import plan as plan_
         from job_chain.status.cost import run_hours
 
         outcome = "stopped" if stopped else ("failed" if plan.failed else "succeeded")
-        failed = [s.name for s in self.chain.steps if not s.is_handler and states.get(s.index) == graph.FAILED]
+        failed = [s.name for s in self.chain.steps if not s.is_handler and states.get(s.index) == plan_.FAILED]
         details = failed_details(self, failed)
         failing = next(iter(self.me_code), None)
         if plan.handlers:

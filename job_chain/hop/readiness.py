@@ -27,8 +27,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from job_chain.aihc.status import FAILED, STOPPED, SUCCEEDED, TERMINAL
 from job_chain.record.records import RunRecords
+from job_chain.rules import plan as plan_
 from job_chain.rules.retry import decide
-from job_chain.spec import graph
 from job_chain.spec.model import Chain, Step
 from job_chain.util.files import read_json_dict
 
@@ -57,13 +57,13 @@ def state_of(step: Step, attempt: int, status: Optional[str], exit_code: Optiona
     """The planner's state of one attempt from its job's status (None: not asked) and the record;
     ``causes``: the classes of the step's failed attempts so far (for budgets per cause)."""
     if succeeded or status in SUCCEEDED:
-        return graph.SUCCEEDED
+        return plan_.SUCCEEDED
     if status in FAILED or exit_code not in (None, 0):
         code = exit_code if exit_code is not None else 1
-        return graph.RETRY_DUE if decide(step, attempt, code, causes).retry else graph.FAILED
+        return plan_.RETRY_DUE if decide(step, attempt, code, causes).retry else plan_.FAILED
     if status in STOPPED and status in TERMINAL:
-        return graph.STOPPED
-    return graph.ACTIVE
+        return plan_.STOPPED
+    return plan_.ACTIVE
 
 
 def latest_attempts(records: RunRecords, run_id: str, chain: Chain) -> Dict[str, Latest]:
@@ -115,11 +115,11 @@ def look(chain: Chain, records: RunRecords, run_id: str, me: Step, me_succeeded:
             silent.append(item)
         states[item.step.index] = state_of(item.step, item.attempt, item.status or None, item.exit_code,
                                            item.succeeded, kept_causes(records, run_id, item.step, item.attempt))
-    states[me.index] = graph.SUCCEEDED if me_succeeded else graph.FAILED
+    states[me.index] = plan_.SUCCEEDED if me_succeeded else plan_.FAILED
     if watchers and silent:
-        plan = graph.plan(chain, states, stopped=stopped)
+        plan = plan_.plan(chain, states, stopped=stopped)
         waiting_on = {item.step.index for item in silent}
-        others_going = any(state in (graph.ACTIVE, graph.RETRY_DUE) for index, state in states.items()
+        others_going = any(state in (plan_.ACTIVE, plan_.RETRY_DUE) for index, state in states.items()
                            if index not in waiting_on)
         if not plan.ended and not plan.ready and not others_going:
             for item in silent:  # only these keep the run going: is any of them still going?

@@ -177,11 +177,11 @@ def release(chain: Chain, records: Any, run_id: str, me: Step) -> None:
 def requeued(chain: Chain, epoch_: int, claimed: Set[str], states: Dict[int, str]) -> List[Step]:
     """Pooled steps that failed or were stopped before this resume round and have not started in it:
     they wait for a slot again (``resume`` re-runs them, as many at once as the caps allow)."""
-    from job_chain.spec import graph
+    from job_chain.rules import plan as plan_
 
     if epoch_ == 0:
         return []
-    return [s for s in chain.steps if states.get(s.index) in (graph.FAILED, graph.STOPPED)
+    return [s for s in chain.steps if states.get(s.index) in (plan_.FAILED, plan_.STOPPED)
             and s.name not in claimed and pools(chain, s)]
 
 

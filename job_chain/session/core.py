@@ -286,7 +286,7 @@ class ChainSession(PlacesMixin, PlanMixin, ResumeMixin, StopMixin, WatchMixin, L
         the check and the new record are made under a lock, so simultaneous starts give one run.
         """
         from job_chain.record import index as run_index
-        from job_chain.spec import graph
+        from job_chain.rules import plan as plan_
         from job_chain.spec.frozen import freeze
 
         if mode not in MODES:
@@ -316,7 +316,7 @@ class ChainSession(PlacesMixin, PlanMixin, ResumeMixin, StopMixin, WatchMixin, L
         run = Run.from_record(self.path, record)
         try:
             frozen = self.frozen(run)
-            ready = [frozen.step(i) for i in graph.plan(frozen, {}).ready]
+            ready = [frozen.step(i) for i in plan_.plan(frozen, {}).ready]
             self._start_ready(run, frozen, ready, {}, mode, "run")  # type: ignore[arg-type]
         except SubmitInterrupted as exc:
             self.records.record_start_failure(run_id, "interrupted while submitting its first step", refused=False)

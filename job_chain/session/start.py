@@ -49,10 +49,10 @@ class PlanMixin:
     def waves(self, first: Union[int, str] = 0) -> Tuple[List[Step], List[Step]]:
         """(the steps a run starting at ``first`` submits at once, the ready ones that wait for a slot)."""
         from job_chain.record import slots
-        from job_chain.spec import graph
+        from job_chain.rules import plan as plan_
 
         chain = self.run_chain(first)
-        return slots.first_wave(chain, [chain.step(i) for i in graph.plan(chain, {}).ready])  # type: ignore[misc]
+        return slots.first_wave(chain, [chain.step(i) for i in plan_.plan(chain, {}).ready])  # type: ignore[misc]
 
     def _start_ready(self, run: Run, chain: Chain, ready: Sequence[Step], attempts: Mapping[str, int],
                      mode: str, origin: str) -> List[Submitted]:

@@ -5,9 +5,7 @@ Once any job names ``dependsOn``, every job without it is a root. Exit handlers
 (``"runOn": "failure" | "always"``) are outside the graph: they start once, after the run ended.
 
 :func:`check_graph` validates the settings with JSON paths (cycles are printed as
-``train -> eval -> train``); :func:`plan` is the pure rule every advancing job, the watcher,
-``resume`` and ``status`` share: which steps are ready, which can never start, and whether the
-run has ended.
+``train -> eval -> train``). What may start next is :mod:`job_chain.rules.plan`.
 """
 
 from __future__ import annotations
@@ -17,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from job_chain.aihc.keys import hint
-from job_chain.spec.model import Chain, Step
+from job_chain.spec.model import Step
 from job_chain.util.jsonfile import describe
 
 GRAPH_SETTINGS = {"dependsOn", "runOn", "timeout", "hangTimeout", "retryOnExitCodes"}
@@ -29,9 +27,6 @@ _DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)([smhd]))+")
 _PART = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
 _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
-# step states, as the planner sees them
-SUCCEEDED, FAILED, STOPPED, ACTIVE, RETRY_DUE, NOT_SUBMITTED = (
-    "succeeded", "failed", "stopped", "active", "retry-due", "not-submitted")
 
 
 def parse_duration(value: Any) -> Optional[float]:
@@ -206,89 +201,3 @@ def check_notify(value: Any, problems: List[str]) -> List[Dict[str, Any]]:
             problems.append(f"{where}.format: must be one of {', '.join(NOTIFY_FORMATS)}, found {describe(fmt)}")
         hooks.append({"url": url, "on": events, "format": fmt})
     return hooks
-
-
-# -- what may start next -----------------------------------------------------------------------
-@dataclass
-class Plan:
-    """Where a run stands as a graph."""
-
-    ready: List[int]  # steps whose dependencies all succeeded and that were never submitted
-    blocked: Dict[int, str]  # step -> why it can never start ("needs train")
-    ended: bool  # no step is going or can still start (handlers aside)
-    failed: bool  # some step failed (or can never start because one did)
-    handlers: List[int]  # exit handlers that should run now that the run ended
-
-
-def plan(chain: Chain, states: Dict[int, str], *, stopped: bool = False) -> Plan:
-    """Decide from each step's state (``SUCCEEDED``, ``ACTIVE``, …) what starts next.
-
-    Steps excluded from the run (before ``--start``, or added upstream of succeeded steps by a
-    resume) count as done. Nothing new is ready in a stopped run; its ``always`` handlers still
-    run once it ended.
-    """
-    names = {s.index: s.display for s in chain.steps}
-    graph_steps = [s for s in chain.steps if not s.is_handler]
-    done = {s.index for s in graph_steps if s.excluded}
-
-    def state(index: int) -> str:
-        return SUCCEEDED if index in done else states.get(index, NOT_SUBMITTED)
-
-    blocked: Dict[int, str] = {}
-    order = depths(chain)
-    for step in sorted(graph_steps, key=lambda s: (order.get(s.index, 0), s.index)):
-        if state(step.index) != NOT_SUBMITTED:
-            continue
-        for dep in step.depends_on:
-            if state(dep) in (FAILED, STOPPED) or dep in blocked:
-                blocked[step.index] = f"needs {names[dep]}"
-                break
-    ready = [] if stopped else [
-        s.index for s in graph_steps
-        if state(s.index) == NOT_SUBMITTED and s.index not in blocked and all(state(d) == SUCCEEDED
-                                                                               for d in s.depends_on)]
-    going = any(state(s.index) in (ACTIVE, RETRY_DUE) for s in graph_steps)
-    ended = not going and not ready
-    if stopped:
-        ended = not any(state(s.index) == ACTIVE for s in graph_steps)
-    failed = any(state(s.index) == FAILED for s in graph_steps) or bool(blocked and not stopped)
-    handlers: List[int] = []
-    if ended:
-        handlers = [h.index for h in chain.handlers if h.run_on == "always" or (h.run_on == "failure" and failed)]
-    return Plan(sorted(ready), blocked, ended, failed, handlers)
-
-
-def depths(chain: Chain) -> Dict[int, int]:
-    """Each step's longest dependency path length (0 for roots), without recursion (chains are long)."""
-    return depths_of({s.index: s.depends_on for s in chain.steps})
-
-
-def depths_of(edges: Dict[int, Sequence[int]]) -> Dict[int, int]:
-    """:func:`depths` over ``{step: its dependencies}`` (also what the console draws from a run's status)."""
-    deps = {i: [d for d in parents if d in edges] for i, parents in edges.items()}
-    waiting = {i: len(d) for i, d in deps.items()}
-    children: Dict[int, List[int]] = {}
-    for index, parents in deps.items():
-        for parent in parents:
-            children.setdefault(parent, []).append(index)
-    depth = {i: 0 for i, n in waiting.items() if n == 0}
-    queue = sorted(depth)
-    while queue:
-        node = queue.pop()
-        for child in children.get(node, ()):
-            depth[child] = max(depth.get(child, 0), depth[node] + 1)
-            waiting[child] -= 1
-            if waiting[child] == 0:
-                queue.append(child)
-    return depth
-
-
-def levels(chain: Chain) -> List[List[int]]:
-    """The steps in waves: each wave can start once the ones before it succeeded (the dry-run plan)."""
-    waves: Dict[int, List[int]] = {}
-    order = depths(chain)
-    for step in chain.steps:
-        if step.is_handler or step.excluded:
-            continue
-        waves.setdefault(order.get(step.index, 0), []).append(step.index)
-    return [waves[k] for k in sorted(waves)]

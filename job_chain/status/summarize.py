@@ -59,7 +59,7 @@ def summarize(chain: Chain, attempts: Iterable[Attempt], facts: RunFacts, *, run
     from dataclasses import replace
 
     from job_chain.record import slots
-    from job_chain.spec import graph
+    from job_chain.rules import plan as plan_
 
     now = time.time() if now is None else now
     found_by_step = by_step(chain, attempts)
@@ -75,7 +75,7 @@ def summarize(chain: Chain, attempts: Iterable[Attempt], facts: RunFacts, *, run
             steps.append(_add_hours(StepStatus(step.index, step.name, status, reason=step.excluded or "",
                                                history=history, next_attempt=next_attempt)))
             if step.excluded:
-                states[step.index] = graph.SUCCEEDED  # what follows it may run
+                states[step.index] = plan_.SUCCEEDED  # what follows it may run
             continue
         latest = found[-1]
         state = StepStatus(step.index, step.name, latest.status, latest.job_id, latest.attempt, latest.exit_code,
@@ -96,7 +96,7 @@ def summarize(chain: Chain, attempts: Iterable[Attempt], facts: RunFacts, *, run
         states[step.index] = _planner_state(step, state)
     for again in slots.requeued(chain, facts.epoch, facts.claimed, states):
         del states[again.index]  # resumed: it waits for a slot again
-    plan = graph.plan(chain, states, stopped=facts.stopped)
+    plan = plan_.plan(chain, states, stopped=facts.stopped)
     for state, step in zip(steps, chain.steps):
         state.depends_on, state.run_on = list(step.depends_on), step.run_on
         state.display, state.group, state.point = step.display if step.group else "", step.group, dict(step.point)
@@ -120,16 +120,16 @@ def causes(attempts: Iterable[Attempt]) -> List[str]:
 
 
 def _planner_state(step: Step, state: StepStatus) -> str:
-    from job_chain.spec import graph
+    from job_chain.rules import plan as plan_
 
     if state.succeeded:
-        return graph.SUCCEEDED
+        return plan_.SUCCEEDED
     if state.active:
-        return graph.ACTIVE
+        return plan_.ACTIVE
     if state.status in FAILED:
         code = state.exit_code if state.exit_code is not None else 1
-        return graph.RETRY_DUE if decide(step, state.attempt, code, causes(state.attempts)).retry else graph.FAILED
-    return graph.STOPPED
+        return plan_.RETRY_DUE if decide(step, state.attempt, code, causes(state.attempts)).retry else plan_.FAILED
+    return plan_.STOPPED
 
 
 def _with_facts(item: Attempt, step: Step, facts: RunFacts, now: float) -> Attempt:
