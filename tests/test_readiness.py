@@ -10,9 +10,10 @@ from chain_helpers import RECORDED_RUN as RUN
 from chain_helpers import diamond_jobs, recorded_run
 
 from job_chain.failures.classify import Failure
-from job_chain.hop.readiness import kept_causes, look, state_of
+from job_chain.hop.readiness import kept_causes, look
 from job_chain.record.records import RunRecords
 from job_chain.rules import plan as plan_
+from job_chain.rules.state import AttemptFacts, planner_state
 from job_chain.spec.model import Chain
 
 
@@ -135,9 +136,10 @@ def test_a_failure_not_classified_yet_counts_as_unknown_in_budgets_per_cause(tmp
     records.record_failure(RUN, "c", 1, Failure("infra").to_record())
     records.record_exit(RUN, "c", 2, 1)  # its tail has not classified it yet
     assert kept_causes(records, RUN, c, 2) == ["infra", "unknown"]
-    assert state_of(c, 2, None, 1, False, kept_causes(records, RUN, c, 2)) == plan_.FAILED  # unknown has no budget
+    unknown_has_no_budget = planner_state(c, AttemptFacts(2, exit_code=1), kept_causes(records, RUN, c, 2))
+    assert unknown_has_no_budget == plan_.FAILED
     b = chain.named("b")  # attempt 1 stopped (no exit record: its tail never ran), resumed as attempt 2
     records.record_exit(RUN, "b", 2, 1)
     records.record_failure(RUN, "b", 2, Failure("infra").to_record())
     assert kept_causes(records, RUN, b, 2) == ["infra"]
-    assert state_of(b, 2, None, 1, False, kept_causes(records, RUN, b, 2)) == plan_.RETRY_DUE
+    assert planner_state(b, AttemptFacts(2, exit_code=1), kept_causes(records, RUN, b, 2)) == plan_.RETRY_DUE

@@ -169,7 +169,7 @@ def _dry_run(session: Any, first: str, mode: str, secret: Optional[str], params:
         click.echo("# params: " + ", ".join(f"{k}={v}" for k, v in chain.params.items()), err=True)
     _print_expansion(chain)
     if chain.graph or chain.handlers:
-        from job_chain.spec.graph import levels
+        from job_chain.rules.plan import levels
 
         names = {s.index: s.display for s in chain.steps}
         for wave, indexes in enumerate(levels(chain)):

@@ -175,9 +175,8 @@ class _Hop(Submitting):
     # -- the run as a graph ------------------------------------------------------------------
     def states(self, me: Step, me_succeeded: bool) -> Dict[int, str]:
         """step index -> planner state, from the API and the run record."""
-        from job_chain.aihc.status import FAILED
-        from job_chain.hop.readiness import state_of
         from job_chain.rules import plan as plan_
+        from job_chain.rules.state import causes_counted, planner_state
         from job_chain.status.observe import observe
         from job_chain.status.summarize import by_step
 
@@ -195,20 +194,25 @@ class _Hop(Submitting):
                 continue
             item = counted[-1]
             self.latest[name] = item
-            code = self.records.script_exit(self.run_id, name, item.attempt) if self.records else None
-            marker = bool(self.records and self.records.succeeded(self.run_id, name, item.attempt))
-            causes = [self._kept_cause(name, a.attempt) for a in counted if a.status in FAILED or a is item] \
-                if step.retry_budgets is not None else []  # budgets per cause need them
-            states[step.index] = state_of(step, item.attempt, item.status, code, marker, causes)
+            facts = [self._facts(name, a, step.retry_budgets is not None) for a in counted]
+            causes = causes_counted(step, facts, item.attempt) if step.retry_budgets is not None else []
+            states[step.index] = planner_state(step, facts[-1], causes)
         states[me.index] = plan_.SUCCEEDED if me_succeeded else plan_.FAILED
         return states
 
-    def _kept_cause(self, name: str, attempt: int) -> str:
-        """A failed attempt's class as the record keeps it (a hop never reads another step's logs)."""
+    def _facts(self, name: str, item: Any, causes: bool) -> Any:
+        """An attempt as the API shows it, with what the record adds: the script's exit code, the
+        succeeded marker and (for budgets per cause) the kept class — a hop never reads another
+        step's logs."""
         from job_chain.failures.classify import Failure
+        from job_chain.rules.state import AttemptFacts
 
-        kept = Failure.from_record(self.records.failure(self.run_id, name, attempt)) if self.records else None
-        return kept.cls if kept is not None else "unknown"
+        records, run_id = self.records, self.run_id
+        kept = Failure.from_record(records.failure(run_id, name, item.attempt)) if records and causes else None
+        return AttemptFacts(item.attempt, item.status,
+                            records.script_exit(run_id, name, item.attempt) if records else None,
+                            bool(records and records.succeeded(run_id, name, item.attempt)),
+                            kept.cls if kept is not None else None)
 
     def finish(self, me: Step, attempt: int, *, succeeded: bool) -> int:
         """Start what ``me`` ending made ready; if the run ended, its handlers and notifications.

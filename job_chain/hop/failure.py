@@ -37,8 +37,9 @@ def diagnose(hop: Any, step: Step, attempt: int, exit_code: int, known: Optional
     return keep(records, run_id, step, attempt, found, checkpoint[0] if checkpoint else None)
 
 
-def causes_so_far(hop: Any, step: Step, attempt: int, failure: Failure) -> List[str]:
+def causes_so_far(hop: Any, step: Step, attempt: int, exit_code: int, failure: Failure) -> List[str]:
     """The classes of this revision's failed attempts of ``step`` up to this one (for budgets per cause)."""
+    from job_chain.rules.state import AttemptFacts, causes_counted
     from job_chain.status.causes import earlier_causes
     from job_chain.status.observe import observe
 
@@ -50,7 +51,8 @@ def causes_so_far(hop: Any, step: Step, attempt: int, failure: Failure) -> List[
                                  since=hop.started, explain_failures=False)
     except JobChainError:
         attempts = []
-    return earlier_causes(hop.client, hop.chain, hop.records, hop.run_id, step, attempt, attempts) + [failure.cls]
+    earlier = earlier_causes(hop.client, hop.chain, hop.records, hop.run_id, step, attempt, attempts)
+    return causes_counted(step, earlier + [AttemptFacts(attempt, exit_code=exit_code, cause=failure.cls)], attempt)
 
 
 def handle(hop: Any, step: Step, attempt: int, exit_code: int, log: Any, known: Optional[Failure] = None,
@@ -60,7 +62,7 @@ def handle(hop: Any, step: Step, attempt: int, exit_code: int, log: Any, known: 
     from job_chain.rules.retry import decide, retry_sentence
 
     failure = diagnose(hop, step, attempt, exit_code, known, checkpoint)
-    decision = decide(step, attempt, exit_code, causes_so_far(hop, step, attempt, failure))
+    decision = decide(step, attempt, exit_code, causes_so_far(hop, step, attempt, exit_code, failure))
     resume = checkpoint if decision.retry else None
     log(f"step {step.name}: {retry_sentence(step, attempt, decision, failure, resume[0] if resume else None)}")
     if failure.line:

@@ -23,12 +23,12 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from job_chain.aihc.status import FAILED, STOPPED, SUCCEEDED, TERMINAL
+from job_chain.aihc.status import TERMINAL
 from job_chain.record.records import RunRecords
 from job_chain.rules import plan as plan_
-from job_chain.rules.retry import decide
+from job_chain.rules.state import AttemptFacts, causes_counted, planner_state
 from job_chain.spec.model import Chain, Step
 from job_chain.util.files import read_json_dict
 
@@ -50,20 +50,6 @@ class Latest:
     def settled(self) -> bool:
         """The record alone says how it ended: succeeded, or failed with the script's exit code."""
         return self.succeeded or self.exit_code not in (None, 0)
-
-
-def state_of(step: Step, attempt: int, status: Optional[str], exit_code: Optional[int], succeeded: bool,
-             causes: Sequence[str] = ()) -> str:
-    """The planner's state of one attempt from its job's status (None: not asked) and the record;
-    ``causes``: the classes of the step's failed attempts so far (for budgets per cause)."""
-    if succeeded or status in SUCCEEDED:
-        return plan_.SUCCEEDED
-    if status in FAILED or exit_code not in (None, 0):
-        code = exit_code if exit_code is not None else 1
-        return plan_.RETRY_DUE if decide(step, attempt, code, causes).retry else plan_.FAILED
-    if status in STOPPED and status in TERMINAL:
-        return plan_.STOPPED
-    return plan_.ACTIVE
 
 
 def latest_attempts(records: RunRecords, run_id: str, chain: Chain) -> Dict[str, Latest]:
@@ -113,8 +99,7 @@ def look(chain: Chain, records: RunRecords, run_id: str, me: Step, me_succeeded:
             _ask(item, job)  # the record cannot know: another mode submitted it
         elif not item.settled:
             silent.append(item)
-        states[item.step.index] = state_of(item.step, item.attempt, item.status or None, item.exit_code,
-                                           item.succeeded, kept_causes(records, run_id, item.step, item.attempt))
+        states[item.step.index] = _state(records, run_id, item)
     states[me.index] = plan_.SUCCEEDED if me_succeeded else plan_.FAILED
     if watchers and silent:
         plan = plan_.plan(chain, states, stopped=stopped)
@@ -124,32 +109,31 @@ def look(chain: Chain, records: RunRecords, run_id: str, me: Step, me_succeeded:
         if not plan.ended and not plan.ready and not others_going:
             for item in silent:  # only these keep the run going: is any of them still going?
                 _ask(item, job)
-                causes = kept_causes(records, run_id, item.step, item.attempt)
-                states[item.step.index] = state_of(item.step, item.attempt, item.status, item.exit_code,
-                                                   item.succeeded, causes)
+                states[item.step.index] = _state(records, run_id, item)
                 if item.status not in TERMINAL:
                     break
     return states, seen
 
 
+def _state(records: RunRecords, run_id: str, item: Latest) -> str:
+    latest = AttemptFacts(item.attempt, item.status or None, item.exit_code, item.succeeded)
+    return planner_state(item.step, latest, kept_causes(records, run_id, item.step, item.attempt))
+
+
 def kept_causes(records: RunRecords, run_id: str, step: Step, attempt: int) -> List[str]:
-    """The classes of this revision's failed attempts of ``step`` up to ``attempt``, as the record
-    keeps them (each kept by the job that failed): what budgets per cause count. Empty without
-    budgets. A failure not classified (yet) counts as ``unknown``, as everywhere else: ``attempt``
-    itself always (its cause is the one decided on), an earlier one when its exit record says it
-    failed; an earlier attempt the record knows no failure of (stopped, then resumed) is not one."""
+    """What budgets per cause count for ``attempt`` of ``step`` failing, as the record keeps each
+    failure (each kept by the job that failed; see :func:`~job_chain.rules.state.causes_counted`).
+    Empty without budgets."""
     if step.retry_budgets is None:
         return []
     from job_chain.failures.classify import Failure
 
-    out = []
+    facts = []
     for number in range(step.first_attempt, attempt + 1):
         kept = Failure.from_record(records.failure(run_id, step.name, number))
-        if kept is not None:
-            out.append(kept.cls)
-        elif number == attempt or records.script_exit(run_id, step.name, number) not in (None, 0):
-            out.append("unknown")
-    return out
+        facts.append(AttemptFacts(number, exit_code=records.script_exit(run_id, step.name, number),
+                                  cause=kept.cls if kept is not None else None))
+    return causes_counted(step, facts, attempt)
 
 
 def _ask(item: Latest, job: Callable[[str], Dict[str, Any]]) -> None:

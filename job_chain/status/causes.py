@@ -14,6 +14,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 from job_chain.aihc.api import JobsAPI
 from job_chain.aihc.errors import AIHCError
 from job_chain.failures.classify import TAIL_BYTES, Failure, classify, tail_text
+from job_chain.rules.state import AttemptFacts
 from job_chain.spec.model import Chain, Step
 
 TAIL_LINES = 2000  # asked of the API per pod (training lines are ~100-300 bytes); then cut to TAIL_BYTES
@@ -93,22 +94,21 @@ def explain_failures(client: JobsAPI, chain: Chain, records: Any, run_id: str, a
 
 
 def earlier_causes(client: JobsAPI, chain: Chain, records: Any, run_id: str, step: Step, attempt: int,
-                   attempts: Sequence[Any]) -> List[str]:
-    """The classes of this revision's failed attempts of ``step`` before ``attempt``, oldest first
-    (from the record, else from their logs): what budgets per cause count."""
+                   attempts: Sequence[Any]) -> List[AttemptFacts]:
+    """This revision's attempts of ``step`` before ``attempt`` as budgets per cause count them
+    (:func:`~job_chain.rules.state.causes_counted`): each failed one with its class from the record,
+    else classified now from its logs and kept."""
     from job_chain.aihc.status import FAILED
 
     out = []
     for item in sorted(attempts, key=lambda a: a.attempt):
         if chain.resolve(item.step) is not step or not step.first_attempt <= item.attempt < attempt:
             continue
-        if item.status not in FAILED:
-            continue  # a stopped attempt (then resumed) is not a failure
         kept = Failure.from_record(records.failure(run_id, step.name, item.attempt)) if records else None
-        if kept is None and item.job_id:
+        if kept is None and item.status in FAILED and item.job_id:
             try:
                 kept = keep(records, run_id, step, item.attempt, classify_job(client, chain.pool, item.job_id, step))
             except AIHCError:
                 kept = None
-        out.append(kept.cls if kept is not None else "unknown")
+        out.append(AttemptFacts(item.attempt, item.status, cause=kept.cls if kept is not None else None))
     return out

@@ -8,10 +8,12 @@ without a server. Steps are matched by name (a run recorded before names is matc
 from __future__ import annotations
 
 import time
-from typing import Any, Dict, Iterable, List, Optional, Tuple, TypeVar
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, TypeVar
 
 from job_chain.aihc.status import FAILED, SUCCEEDED
+from job_chain.rules import plan as plan_
 from job_chain.rules.retry import decide
+from job_chain.rules.state import AttemptFacts, causes_counted, planner_state
 from job_chain.spec.model import Chain, Step
 from job_chain.status.types import (
     NOT_SUBMITTED,
@@ -114,22 +116,22 @@ def summarize(chain: Chain, attempts: Iterable[Attempt], facts: RunFacts, *, run
                      params=dict(chain.params))
 
 
-def causes(attempts: Iterable[Attempt]) -> List[str]:
-    """The failure classes of the failed ones among ``attempts``, in order (``unknown`` where not known)."""
-    return [a.failure.cls if a.failure is not None else "unknown" for a in attempts if a.status in FAILED]
+def causes(step: Step, attempts: Sequence[Attempt], upto: int) -> List[str]:
+    """What budgets per cause count for attempt ``upto`` of ``step`` failing (see
+    :func:`~job_chain.rules.state.causes_counted`), from the attempts as status sees them."""
+    return causes_counted(step, [_facts(a) for a in attempts], upto)
+
+
+def _facts(item: Attempt) -> AttemptFacts:
+    return AttemptFacts(item.attempt, item.status, item.exit_code, cause=item.failure.cls if item.failure else None)
 
 
 def _planner_state(step: Step, state: StepStatus) -> str:
-    from job_chain.rules import plan as plan_
-
-    if state.succeeded:
-        return plan_.SUCCEEDED
-    if state.active:
-        return plan_.ACTIVE
-    if state.status in FAILED:
-        code = state.exit_code if state.exit_code is not None else 1
-        return plan_.RETRY_DUE if decide(step, state.attempt, code, causes(state.attempts)).retry else plan_.FAILED
-    return plan_.STOPPED
+    if not state.attempts:
+        return plan_.NOT_SUBMITTED
+    latest = state.attempts[-1]
+    return planner_state(step, _facts(latest)._replace(status=state.status, exit_code=state.exit_code),
+                         causes(step, state.attempts, state.attempt))
 
 
 def _with_facts(item: Attempt, step: Step, facts: RunFacts, now: float) -> Attempt:
@@ -153,7 +155,7 @@ def _add_notes(step: Step, state: StepStatus) -> None:
         if item.status not in FAILED or item.failure is None:
             continue
         code = item.exit_code if item.exit_code is not None else 1
-        decision = decide(step, item.attempt, code, causes(state.attempts[:position + 1]))
+        decision = decide(step, item.attempt, code, causes(step, state.attempts[:position + 1], item.attempt))
         after = state.attempts[position + 1] if position + 1 < len(state.attempts) else None
         resume = after.resume_from[0] if after is not None and after.resume_from else None
         if resume is None and decision.retry and step.checkpoint is not None:
@@ -224,7 +226,7 @@ def _outcome(chain: Chain, steps: List[StepStatus], plan: Any, facts: RunFacts, 
         if step is None or step.is_handler or not state.submitted or state.status not in FAILED:
             continue
         code = state.exit_code if state.exit_code is not None else 1
-        if decide(step, state.attempt, code, causes(state.attempts)).retry:
+        if decide(step, state.attempt, code, causes(step, state.attempts, state.attempt)).retry:
             why = fact(facts.advance_failed, step, state.attempt)
             with_code = f" with exit code {state.exit_code}" if state.exit_code is not None else ""
             if why:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from job_chain.spec.graph import depths_of
+from job_chain.rules.plan import depths_of
 from job_chain.status.types import SKIPPED, StepStatus
 from job_chain.ui.views import tone
 
