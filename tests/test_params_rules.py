@@ -10,7 +10,8 @@ import pytest
 
 from job_chain.errors import UsageError
 from job_chain.record.outputs import MAX_BYTES, MAX_KEYS, parse, read_file
-from job_chain.spec.frozen import freeze, revise, thaw
+from job_chain.rules.revise import revise
+from job_chain.spec.frozen import freeze, thaw
 from job_chain.spec.loader import ChainFileError, check_chain_data
 from job_chain.spec.matrix import point_name
 from job_chain.spec.model import display_group

@@ -23,6 +23,7 @@ from job_chain.hop.submitting import (
     submit_with_deadline,
 )
 from job_chain.record.records import RunRecords, run_started
+from job_chain.rules.state import next_attempt
 from job_chain.spec.model import Chain, Step
 
 __all__ = ["advance", "handler_context"]
@@ -275,7 +276,7 @@ class _Hop(Submitting):
                 code = self.submit([(s.name, s.first_attempt) for s in direct], (me.name, attempt),
                                    0 if succeeded else 1)
             if capped and len(direct) < len(ready):  # the capped ones: as many as there are free slots
-                nexts = {s.name: self.latest[s.name].attempt + 1 for s in again}
+                nexts = {s.name: next_attempt(s, self.latest[s.name].attempt) for s in again}
                 _, lost = slots.fill(self.chain, self.records, self.run_id, ready, nexts, origin=f"{me.name}/{attempt}",
                                      submit=lambda s, a: self.slot_submit(s, a, (me.name, attempt)))
                 code = EXIT_ADVANCE_FAILED if lost and succeeded else code

@@ -13,6 +13,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from job_chain.errors import JobChainError
 from job_chain.failures.classify import Failure
+from job_chain.rules.state import next_attempt
 from job_chain.spec.model import Step
 
 
@@ -69,7 +70,7 @@ def handle(hop: Any, step: Step, attempt: int, exit_code: int, log: Any, known: 
         log(f"step {step.name}: the line that says so{' (pod ' + failure.pod + ')' if failure.pod else ''}: "
             f"{failure.line[:300]}")
     if decision.retry:
-        return hop.submit([(step.name, attempt + 1)], (step.name, attempt), exit_code, resume=resume)
+        return hop.submit([(step.name, next_attempt(step, attempt))], (step.name, attempt), exit_code, resume=resume)
     if failure.explanation:
         log(f"step {step.name}: what to do: {failure.explanation}")
     log(f"step {step.name} failed with exit code {exit_code}; "

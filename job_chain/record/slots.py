@@ -28,6 +28,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
+from job_chain.rules.state import next_attempt
 from job_chain.spec.model import Chain, Step
 from job_chain.util.files import create_private, read_json_dict
 
@@ -271,7 +272,7 @@ def hand_on(chain: Chain, records: Any, run_id: str, me: Step, submit: Callable[
                and latest.get(("succeeded", s.name), 0) < s.first_attempt]
     if not waiting:
         return None  # the last ones: what follows the matrix may be ready now
-    attempts = {s.name: max(s.first_attempt, latest.get(("step", s.name), 0) + 1) for s in waiting}
+    attempts = {s.name: next_attempt(s, latest.get(("step", s.name))) for s in waiting}
     return fill(chain, records, run_id, waiting, attempts, submit, origin, seen=(e, state))
 
 

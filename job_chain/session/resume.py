@@ -27,7 +27,7 @@ class ResumeMixin:
         from dataclasses import replace
 
         from job_chain.record import slots
-        from job_chain.spec.frozen import revise
+        from job_chain.rules.revise import revise
         from job_chain.spec.params import resolve_params
 
         status = self.status(run.run_id)

@@ -33,7 +33,7 @@ def complete(client: Any, chain: Chain, step: Step, run_id: str, since: Optional
 
     ``records`` (the starting machine's record, for ``resume``) caches what was read.
     """
-    from job_chain.spec.frozen import ancestors_of
+    from job_chain.rules.revise import ancestors_of
 
     wanted = (referenced(chain) & ancestors_of(chain, step.name)) - set(chain.outputs)
     if records is not None and wanted:

@@ -13,7 +13,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, TypeVar
 from job_chain.aihc.status import FAILED, SUCCEEDED
 from job_chain.rules import plan as plan_
 from job_chain.rules.retry import decide
-from job_chain.rules.state import AttemptFacts, causes_counted, planner_state
+from job_chain.rules.state import AttemptFacts, causes_counted, next_attempt, planner_state
 from job_chain.spec.model import Chain, Step
 from job_chain.status.types import (
     NOT_SUBMITTED,
@@ -71,18 +71,18 @@ def summarize(chain: Chain, attempts: Iterable[Attempt], facts: RunFacts, *, run
         every = [_with_facts(a, step, facts, now) for a in found_by_step.get(step.name, [])]
         found = [_with_script_exit(a, step, facts) for a in every if a.attempt >= step.first_attempt]
         history = [a for a in every if a.attempt < step.first_attempt]
-        next_attempt = max(step.first_attempt, every[-1].attempt + 1 if every else 1)
+        following = next_attempt(step, every[-1].attempt if every else None)
         if not found:
             status = SKIPPED if step.excluded else NOT_SUBMITTED
             steps.append(_add_hours(StepStatus(step.index, step.name, status, reason=step.excluded or "",
-                                               history=history, next_attempt=next_attempt)))
+                                               history=history, next_attempt=following)))
             if step.excluded:
                 states[step.index] = plan_.SUCCEEDED  # what follows it may run
             continue
         latest = found[-1]
         state = StepStatus(step.index, step.name, latest.status, latest.job_id, latest.attempt, latest.exit_code,
                            latest.reason, latest.started, latest.finished, found, history=history,
-                           next_attempt=next_attempt)
+                           next_attempt=following)
         proven = has_fact(facts.succeeded, step, latest.attempt) or any(
             found_by_step.get(d.name) for d in chain.dependents(step.index))
         if latest.terminal and not state.succeeded and proven:
