@@ -1,8 +1,7 @@
-"""The lean hop (job_chain/hop/lean.py): a step of a plain line submits the next from its plan.
-
-The plan is made by the code that submits (so its request is exactly the full advance's); the
-tail follows it without loading the chain model, and leaves anything it did not foresee to the
-full advance, which redoes every step idempotently.
+"""Planned hops: the plan written when a step is submitted is a cache of the one advance
+(job_chain/hop/advance.py). The plan is made by the code that submits, so its request is exactly
+what the advance would send; while it holds, the tail never thaws the chain; what it does not
+cover is decided from the chain by the same path, idempotently.
 """
 
 from __future__ import annotations
@@ -17,13 +16,12 @@ from chain_helpers import diamond_jobs, recorded_run
 from conftest import LocalServer
 from test_hop import NEVER, NO_HTTP, heavy, hop, imported
 
-from job_chain.hop import lean
+from job_chain.hop.advance import _partners_ready, advance
 from job_chain.submit import plans
-from job_chain.submit.request import build_request, client_token
 
 # what thawing the frozen chain loads: a planned hop loads none of it
 CHAIN_MODEL = ("job_chain.spec.model", "job_chain.spec.frozen", "job_chain.spec.graph", "job_chain.spec.params",
-               "job_chain.spec.matrix", "job_chain.record.slots", "job_chain.hop.advance", "job_chain.submit.create",
+               "job_chain.spec.matrix", "job_chain.record.slots", "job_chain.submit.request", "job_chain.hop.readiness",
                "dataclasses")  # the model's dataclasses: the SDK does not load the module, nor may our client
 
 
@@ -39,16 +37,42 @@ def plan_file(chain: Path, step: str, attempt: int = 1, run: str = RUN) -> Path:
 
 
 # -- plans, in-process -----------------------------------------------------------------------------
-def test_a_plan_is_the_full_advances_request_for_each_step_of_the_line(tmp_path: Path) -> None:
-    chain, _ = recorded_run(tmp_path / "chain_info.json", "pool-x", line("a", "b", "c", "d"))
+class Recorder:
+    """An in-memory API that keeps what each create was sent (body and client token)."""
+
+    def __init__(self) -> None:
+        self.created: List[Dict[str, Any]] = []
+
+    def create_job(self, pool: str, body: Dict[str, Any], client_token: Any = None) -> Dict[str, Any]:
+        self.created.append({"body": body, "token": client_token})
+        return {"jobId": f"job-{len(self.created)}", "jobName": body["name"]}
+
+
+def test_a_plan_is_what_the_full_advance_sends_for_each_step_of_the_line(tmp_path: Path) -> None:
+    chain, records = recorded_run(tmp_path / "chain_info.json", "pool-x", line("a", "b", "c", "d"), submitted="a",
+                                  run_id=RUN)
     steps = plans.plan(chain, RUN, chain.named("a"))
     assert [(s["step"], s["next"], s["attempt"]) for s in steps] == [("a", "b", 1), ("b", "c", 1), ("c", "d", 1)]
-    for entry in steps:
-        follower = chain.named(entry["next"])
-        assert entry["token"] == client_token(RUN, follower, 1)
-        assert entry["body"] == build_request(chain, follower.name, RUN, 1, mode="job")
+    sent = Recorder()
+    for entry in steps:  # each step's success, decided the full way (no plan file): what is created
+        code = advance(chain, sent, run_id=RUN, step=entry["step"], attempt=1, exit_code=0,  # type: ignore[arg-type]
+                       records=records, resume_hint="resume", deadline=0)
+        assert code == 0
+    assert [(c["body"], c["token"]) for c in sent.created] == [(s["body"], s["token"]) for s in steps]
     assert len(plans.plan(chain, RUN, chain.named("a"), ahead=2)) == 2
     assert plans.plan(chain, RUN, chain.named("d")) == []  # the last step: the full advance says the chain is done
+
+
+def test_what_a_plan_stands_for_is_what_the_advance_reads_of_the_finishing_step(tmp_path: Path) -> None:
+    """A planned step's facts are the defaults (Finishing.planned): every step a plan covers has exactly
+    those, and a step with any other is never planned, so no feature of the advance is skipped."""
+    jobs = line("a", "b", "c", "d", "e", b={"jobChain": {"checkpoint": {"dir": "/ckpt"}}},
+                c={"jobSpec": {"command": "true", "image": "local", "replicas": 2}})
+    chain, _ = recorded_run(tmp_path / "chain_info.json", "pool-x", jobs)
+    for step in chain.steps:
+        facts = plans.finishing(chain, step)
+        assert (plans.follower(chain, step) is not None) <= (facts == plans.Finishing.planned(step.name))
+    assert plans.follower(chain, chain.named("b")) is None and plans.follower(chain, chain.named("c")) is None
 
 
 @pytest.mark.parametrize("jobs, first, expected", [
@@ -180,34 +204,34 @@ def test_a_failed_branch_leaves_the_join_to_the_full_advance(tmp_path: Path) -> 
                                   succeeded="a", run_id=RUN)
     plans.plan_submitted(chain, records, RUN, chain.named("b"), 1)
     records.record_exit(RUN, "c", 1, 3)
-    assert lean.join_ready(records, RUN, {"c": 1}) is None
+    assert _partners_ready(records, RUN, {"c": 1}) is None
     records.record_exit(RUN, "c", 2, 0)
     records.record_succeeded(RUN, "c", 2)
-    assert lean.join_ready(records, RUN, {"c": 1}) is True  # its retry succeeded
-    assert lean.join_ready(records, RUN, {"c": 3}) is False  # not submitted in this revision yet: it will report
+    assert _partners_ready(records, RUN, {"c": 1}) is True  # its retry succeeded
+    assert _partners_ready(records, RUN, {"c": 3}) is False  # not submitted in this revision yet: it will report
     records.record_failure(RUN, "c", 1, {"class": "user"})
-    assert lean.join_ready(records, RUN, {"c": 3}) is None  # ...unless something failed: it may never be
+    assert _partners_ready(records, RUN, {"c": 3}) is None  # ...unless something failed: it may never be
     records.record_submission(RUN, "c", 3, "job-c3", "c", mode="watch")
-    assert lean.join_ready(records, RUN, {"c": 3}) is None  # its tail does not report here
+    assert _partners_ready(records, RUN, {"c": 3}) is None  # its tail does not report here
     records.record_submission(RUN, "c", 4, "job-c4", "c", mode="job")
-    assert lean.join_ready(records, RUN, {"c": 4}) is False  # it will report, and see b's marker
+    assert _partners_ready(records, RUN, {"c": 4}) is False  # it will report, and see b's marker
     records.record_exit(RUN, "c", 4, 0)
-    assert lean.join_ready(records, RUN, {"c": 4}) is False  # its tail is between its exit and its marker
+    assert _partners_ready(records, RUN, {"c": 4}) is False  # its tail is between its exit and its marker
     records.record_exit(RUN, "c", 4, 1)
-    assert lean.join_ready(records, RUN, {"c": 4}) is None  # it failed after all
+    assert _partners_ready(records, RUN, {"c": 4}) is None  # it failed after all
 
 
-def test_an_api_error_in_a_planned_hop_is_left_to_the_full_advance(tmp_path: Path) -> None:
+def test_an_api_error_in_a_planned_hop_is_recorded_as_every_advance_records_it(tmp_path: Path) -> None:
     chain, records = recorded_run(tmp_path / "chain_info.json", "pool-x", line("a", "b"), submitted="a", run_id=RUN)
     plans.plan_submitted(chain, records, RUN, chain.named("a"), 1)
-    # nothing listens on port 9: the planned create fails, the full advance retries, then gives up
+    # nothing listens on port 9: the planned create fails and the advance gives up (a deadline of 0)
     secret = "sk-never-in-a-log-0123456789"
     done = hop(chain.path, "a", env={"JOB_CHAIN_ADVANCE_DEADLINE": "0", "AIHC_HOST": "http://127.0.0.1:9",
-                                     "AIHC_AK": "ak-lean", "AIHC_SK": secret}, importtime=False, run=RUN)
+                                     "AIHC_AK": "ak-lean", "AIHC_SK": secret}, run=RUN)
     assert done.returncode == 75, done.stderr
-    assert "the planned advance stopped" in done.stderr and "advancing the full way" in done.stderr
-    assert "could not be submitted" in done.stderr and secret not in done.stderr
+    assert "step b could not be submitted" in done.stderr and "resume" in done.stderr and secret not in done.stderr
     assert records.advance_failure(RUN, "a", 1) is not None
+    assert heavy(imported(done.stderr), CHAIN_MODEL) == []  # the plan still stood for the chain
 
 
 def test_a_look_at_a_finished_run_whose_jobs_are_cached_loads_no_sdk(tmp_path: Path,

@@ -1,35 +1,41 @@
-"""What a finished step does from inside its job: submit the next step, retry, or stop.
+"""What a finished step does from inside its job: submit what its success starts, retry it, or stop.
 
 Runs in training images (Python >= 3.8, maybe no internet) through ``python3 -m job_chain.hop``:
 the standard library, and the BCE SDK once a request is made. Messages go to stderr, the job's log.
+
+There is one path (``docs/architecture.md``, "The path of a hop"): record the script's exit →
+stop if the run was stopped → on failure, find why and retry or stop (:mod:`job_chain.hop.failure`)
+→ wait for the other replicas → keep the outputs → record the success → decide what is ready →
+create each once (:func:`job_chain.submit.create.create_once`) → on the run's end, exit handlers
+and notifications. The plan written when this step was submitted (:mod:`job_chain.submit.plans`)
+is a cache of that decision for a plain line or join: while it holds, the run's chain is never
+thawed (a tenth of a hop's time); when it does not cover what happened, the chain is thawed and
+the same path decides the full way. Every step of it is idempotent.
 """
 
 from __future__ import annotations
 
 import os
 import shlex
-import time
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple, Union
 
-from job_chain.aihc.api import JobsAPI
-from job_chain.aihc.errors import AIHCError
 from job_chain.errors import JobChainError
-from job_chain.hop.peers import peers_problem
-from job_chain.hop.submitting import (
-    DEFAULT_DEADLINE,
-    EXIT_ADVANCE_FAILED,
-    Submitting,
-    log,
-    submit_with_deadline,
-)
-from job_chain.record.records import RunRecords, run_started
-from job_chain.rules.state import next_attempt
-from job_chain.spec.model import Chain, Step
+from job_chain.hop.submitting import DEFAULT_DEADLINE, EXIT_ADVANCE_FAILED, SUBMIT_WIDTH, submit_with_deadline
+from job_chain.submit.plans import Finishing
+from job_chain.util.log import log
+
+if TYPE_CHECKING:
+    from job_chain.aihc.api import JobsAPI
+    from job_chain.record.records import RunRecords
+    from job_chain.spec.model import Chain, Step
 
 __all__ = ["advance", "handler_context"]
 
+ChainSource = Union["Chain", Callable[[], "Chain"]]  # the run's chain, or how to thaw it when needed
+
+
 def advance(
-    chain: Chain,
+    chain: ChainSource,
     client: JobsAPI,
     *,
     run_id: str,
@@ -47,90 +53,191 @@ def advance(
 
     Success: record it, then submit every step whose dependencies have now all succeeded.
     Failure: retry it if allowed, else record it. Either way, if that ended the run, start its
-    exit handlers and send its notifications. ``chain`` is the run's frozen chain. ``reconnect``
-    returns a fresh client after a connection failure (or None to keep the old one). ``outputs``:
-    what the step wrote to ``$JOB_CHAIN_OUTPUTS``, or why it cannot be used (then the step fails).
+    exit handlers and send its notifications. ``chain`` is the run's frozen chain (or a function
+    that thaws it: a planned hop never calls it). ``reconnect`` returns a fresh client after a
+    connection failure (or None to keep the old one). ``outputs``: what the step wrote to
+    ``$JOB_CHAIN_OUTPUTS``, or why it cannot be used (then the step fails).
     """
-
-    current = chain.resolve(step)
-    if current is None:
-        log(f"step {step} is not in run {run_id}'s chain; nothing to do")
-        return exit_code or EXIT_ADVANCE_FAILED
     mode = mode or ("inline" if records is None else "job")
-    code = _advance(chain, current, client, run_id, attempt, exit_code, records, resume_hint, deadline, mode,
-                    reconnect, outputs)
+    hop = _Hop(chain, client, run_id, records, mode, deadline, reconnect, resume_hint)
+    planned = outputs == ({}, None) and hop.read_plan(step, attempt, exit_code)
+    if planned:
+        me = Finishing.planned(step)
+    else:
+        current = hop.chain.resolve(step)
+        if current is None:
+            log(f"step {step} is not in run {run_id}'s chain; nothing to do")
+            return exit_code or EXIT_ADVANCE_FAILED
+        from job_chain.submit.plans import finishing
+
+        me = finishing(hop.chain, current)
+    code = hop.run(me, attempt, exit_code, outputs)
     if records is not None and mode == "job":  # this job ends now: its end, to the millisecond (GPU-hours)
-        records.record_advance_end(run_id, current.name, attempt)
+        records.record_advance_end(run_id, me.name, attempt, planned=hop.followed_plan)
+        if planned:  # it has served (a second tail of this attempt finds every step of it done)
+            from job_chain.record.plans import remove_plan
+
+            remove_plan(records, run_id, me.name, attempt)
     return code
 
 
-def _advance(chain: Chain, current: Step, client: JobsAPI, run_id: str, attempt: int, exit_code: int,
-             records: Optional[RunRecords], resume_hint: str, deadline: float, mode: str,
-             reconnect: Optional[Callable[[], Any]], outputs: Tuple[Dict[str, str], Optional[str]]) -> int:
-    from job_chain.record import outputs as outputs_
-
-    name = current.name
-    known = None  # a cause job-chain itself knows, so no log needs reading
-    if exit_code == 0 and outputs[1]:
-        from job_chain.failures.classify import Failure
-
-        log(f"step {name}: {outputs[1]}; the step fails (exit code {outputs_.EXIT_BAD_OUTPUTS})")
-        exit_code = outputs_.EXIT_BAD_OUTPUTS
-        known = Failure("user", "unusable-outputs", outputs[1], explanation="write KEY=VALUE lines to "
-                        "$JOB_CHAIN_OUTPUTS (docs/graphs.md, Outputs), then resume the run")
-    recorded = False
-    checkpoint = None  # read once: the exit record, the failure's record and a retry's resume all name it
-    if current.checkpoint is not None:
-        from job_chain.rules.checkpoint import last_complete
-
-        checkpoint = last_complete(current.checkpoint)
-    if records is not None:
-        # before anything can fail: status shows it
-        recorded = records.record_exit(run_id, name, attempt, exit_code, checkpoint[0] if checkpoint else None)
-    if records is not None and records.is_stopped(run_id):
-        log(f"run {run_id} was stopped by the user; not submitting anything")
-        return exit_code
-    started = ((records.get_run(run_id) or {}).get("started") if records else None) or run_started(run_id)
-    hop = _Hop(chain, client, run_id, records, mode, started, deadline, reconnect, resume_hint)
-    hop.recorded = recorded
-    if recorded and hop.mode == "job":
-        records.note_own_job(run_id, name, attempt)  # type: ignore[union-attr]
-
-    if exit_code != 0:
-        from job_chain.hop import failure as on_failure
-
-        return on_failure.handle(hop, current, attempt, exit_code, log, known, checkpoint)
-
-    replicas = int(current.body.get("jobSpec", {}).get("replicas", 1))
-    self_pod = os.environ.get("POD_NAME") or os.environ.get("HOSTNAME") or ""
-    if replicas > 1 and self_pod:
-        problem = peers_problem(client, chain, run_id, name, attempt, records, started, self_pod, deadline)
-        if problem:
-            log(f"step {name}: {problem}; not advancing (the job fails)")
-            return EXIT_ADVANCE_FAILED
-    outputs_.keep(chain, records, run_id, name, attempt, outputs[0], log)  # before the success is seen
-    if records is not None:  # durably, before looking at the others
-        hop.recorded = records.record_succeeded(run_id, name, attempt) and hop.recorded
-    if current.is_handler:
-        log(f"exit handler {name} succeeded")
-        return 0
-    return hop.finish(current, attempt, succeeded=True)
-
-
-class _Hop(Submitting):
+class _Hop:
     """One advancing job's view of the run: what it knows, and how it submits."""
 
-    def __init__(self, chain: Chain, client: JobsAPI, run_id: str, records: Optional[RunRecords], mode: str,
-                 started: Optional[float], deadline: float, reconnect: Optional[Callable[[], Any]],
-                 resume_hint: str) -> None:
-        self.chain, self.client, self.run_id, self.records, self.mode = chain, client, run_id, records, mode
-        self.started, self.deadline, self.reconnect, self.resume_hint = started, deadline, reconnect, resume_hint
-        self.latest: Dict[str, Any] = {}  # step name -> its latest attempt, as states() last saw it
+    def __init__(self, chain: ChainSource, client: JobsAPI, run_id: str, records: Optional[RunRecords], mode: str,
+                 deadline: float, reconnect: Optional[Callable[[], Any]], resume_hint: str) -> None:
+        self._chain: Optional[Chain] = None if callable(chain) else chain
+        self._thaw: Optional[Callable[[], Chain]] = chain if callable(chain) else None
+        self.client, self.run_id, self.records, self.mode = client, run_id, records, mode
+        self.deadline, self.reconnect, self.resume_hint = deadline, reconnect, resume_hint
+        self.plan: Optional[Dict[str, Any]] = None  # what the submitter planned this step's success to do
+        self.followed_plan = False
+        self.latest: Dict[str, Any] = {}  # step name -> its latest attempt, as the last look saw it
         self.attempts: List[Any] = []  # every attempt of the run, as states() last saw them
         self.me_code: Dict[str, int] = {}  # the finishing step's own exit code (the record may be elsewhere)
         self.me_failure: Dict[str, Any] = {}  # and why it failed
         self.error: Optional[BaseException] = None  # why the last submission gave up
         self.recorded = False  # this step's exit (and success) are in the shared run record
+        self._started: Optional[float] = None
+
+    @property
+    def chain(self) -> Chain:
+        """The run's chain, thawed on first use."""
+        if self._chain is None:
+            assert self._thaw is not None
+            self._chain = self._thaw()
+        return self._chain
+
+    @property
+    def started(self) -> Optional[float]:
+        """When the run started (bounds every walk of the pool)."""
+        if self._started is None:
+            from job_chain.record.records import run_started
+
+            recorded = (self.records.get_run(self.run_id) or {}).get("started") if self.records else None
+            self._started = recorded or run_started(self.run_id)
+        return self._started
+
+    # -- the plan: a cache of this path's decision ----------------------------------------------
+    def read_plan(self, step: str, attempt: int, exit_code: int) -> bool:
+        """Whether the plan made when (``step``, ``attempt``) was submitted holds: job mode, the
+        script succeeded, the run is at the plan's revision and the plan starts at this step."""
+        if self.records is None or self.mode != "job" or exit_code != 0:
+            return False
+        from job_chain.record.plans import read_plan
+
+        own = read_plan(self.records, self.run_id, step, attempt)
+        if own is None or own["steps"][0].get("step") != step:
+            return False
+        if (self.records.get_run(self.run_id) or {}).get("revision") != own.get("revision"):
+            return False  # the run changed since (resume with changes, a rerun)
+        self.plan = own
+        return True
+
+    def _follow_plan(self, me: Finishing, attempt: int) -> Optional[int]:
+        """Do what the plan says this success starts; None when the plan cannot decide it (a step the
+        join needs failed, or only the API can tell): then the chain decides."""
+        assert self.plan is not None and self.records is not None
+        first = self.plan["steps"][0]
+        name, number = str(first["next"]), int(first["attempt"])
+        if first.get("needs"):
+            ready = _partners_ready(self.records, self.run_id, first["needs"])
+            if ready is None:
+                return None
+            if not ready:
+                log(f"step {me.name} succeeded; its dependents also wait for {', '.join(first['needs'])}")
+                self.followed_plan = True
+                return 0
+        from job_chain.record.plans import write_plan
+
+        rest = self.plan["steps"][1:]
+        pool, revision, version = str(self.plan["pool"]), int(self.plan["revision"]), self.plan.get("version")
+
+        def create() -> Dict[str, str]:
+            from job_chain.submit.create import create_once
+
+            return create_once(self.client, pool, first["body"], first["token"], records=self.records,
+                               run_id=self.run_id, step=name, attempt=number, revision=revision, mode="job")
+
+        def passed_on(result: Dict[str, str]) -> None:
+            if result["created"] == "yes":  # the rest of the line, for the next tail
+                write_plan(self.records, self.run_id, name, number, revision, version, pool, rest)  # type: ignore
+
+        self.followed_plan = True
+        code = self._create(name, number, (me.name, attempt), 0, create, passed_on)
+        return 0 if code is None else code
+
+    # -- the one sequence ----------------------------------------------------------------------------
+    def run(self, me: Finishing, attempt: int, exit_code: int, outputs: Tuple[Dict[str, str], Optional[str]]) -> int:
+        records, run_id, name = self.records, self.run_id, me.name
+        known = None  # a cause job-chain itself knows, so no log needs reading
+        if exit_code == 0 and outputs[1]:
+            from job_chain.failures.classify import Failure
+            from job_chain.record import outputs as outputs_
+
+            log(f"step {name}: {outputs[1]}; the step fails (exit code {outputs_.EXIT_BAD_OUTPUTS})")
+            exit_code = outputs_.EXIT_BAD_OUTPUTS
+            known = Failure("user", "unusable-outputs", outputs[1], explanation="write KEY=VALUE lines to "
+                            "$JOB_CHAIN_OUTPUTS (docs/graphs.md, Outputs), then resume the run")
+        checkpoint = None  # read once: the exit record, the failure's record and a retry's resume all name it
+        if me.checkpoint is not None:
+            from job_chain.rules.checkpoint import last_complete
+
+            checkpoint = last_complete(me.checkpoint)
+        if records is not None:  # before anything can fail: status shows it
+            self.recorded = records.record_exit(run_id, name, attempt, exit_code,
+                                                checkpoint[0] if checkpoint else None)
+        if records is not None and records.is_stopped(run_id):
+            log(f"run {run_id} was stopped by the user; not submitting anything")
+            return exit_code
+        if self.recorded and records is not None and self.mode == "job":
+            records.note_own_job(run_id, name, attempt)
+        if exit_code != 0:
+            return self._failed(self.chain.named(name), attempt, exit_code, known, checkpoint)  # type: ignore
+
+        self_pod = os.environ.get("POD_NAME") or os.environ.get("HOSTNAME") or ""
+        if me.replicas > 1 and self_pod:
+            from job_chain.hop.peers import peers_problem
+
+            problem = peers_problem(self.client, self.chain, run_id, name, attempt, records, self.started, self_pod,
+                                    self.deadline)
+            if problem:
+                log(f"step {name}: {problem}; not advancing (the job fails)")
+                return EXIT_ADVANCE_FAILED
+        if outputs[0]:  # before the success is seen
+            from job_chain.record import outputs as outputs_
+
+            outputs_.keep(self.chain, records, run_id, name, attempt, outputs[0], log)
+        if records is not None:  # durably, before looking at the others
+            self.recorded = records.record_succeeded(run_id, name, attempt) and self.recorded
+        if me.handler:
+            log(f"exit handler {name} succeeded")
+            return 0
+        return self.finish(me, attempt, succeeded=True)
+
+    def _failed(self, step: Step, attempt: int, exit_code: int, known: Any, checkpoint: Any) -> int:
+        """The script failed: retry it if its budget allows, else say so and end what it ends."""
+        from job_chain.hop.failure import decide_after
+        from job_chain.rules.state import next_attempt
+
+        after = decide_after(self, step, attempt, exit_code, known, checkpoint)
+        if after.decision.retry:
+            return self.submit([(step.name, next_attempt(step, attempt))], (step.name, attempt), exit_code,
+                               resume=after.resume)
+        if not step.is_handler:
+            self.me_code[step.name] = exit_code
+            self.me_failure[step.name] = after.failure
+            from job_chain.submit.plans import finishing
+
+            self.finish(finishing(self.chain, step), attempt, succeeded=False)
+        return exit_code
+
+    # -- what the API knows ------------------------------------------------------------------------
+    def refresh(self) -> None:
+        fresh = self.reconnect() if self.reconnect is not None else None
+        if fresh is not None and getattr(fresh, "endpoint", None) != getattr(self.client, "endpoint", None):
+            log(f"the API moved to {fresh.endpoint}; using it")
+            self.client = fresh
 
     def job_id(self, name: str, attempt: int) -> Optional[str]:
         """The job of (step, attempt): from the record, else by its labels."""
@@ -151,8 +258,10 @@ class _Hop(Submitting):
         """Inline runs: the API's createdAt of the run's first job, which bounds every walk of the pool
         (never this machine's or the submitter's clock). The first job's snapshot cannot carry it:
         that job asks the API for its own createdAt (``AIHC_JOB_ID``) and passes it on."""
+        if self.records is not None:
+            return None
         own = os.environ.get("AIHC_JOB_ID")
-        if self.records is None and self.chain.began is None and self.chain.first_job and own:
+        if self.chain.began is None and self.chain.first_job and own:
             from job_chain.aihc.timefmt import parse_time
 
             try:
@@ -165,6 +274,8 @@ class _Hop(Submitting):
 
     def job(self, job_id: str) -> Dict[str, Any]:
         """One of the run's own jobs, by id (a deleted job reads as Deleted)."""
+        from job_chain.aihc.errors import AIHCError
+
         try:
             return submit_with_deadline(lambda: self.client.get_job(self.chain.pool, job_id), self.deadline,
                                         on_unreachable=self.refresh)
@@ -215,20 +326,35 @@ class _Hop(Submitting):
                             bool(records and records.succeeded(run_id, name, item.attempt)),
                             kept.cls if kept is not None else None)
 
-    def finish(self, me: Step, attempt: int, *, succeeded: bool) -> int:
+    def finish(self, me: Finishing, attempt: int, *, succeeded: bool) -> int:
         """Start what ``me`` ending made ready; if the run ended, its handlers and notifications.
 
-        A step whose dependents wait for it alone (every step of a plain line) submits them
-        without looking at the rest of the run; only joins, exit handlers and notifications
-        need the run's state.
+        What the plan covers is done from the plan. Otherwise a step whose dependents wait for it
+        alone (every step of a plain line) submits them without looking at the rest of the run;
+        only joins, exit handlers and notifications need the run's state.
         """
+        if self.plan is not None and succeeded:
+            try:
+                code = self._follow_plan(me, attempt)
+            except Exception as exc:  # noqa: BLE001 - a cache that fails is a miss: decide the full way, idempotently
+                log(f"the planned advance stopped ({exc}); advancing the full way")
+                code = None
+            if code is not None:
+                return code
+            self.followed_plan = False
+        return self._finish(me, attempt, succeeded)
+
+    def _finish(self, me_facts: Finishing, attempt: int, succeeded: bool) -> int:
         from job_chain.record import slots
         from job_chain.rules import plan as plan_
+        from job_chain.rules.state import next_attempt
 
+        me = self.chain.named(me_facts.name)
+        assert me is not None
         dependents = self.chain.dependents(me.index)
         joins = any(set(d.depends_on) - {me.index} for d in dependents)
         watchers = bool(self.chain.handlers or self.chain.notify)
-        capped = self.records is not None and slots.involved(self.chain, me)
+        capped = self.records is not None and me_facts.capped
         if capped:
             slots.release(self.chain, self.records, self.run_id, me)  # before looking at the run
             quick = slots.hand_on(self.chain, self.records, self.run_id, me, origin=f"{me.name}/{attempt}",
@@ -296,6 +422,8 @@ class _Hop(Submitting):
         Only a higher index waits for a lower one, so two finishing steps never wait for each
         other, and the later of two simultaneous finishers sees the earlier one's final state.
         """
+        import time
+
         from job_chain.rules import plan as plan_
 
         if not (self.chain.graph or self.chain.handlers or self.chain.notify):
@@ -355,6 +483,115 @@ class _Hop(Submitting):
         except JobChainError as exc:
             log(f"cannot read the run's jobs for its GPU-hours: {exc}")
         return self.attempts
+
+    # -- submitting ------------------------------------------------------------------------------
+    def slot_submit(self, step: Step, attempt: int, origin: Tuple[str, int]) -> str:
+        """Submit a step that took a slot; say whether it was, or how it failed (:func:`slots.fill`)."""
+        from job_chain.record import slots
+
+        self.error = None
+        if self.submit([(step.name, attempt)], origin, 0) == 0:
+            return slots.SUBMITTED
+        return slots.NOT_CREATED if slots.not_created(self.error) else slots.UNKNOWN
+
+    def submit(self, targets: List[Tuple[str, int]], origin: Optional[Tuple[str, int]], exit_code: int,
+               context: Optional[Dict[str, str]] = None, resume: Optional[Tuple[int, str]] = None) -> int:
+        """Submit each (step, attempt) — a split's branches at once, :data:`SUBMIT_WIDTH` at a time, each
+        with its own client token and record entry; on giving up, record it and say how to resume.
+        ``resume``: the checkpoint a retry resumes from (in its environment and its record)."""
+        from job_chain.submit.create import submit_step
+
+        split = len(targets) > 1
+        self.began()  # an inline snapshot tells the steps it starts where the run began
+
+        def one(target: Tuple[str, int]) -> Optional[int]:
+            name, attempt = target
+            return self._create(name, attempt, origin, exit_code, lambda: submit_step(
+                self.client, self.chain, name, self.run_id, attempt, records=self.records, mode=self.mode,
+                since=self.started, context=context, resume=resume, plan=not split))
+
+        if split:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._plan_branches(targets)  # before the first branch can end: each one's tail finds its plan
+            getattr(self.client, "endpoint", None)  # a lazy client is built once, before threads share it
+            with ThreadPoolExecutor(max_workers=min(SUBMIT_WIDTH, len(targets))) as pool:
+                codes = list(pool.map(one, targets))
+        else:
+            codes = [one(target) for target in targets]
+        return next((code for code in codes if code is not None), exit_code)
+
+    def _plan_branches(self, targets: List[Tuple[str, int]]) -> None:
+        """A split's branches, before any is created: what each one's success starts (their join's
+        request is made once for all of them). Planned in the creating threads, the plans slowed
+        the creates; planned after them, the first branches often ended before their plans were
+        written and took the full advance, each thawing the chain while the others were created.
+        A plan of a branch whose create then fails is never followed (its job never runs)."""
+        if self.records is None or self.mode != "job":
+            return
+        from job_chain.submit.plans import plan_submitted
+
+        made: Dict[Tuple[str, int], Any] = {}
+        for name, attempt in targets:
+            step = self.chain.named(name)
+            if step is not None:
+                plan_submitted(self.chain, self.records, self.run_id, step, attempt, made)
+
+    def _create(self, target: str, attempt: int, origin: Optional[Tuple[str, int]], exit_code: int,
+                create: Callable[[], Dict[str, str]],
+                created: Optional[Callable[[Dict[str, str]], None]] = None) -> Optional[int]:
+        """Create one step through transient API errors; None when it was, else the exit code the job
+        ends with (the give-up is recorded, and the job's log says how to resume)."""
+        try:
+            result = submit_with_deadline(create, self.deadline, on_unreachable=self.refresh)
+        except JobChainError as exc:  # the API gave up, no credentials, an output missing (MissingOutput)
+            self.error = exc
+            message = f"step {target} could not be submitted: {exc}"
+            if self.records is not None and origin is not None:
+                self.records.record_advance_failure(self.run_id, origin[0], origin[1], message)
+            what = "succeeded" if exit_code == 0 else f"failed (exit code {exit_code})"
+            log(f"step {origin[0] if origin else '-'} {what}, but {message}. It may have been created all the "
+                f"same; continue with '{self.resume_hint}', which submits it with the same client token and "
+                "so never creates it twice")
+            return exit_code or EXIT_ADVANCE_FAILED
+        if created is not None:
+            created(result)
+        verb = "submitted" if result["created"] == "yes" else "was already submitted as"
+        log(f"step {target} {verb} job {result['jobId']}")
+        return None
+
+
+def _partners_ready(records: RunRecords, run_id: str, needs: Dict[str, int]) -> Optional[bool]:
+    """Whether the other steps a planned join needs let it start (:func:`job_chain.rules.joins.join_ready`),
+    each one's state from the record alone (:func:`job_chain.rules.state.planner_state` for those it
+    knows, :func:`job_chain.rules.joins.unseen_state` for those not submitted yet)."""
+    from job_chain.rules import joins
+    from job_chain.rules import plan as plan_
+    from job_chain.rules.state import AttemptFacts, failed
+
+    listing = records.listed(run_id)
+    troubled = joins.troubled(listing)
+    latest: Dict[str, int] = {}
+    for kind in ("step", "exit", "succeeded"):
+        for name, number in listing[kind]:
+            if name in needs and number >= needs[name]:
+                latest[name] = max(number, latest.get(name, 0))
+    states = []
+    for name in needs:
+        if name not in latest:  # not submitted yet: never this job's to create (a plan's step has one dependent)
+            states.append(joins.unseen_state(troubled=troubled, capped=False, mine=False, deps_succeeded=False))
+            continue
+        number = latest[name]
+        if (name, number) in listing["succeeded"]:
+            states.append(plan_.SUCCEEDED)
+        elif (name, number) in listing["exit"]:  # its tail is reporting: between its exit and its marker
+            facts = AttemptFacts(number, exit_code=records.script_exit(run_id, name, number))
+            states.append(joins.ASK if failed(facts) else plan_.ACTIVE)  # a failure is the full planner's
+        else:
+            entry = records.submission(run_id, name, number) or {}
+            states.append(plan_.ACTIVE if entry.get("mode") == "job" else joins.ASK)
+    return joins.join_ready(states, troubled)
+
 
 def handler_context(chain: Chain, run_id: str, outcome: str, failed: List[str]) -> Dict[str, str]:
     """What an exit handler is told about the run it follows (documented in docs/graphs.md)."""

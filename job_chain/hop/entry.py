@@ -100,41 +100,65 @@ def run_advance(*, config_path: Optional[str], run_id: str, step: str, attempt: 
     ``connect``: how the CLI's ``advance`` builds a client from its ``--host/--ak/--sk/--credentials/
     --local/--api-version`` (called with ``api_config`` and ``api_config_origin``); none in a job.
     ``outputs_file``: the step's ``$JOB_CHAIN_OUTPUTS`` (read only when the script succeeded).
+    In job mode the chain is thawed only if the advance needs it: a step whose plan holds never does.
     """
-    if snapshot is None and config_path and exit_code == 0 and connect is None:
-        from job_chain.hop import lean
-        from job_chain.util.log import log
+    import shlex
 
-        try:  # a step of a plain line: its plan says what to submit (lean.py); None: the full advance decides
-            code = lean.follow(config_path, run_id, step, attempt, outputs_file)
-        except Exception as exc:  # noqa: BLE001 - anything unforeseen: the full advance redoes it, idempotently
-            log(f"the planned advance stopped ({exc}); advancing the full way")
-            code = None
-        if code is not None:
-            return code
     from job_chain.aihc.api import LazyClient
     from job_chain.hop.advance import advance
 
-    chain, records, api_config = load_run(config_path, run_id, snapshot)
     outputs: Tuple[Dict[str, str], Optional[str]] = ({}, None)
-    if outputs_file and exit_code == 0:
+    if outputs_file and exit_code == 0 and _has_content(outputs_file):
         from job_chain.record.outputs import read_file
 
         outputs = read_file(outputs_file)
+    if snapshot is not None or not config_path:
+        chain, records, api_config = load_run(config_path, run_id, snapshot)
+        source: Any = chain
+        path = chain.path
+        config: Callable[[], Dict[str, Any]] = lambda: api_config  # noqa: E731
+    else:
+        from job_chain.record.records import RunRecords
+
+        records = RunRecords(config_path)
+        records.require_run(run_id)
+        path = config_path
+        loaded: List[Any] = []
+
+        def source() -> Any:  # the run's chain, thawed once, when the advance first needs it
+            if not loaded:
+                loaded.extend(load_run(config_path, run_id, None))
+            return loaded[0]
+
+        def config() -> Dict[str, Any]:
+            if loaded:
+                return loaded[2]
+            from job_chain.record.plans import read_plan
+
+            plan = read_plan(records, run_id, step, attempt)  # a planned hop: the version it was planned for
+            if plan is not None:
+                return records.api_config(run_id, plan.get("version"))
+            source()
+            return loaded[2]
 
     def build() -> Any:
         if connect is not None:
-            return connect(api_config=api_config, api_config_origin=f"{chain.path} api_config")
+            return connect(api_config=config(), api_config_origin=f"{path} api_config")
         from job_chain.aihc.connect import connect as from_credentials
 
-        return from_credentials(api_config=api_config, api_config_origin=f"{chain.path} api_config")
+        return from_credentials(api_config=config(), api_config_origin=f"{path} api_config")
 
-    import shlex
-
-    hint = f"job-chain resume {shlex.quote(chain.path)} --run {run_id}"
-    return advance(chain, LazyClient(build), run_id=run_id, step=step, attempt=attempt, exit_code=exit_code,
+    hint = f"job-chain resume {shlex.quote(path)} --run {run_id}"
+    return advance(source, LazyClient(build), run_id=run_id, step=step, attempt=attempt, exit_code=exit_code,
                    records=records, resume_hint=hint, deadline=env_deadline(),
                    reconnect=reconnect_from_credentials_file, outputs=outputs)
+
+
+def _has_content(path: str) -> bool:
+    try:
+        return os.path.getsize(path) > 0
+    except OSError:
+        return False
 
 
 def env_deadline() -> float:

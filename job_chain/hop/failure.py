@@ -9,12 +9,12 @@ a retry of a step with ``checkpoint`` is told the last complete checkpoint.
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 from job_chain.errors import JobChainError
 from job_chain.failures.classify import Failure
-from job_chain.rules.state import next_attempt
 from job_chain.spec.model import Step
+from job_chain.util.log import log
 
 
 def diagnose(hop: Any, step: Step, attempt: int, exit_code: int, known: Optional[Failure] = None,
@@ -56,10 +56,19 @@ def causes_so_far(hop: Any, step: Step, attempt: int, exit_code: int, failure: F
     return causes_counted(step, earlier + [AttemptFacts(attempt, exit_code=exit_code, cause=failure.cls)], attempt)
 
 
-def handle(hop: Any, step: Step, attempt: int, exit_code: int, log: Any, known: Optional[Failure] = None,
-           checkpoint: Optional[Tuple[int, str]] = None) -> int:
-    """Retry the step if its budget allows, else record the failure and end what it ends.
-    ``checkpoint``: the step's last complete checkpoint (a retry resumes from it)."""
+class After(NamedTuple):
+    """What follows a failed attempt: why it failed, whether it is retried, and from which checkpoint."""
+
+    failure: Failure
+    decision: Any  # a job_chain.rules.retry.Decision
+    resume: Optional[Tuple[int, str]]
+
+
+def decide_after(hop: Any, step: Step, attempt: int, exit_code: int, known: Optional[Failure] = None,
+                 checkpoint: Optional[Tuple[int, str]] = None) -> After:
+    """Find why the attempt failed, decide whether it is retried (its budget), and say so in the job's
+    log; the hop acts on the answer. ``checkpoint``: the step's last complete one (a retry resumes
+    from it)."""
     from job_chain.rules.retry import decide, retry_sentence
 
     failure = diagnose(hop, step, attempt, exit_code, known, checkpoint)
@@ -69,19 +78,14 @@ def handle(hop: Any, step: Step, attempt: int, exit_code: int, log: Any, known: 
     if failure.line:
         log(f"step {step.name}: the line that says so{' (pod ' + failure.pod + ')' if failure.pod else ''}: "
             f"{failure.line[:300]}")
-    if decision.retry:
-        return hop.submit([(step.name, next_attempt(step, attempt))], (step.name, attempt), exit_code, resume=resume)
-    if failure.explanation:
-        log(f"step {step.name}: what to do: {failure.explanation}")
-    log(f"step {step.name} failed with exit code {exit_code}; "
-        + ("" if step.is_handler else "the steps that need it will not start. " if hop.chain.graph
-           else "the chain stops here. ")
-        + f"Fix it, then continue with: {hop.resume_hint}")
-    if not step.is_handler:
-        hop.me_code[step.name] = exit_code
-        hop.me_failure[step.name] = failure
-        hop.finish(step, attempt, succeeded=False)
-    return exit_code
+    if not decision.retry:
+        if failure.explanation:
+            log(f"step {step.name}: what to do: {failure.explanation}")
+        log(f"step {step.name} failed with exit code {exit_code}; "
+            + ("" if step.is_handler else "the steps that need it will not start. " if hop.chain.graph
+               else "the chain stops here. ")
+            + f"Fix it, then continue with: {hop.resume_hint}")
+    return After(failure, decision, resume)
 
 
 def failed_details(hop: Any, failed: List[str]) -> List[Dict[str, Any]]:

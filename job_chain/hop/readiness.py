@@ -27,6 +27,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from job_chain.aihc.status import TERMINAL
 from job_chain.record.records import RunRecords
+from job_chain.rules import joins
 from job_chain.rules import plan as plan_
 from job_chain.rules.state import AttemptFacts, causes_counted, planner_state
 from job_chain.spec.model import Chain, Step
@@ -52,9 +53,11 @@ class Latest:
         return self.succeeded or self.exit_code not in (None, 0)
 
 
-def latest_attempts(records: RunRecords, run_id: str, chain: Chain) -> Dict[str, Latest]:
-    """Step name -> its latest attempt of this revision that the record knows (steps of the graph only)."""
-    facts = records.listed(run_id)
+def latest_attempts(records: RunRecords, run_id: str, chain: Chain,
+                    facts: Optional[Any] = None) -> Dict[str, Latest]:
+    """Step name -> its latest attempt of this revision that the record knows (steps of the graph only);
+    ``facts``: the record's listing when the caller has it."""
+    facts = records.listed(run_id) if facts is None else facts
     latest: Dict[str, int] = {}
     for kind in ("step", "exit", "succeeded"):
         for name, attempt in facts[kind]:
@@ -89,7 +92,8 @@ def look(chain: Chain, records: RunRecords, run_id: str, me: Step, me_succeeded:
     ``job(job_id)`` asks the API for one of the run's own jobs; it is called only where the record
     cannot answer (see the module's docstring), so a plain join that is not ready costs no request.
     """
-    seen = latest_attempts(records, run_id, chain)
+    listing = records.listed(run_id)
+    seen = latest_attempts(records, run_id, chain, listing)
     states: Dict[int, str] = {}
     silent: List[Latest] = []  # submitted where the tail reports here, and it has not (yet)
     for item in seen.values():
@@ -101,6 +105,7 @@ def look(chain: Chain, records: RunRecords, run_id: str, me: Step, me_succeeded:
             silent.append(item)
         states[item.step.index] = _state(records, run_id, item)
     states[me.index] = plan_.SUCCEEDED if me_succeeded else plan_.FAILED
+    _unseen(chain, me, states, joins.troubled(listing))
     if watchers and silent:
         plan = plan_.plan(chain, states, stopped=stopped)
         waiting_on = {item.step.index for item in silent}
@@ -113,6 +118,24 @@ def look(chain: Chain, records: RunRecords, run_id: str, me: Step, me_succeeded:
                 if item.status not in TERMINAL:
                     break
     return states, seen
+
+
+def _unseen(chain: Chain, me: Step, states: Dict[int, str], troubled: bool) -> None:
+    """The steps of this revision with no attempt in the record (:func:`~job_chain.rules.joins.unseen_state`)."""
+    from job_chain.record import slots
+
+    def done(index: int) -> bool:
+        step = chain.step(index)
+        return states.get(index) == plan_.SUCCEEDED or (step is not None and bool(step.excluded))
+
+    for step in chain.steps:
+        if step.is_handler or step.excluded or step.index in states:
+            continue
+        state = joins.unseen_state(troubled=troubled, capped=bool(slots.pools(chain, step)),
+                                   mine=me.index in step.depends_on,
+                                   deps_succeeded=all(done(d) for d in step.depends_on))
+        if state != plan_.NOT_SUBMITTED:
+            states[step.index] = state
 
 
 def _state(records: RunRecords, run_id: str, item: Latest) -> str:

@@ -4,18 +4,17 @@ handlers run — from each step's planner state (:func:`job_chain.rules.state.pl
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Dict, List, Sequence
+from typing import TYPE_CHECKING, Dict, List, NamedTuple, Sequence
 
-from job_chain.spec.model import Chain
+if TYPE_CHECKING:  # the in-job advance imports this module on every hop: no model, no dataclasses
+    from job_chain.spec.model import Chain
 
 # step states, as the planner sees them
 SUCCEEDED, FAILED, STOPPED, ACTIVE, RETRY_DUE, NOT_SUBMITTED = (
     "succeeded", "failed", "stopped", "active", "retry-due", "not-submitted")
 
 
-@dataclass
-class Plan:
+class Plan(NamedTuple):
     """Where a run stands as a graph."""
 
     ready: List[int]  # steps whose dependencies all succeeded and that were never submitted

@@ -1,13 +1,16 @@
-"""Submit one step of a run exactly once: deterministic client token, record check, labels."""
+"""Create one step of a run exactly once: the record first, a deterministic client token, the record
+of it, the stop race (:func:`create_once`); and building its request when no plan holds it
+(:func:`submit_step`). Light to import: a planned hop creates through here without the chain model.
+"""
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple
 
-from job_chain.aihc.api import JobsAPI
-from job_chain.record.records import RunRecords
-from job_chain.spec.model import LABEL_ATTEMPT, LABEL_RUN, LABEL_STEP, Chain
-from job_chain.submit.request import build_request, client_token
+if TYPE_CHECKING:
+    from job_chain.aihc.api import JobsAPI
+    from job_chain.record.records import RunRecords
+    from job_chain.spec.model import Chain
 
 MODES = ("job", "watch", "inline")
 
@@ -21,6 +24,7 @@ def find_submitted(client: JobsAPI, pool: str, run_id: str, step: str, attempt: 
     more than any plausible clock skew between that machine and the API.
     """
     from job_chain.aihc.timefmt import parse_time
+    from job_chain.spec.model import LABEL_ATTEMPT, LABEL_RUN, LABEL_STEP
     from job_chain.status.types import CLOCK_SKEW_ALLOWANCE
 
     wanted = {LABEL_RUN: run_id, LABEL_STEP: step, LABEL_ATTEMPT: str(attempt)}
@@ -33,6 +37,45 @@ def find_submitted(client: JobsAPI, pool: str, run_id: str, step: str, attempt: 
         if floor is not None and created is not None and created.timestamp() < floor:
             return None
     return None
+
+
+def already_created(client: JobsAPI, pool: str, records: Optional[RunRecords], run_id: str, step: str,
+                    attempt: int, since: Optional[float] = None,
+                    began: Optional[float] = None) -> Optional[Dict[str, str]]:
+    """The job of (``step``, ``attempt``) when it exists: from the record, or — inline runs keep
+    none — found by its labels (:func:`find_submitted`)."""
+    recorded = records.submission(run_id, step, attempt) if records else None
+    if recorded:
+        return {"jobId": recorded["jobId"], "jobName": recorded.get("jobName", ""), "created": "no"}
+    if records is None:
+        found = find_submitted(client, pool, run_id, step, attempt, since, began)
+        if found:
+            return {"jobId": found.get("jobId", ""), "jobName": found.get("name", ""), "created": "no"}
+    return None
+
+
+def create_once(client: JobsAPI, pool: str, body: Dict[str, Any], token: str, *, records: Optional[RunRecords],
+                run_id: str, step: str, attempt: int, revision: int, mode: str,
+                resume: Optional[Tuple[int, str]] = None, since: Optional[float] = None,
+                began: Optional[float] = None, looked: bool = False) -> Dict[str, str]:
+    """Create (``step``, ``attempt``) of the run once; ``{"jobId", "jobName", "created": "yes"|"no"}``.
+
+    The one way anything creates a step's job — ``run``, ``resume``, a hop (planned or not), a
+    retry, a slot's hand-on, an exit handler: :func:`already_created` first (unless the caller
+    just ``looked``), then the create with the deterministic client token (a retried or repeated
+    create cannot duplicate it), then its record, then the stop race (a run stopped meanwhile
+    has this job stopped again).
+    """
+    done = None if looked else already_created(client, pool, records, run_id, step, attempt, since, began)
+    if done is not None:
+        return done
+    result = client.create_job(pool, body, client_token=token)
+    job_id, job_name = result.get("jobId", ""), result.get("jobName") or body.get("name", "")
+    if records is not None:
+        records.record_submission(run_id, step, attempt, job_id, job_name, revision, resume=resume, mode=mode)
+        if records.is_stopped(run_id):  # a stop raced with this create: the job it missed is stopped now
+            _stop_again(client, pool, run_id, job_id)
+    return {"jobId": job_id, "jobName": job_name, "created": "yes"}
 
 
 def submit_step(
@@ -55,17 +98,14 @@ def submit_step(
     carries a deterministic client token, so a retried or repeated call cannot duplicate it.
     ``resume``: (iteration, directory) of the checkpoint it resumes from, told in its environment
     (``JOB_CHAIN_RESUME_ITERATION``/``JOB_CHAIN_RESUME_CHECKPOINT``) and kept in its record.
-    ``plan``: write what its success starts (:mod:`~job_chain.hop.lean`); a split plans its
-    branches before it creates them (:meth:`~job_chain.hop.submitting.Submitting.submit`).
+    ``plan``: write what its success starts (:mod:`~job_chain.submit.plans`); a split plans its
+    branches before it creates them.
     """
-    recorded = records.submission(run_id, name, attempt) if records else None
-    if recorded:
-        return {"jobId": recorded["jobId"], "jobName": recorded.get("jobName", ""), "created": "no"}
-    if records is None:
-        found = find_submitted(client, chain.pool, run_id, name, attempt, since, chain.began)
-        if found:
-            return {"jobId": found.get("jobId", ""), "jobName": found.get("name", ""), "created": "no"}
+    done = already_created(client, chain.pool, records, run_id, name, attempt, since, chain.began)
+    if done is not None:  # before the request is built: an output it needs may be gone by now
+        return done
     from job_chain.record import outputs as outputs_
+    from job_chain.submit.request import build_request, client_token
 
     step = chain.named(name)
     if step is None:
@@ -80,12 +120,23 @@ def submit_step(
         complete(client, chain, step, run_id, since, records)  # a join's other branches: from logs
     body = build_request(chain, name, run_id, attempt, mode=mode, host=chain.api_config.get("host"), context=context,
                          outputs=outputs_.for_step(chain, step, records, run_id, mode))
-    result = client.create_job(chain.pool, body, client_token=client_token(run_id, step, attempt))
-    job_id, job_name = result.get("jobId", ""), result.get("jobName") or body["name"]
-    if records:
-        records.record_submission(run_id, name, attempt, job_id, job_name, chain.revision, resume=resume, mode=mode)
-        if mode == "job" and plan:  # what its success submits, for its tail's lean advance
-            from job_chain.submit.plans import plan_submitted
+    result = create_once(client, chain.pool, body, client_token(run_id, step, attempt), records=records,
+                         run_id=run_id, step=name, attempt=attempt, revision=chain.revision, mode=mode, resume=resume,
+                         since=since, began=chain.began, looked=True)
+    if records is not None and mode == "job" and plan and result["created"] == "yes":
+        from job_chain.submit.plans import plan_submitted  # what its success submits, for its tail
 
-            plan_submitted(chain, records, run_id, step, attempt)
-    return {"jobId": job_id, "jobName": job_name, "created": "yes"}
+        plan_submitted(chain, records, run_id, step, attempt)
+    return result
+
+
+def _stop_again(client: JobsAPI, pool: str, run_id: str, job_id: str) -> None:
+    from job_chain.aihc.errors import AIHCError
+    from job_chain.util.log import log
+
+    try:
+        client.stop_job(pool, job_id)
+    except AIHCError as exc:
+        log(f"run {run_id} was stopped meanwhile, and job {job_id} could not be stopped again: {exc}")
+        return
+    log(f"run {run_id} was stopped meanwhile; stopped job {job_id} again")

@@ -1,11 +1,15 @@
-"""Planned hops: whoever submits a step that a plain line follows writes what its success submits.
+"""Plans: whoever submits a step that a plain line follows writes what its success submits.
 
-See :mod:`job_chain.hop.lean` for the tail that follows a plan and why it is safe.
+A plan is a cache of the one advance (:mod:`job_chain.hop.advance`): for the step and the next
+few of its line, the exact request, client token and attempt its success creates, and the other
+steps a join needs, made by the code that submits under the run's current revision. The tail
+reads it before deciding whether it must thaw the chain; anything it does not cover (another
+revision, a failure, outputs, a partner that failed) is decided the full way, idempotently.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, NamedTuple, Optional, Tuple
 
 from job_chain.record.plans import write_plan
 
@@ -16,16 +20,38 @@ if TYPE_CHECKING:
 AHEAD = 8  # steps of a line one plan covers: a full advance every AHEAD hops renews it
 
 
-def _follower(chain: Chain, step: Step) -> Optional[Step]:
-    """The one step that ``step`` succeeding can start, when the full advance would decide that
-    from the record alone (a line; a join of a run nobody waits on to end); None otherwise (see
-    ``_Hop.finish`` and :mod:`~job_chain.hop.readiness`)."""
+class Finishing(NamedTuple):
+    """What the advance reads of the finishing step itself before it looks at what follows: the
+    checkpoint its exit record names, replicas that wait for each other, an exit handler's end,
+    slots it gives back. The advance reads these only from here (:func:`finishing`), so a plan
+    (which stands for :meth:`planned` facts) can never skip a feature the advance has."""
+
+    name: str
+    checkpoint: Any = None  # the step's Checkpoint settings, or None
+    replicas: int = 1
+    handler: bool = False
+    capped: bool = False  # maxParallel / maxRunning: it holds a slot
+
+    @classmethod
+    def planned(cls, name: str) -> Finishing:
+        """What a planned step is known to be without its chain: the defaults."""
+        return cls(name)
+
+
+def finishing(chain: Chain, step: Step) -> Finishing:
     from job_chain.record import slots
+
+    return Finishing(step.name, step.checkpoint, int(step.body.get("jobSpec", {}).get("replicas", 1)),
+                     step.is_handler, slots.involved(chain, step))
+
+
+def follower(chain: Chain, step: Step) -> Optional[Step]:
+    """The one step that ``step`` succeeding can start, when a plan can stand for the advance:
+    ``step`` has only the :meth:`Finishing.planned` facts, and what follows is a line, or a join
+    of a run nobody waits on to end, that uses no earlier outputs; None otherwise."""
     from job_chain.record.outputs import uses
 
-    if step.is_handler or step.checkpoint is not None or slots.involved(chain, step):
-        return None
-    if int(step.body.get("jobSpec", {}).get("replicas", 1)) != 1:  # replicas wait for each other
+    if finishing(chain, step) != Finishing.planned(step.name):
         return None
     dependents = chain.dependents(step.index)
     if len(dependents) != 1:
@@ -52,18 +78,18 @@ def plan(chain: Chain, run_id: str, step: Step, ahead: int = AHEAD,
     out: List[Dict[str, Any]] = []
     current: Optional[Step] = step
     while current is not None and len(out) < ahead:
-        follower = _follower(chain, current)
-        if follower is None:
+        nxt = follower(chain, current)
+        if nxt is None:
             break
-        attempt = follower.first_attempt
-        if (follower.name, attempt) not in made:
-            made[(follower.name, attempt)] = build_request(chain, follower.name, run_id, attempt, mode="job")
-        partners = [p for p in (chain.step(i) for i in sorted(follower.depends_on)) if p is not None]
-        out.append({"step": current.name, "next": follower.name, "attempt": attempt,
-                    "token": client_token(run_id, follower, attempt),
-                    "body": made[(follower.name, attempt)],
+        attempt = nxt.first_attempt
+        if (nxt.name, attempt) not in made:
+            made[(nxt.name, attempt)] = build_request(chain, nxt.name, run_id, attempt, mode="job")
+        partners = [p for p in (chain.step(i) for i in sorted(nxt.depends_on)) if p is not None]
+        out.append({"step": current.name, "next": nxt.name, "attempt": attempt,
+                    "token": client_token(run_id, nxt, attempt),
+                    "body": made[(nxt.name, attempt)],
                     "needs": {p.name: p.first_attempt for p in partners if p is not current}})
-        current = follower
+        current = nxt
     return out
 
 
