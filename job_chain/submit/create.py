@@ -57,14 +57,15 @@ def already_created(client: JobsAPI, pool: str, records: Optional[RunRecords], r
 def create_once(client: JobsAPI, pool: str, body: Dict[str, Any], token: str, *, records: Optional[RunRecords],
                 run_id: str, step: str, attempt: int, revision: int, mode: str,
                 resume: Optional[Tuple[int, str]] = None, since: Optional[float] = None,
-                began: Optional[float] = None, looked: bool = False) -> Dict[str, str]:
+                began: Optional[float] = None, looked: bool = False, stoppable: bool = True) -> Dict[str, str]:
     """Create (``step``, ``attempt``) of the run once; ``{"jobId", "jobName", "created": "yes"|"no"}``.
 
     The one way anything creates a step's job — ``run``, ``resume``, a hop (planned or not), a
     retry, a slot's hand-on, an exit handler: :func:`already_created` first (unless the caller
     just ``looked``), then the create with the deterministic client token (a retried or repeated
     create cannot duplicate it), then its record, then the stop race (a run stopped meanwhile
-    has this job stopped again).
+    has this job stopped again) — unless the job is not ``stoppable``: an exit handler, which a
+    stop itself starts.
     """
     done = None if looked else already_created(client, pool, records, run_id, step, attempt, since, began)
     if done is not None:
@@ -73,7 +74,7 @@ def create_once(client: JobsAPI, pool: str, body: Dict[str, Any], token: str, *,
     job_id, job_name = result.get("jobId", ""), result.get("jobName") or body.get("name", "")
     if records is not None:
         records.record_submission(run_id, step, attempt, job_id, job_name, revision, resume=resume, mode=mode)
-        if records.is_stopped(run_id):  # a stop raced with this create: the job it missed is stopped now
+        if stoppable and records.is_stopped(run_id):  # a stop raced with this create: the job it missed is stopped now
             _stop_again(client, pool, run_id, job_id)
     return {"jobId": job_id, "jobName": job_name, "created": "yes"}
 
@@ -122,7 +123,7 @@ def submit_step(
                          outputs=outputs_.for_step(chain, step, records, run_id, mode))
     result = create_once(client, chain.pool, body, client_token(run_id, step, attempt), records=records,
                          run_id=run_id, step=name, attempt=attempt, revision=chain.revision, mode=mode, resume=resume,
-                         since=since, began=chain.began, looked=True)
+                         since=since, began=chain.began, looked=True, stoppable=not step.is_handler)
     if records is not None and mode == "job" and plan and result["created"] == "yes":
         from job_chain.submit.plans import plan_submitted  # what its success submits, for its tail
 
