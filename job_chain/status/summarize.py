@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, TypeVar
 
-from job_chain.aihc.status import FAILED, SUCCEEDED
+from job_chain.engine.states import FAILED, SUCCEEDED
 from job_chain.rules import plan as plan_
 from job_chain.rules.retry import decide
 from job_chain.rules.state import AttemptFacts, causes_counted, next_attempt, planner_state
