@@ -198,12 +198,12 @@ class _Hop:
         if exit_code != 0:
             return self._failed(self.chain.named(name), attempt, exit_code, known, checkpoint)  # type: ignore
 
-        self_pod = os.environ.get("POD_NAME") or os.environ.get("HOSTNAME") or ""
-        if me.replicas > 1 and self_pod:
-            from job_chain.hop.peers import peers_problem
+        if me.replicas > 1:  # the other replicas must have succeeded too
+            from job_chain.hop.peers import own_pod, peers_problem
 
-            problem = peers_problem(self.client, self.chain, run_id, name, attempt, records, self.started, self_pod,
-                                    self.deadline)
+            self_pod = own_pod()
+            problem = self_pod and peers_problem(self.client, self.chain, run_id, name, attempt, records, self.started,
+                                                 self_pod, self.deadline)
             if problem:
                 log(f"step {name}: {problem}; not advancing (the job fails)")
                 return EXIT_ADVANCE_FAILED

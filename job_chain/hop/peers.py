@@ -13,6 +13,11 @@ from job_chain.record.records import RunRecords
 from job_chain.spec.model import Chain
 
 
+def own_pod() -> Optional[str]:
+    """The pod this tail runs in (the platform's ``POD_NAME``, else the host name a pod is given)."""
+    return os.environ.get("POD_NAME") or os.environ.get("HOSTNAME") or None
+
+
 def wait_for_peers(client: Any, pool: str, job_id: str, self_pod: str, deadline: float,
                    interval: float = 0.5, sleep: Callable[[float], None] = time.sleep) -> Optional[str]:
     """Wait until every other pod of this job succeeded; return why not, or None when they did.
