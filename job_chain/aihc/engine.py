@@ -28,7 +28,7 @@ def _seconds(text: Any) -> Optional[float]:
 
 
 def labels_of(job: Mapping[str, Any]) -> Dict[str, Any]:
-    return {x.get("key"): x.get("value") for x in job.get("labels") or [] if isinstance(x, dict)}
+    return {str(x.get("key")): x.get("value") for x in job.get("labels") or [] if isinstance(x, dict)}
 
 
 def _rank(pod: Mapping[str, Any], position: int) -> int:

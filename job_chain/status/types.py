@@ -177,9 +177,9 @@ class StepStatus:
         runs) what the attempt before it failed of, else AIHC's reason."""
         if self.failure is not None:
             return self.failure.summary()
-        earlier = [a for a in self.attempts[:-1] if a.failure is not None]
+        earlier = [(a.attempt, a.failure) for a in self.attempts[:-1] if a.failure is not None]
         if self.active and earlier:
-            return f"after attempt {earlier[-1].attempt} failed: {earlier[-1].failure.summary()}"
+            return f"after attempt {earlier[-1][0]} failed: {earlier[-1][1].summary()}"
         return self.reason
 
     def what_failed(self) -> str:
