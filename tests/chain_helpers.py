@@ -13,7 +13,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from typing import Any, Dict, List
 
-from job_chain.spec.model import LABEL_RUN
+from job_chain.engine.jobs import LABEL_RUN
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 EXAMPLE_USER = pwd.getpwuid(os.getuid()).pw_name  # the examples keep data in MOUNT/$(id -un)

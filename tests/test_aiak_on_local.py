@@ -16,7 +16,7 @@ from typing import Any, Dict, List
 from chain_helpers import cli, labels, latest_run, run_jobs, wait_outcome
 from test_dag_run import jobs_by_step
 
-from job_chain.spec.model import LABEL_STEP
+from job_chain.engine.jobs import LABEL_STEP
 
 AIAK_GEN = os.path.join(os.path.dirname(sys.executable), "aiak-gen")
 STAND_IN = """#!/usr/bin/env bash

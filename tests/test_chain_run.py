@@ -12,7 +12,7 @@ from typing import Any
 
 from chain_helpers import EXAMPLE_USER, EXAMPLES, JOB_CHAIN, cli, labels, latest_run, make_chain, run_jobs, wait_outcome
 
-from job_chain.spec.model import LABEL_ATTEMPT, LABEL_STEP
+from job_chain.engine.jobs import LABEL_ATTEMPT, LABEL_STEP
 
 
 def test_hello_chain_passes_data_and_runs_each_step_once(tmp_path: Path, local_server: Any) -> None:

@@ -20,7 +20,7 @@ import pytest
 from chain_helpers import cli, latest_run, make_chain
 from conftest import LocalServer, job_body
 
-from job_chain.spec.model import LABEL_ATTEMPT, LABEL_RUN, LABEL_STEP
+from job_chain.engine.jobs import LABEL_ATTEMPT, LABEL_RUN, LABEL_STEP
 
 pytestmark = pytest.mark.slow
 

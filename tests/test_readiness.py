@@ -9,6 +9,7 @@ from typing import Any, Dict, List, Optional
 from chain_helpers import RECORDED_RUN as RUN
 from chain_helpers import diamond_jobs, recorded_run
 
+from job_chain.engine.jobs import Job
 from job_chain.failures.classify import Failure
 from job_chain.hop.readiness import kept_causes, look
 from job_chain.record.records import RunRecords
@@ -37,9 +38,9 @@ class Jobs:
     def __init__(self, statuses: Optional[Dict[str, str]] = None) -> None:
         self.statuses, self.asked = statuses or {}, []  # type: Dict[str, str], List[str]
 
-    def __call__(self, job_id: str) -> Dict[str, Any]:
+    def __call__(self, job_id: str) -> Job:
         self.asked.append(job_id)
-        return {"jobId": job_id, "status": self.statuses[job_id]}
+        return Job(job_id, status=self.statuses[job_id])
 
 
 def decide(chain: Chain, me: str, jobs: Jobs, *, watchers: bool = False, succeeded: bool = True) -> plan_.Plan:

@@ -7,6 +7,7 @@ from typing import List, Optional
 
 import pytest
 
+from job_chain.aihc.engine import event_of
 from job_chain.spec.loader import check_chain_data
 from job_chain.status.summarize import resume_targets, summarize
 from job_chain.status.types import STALL_AFTER, Attempt, Outcome, RunFacts, explain
@@ -141,7 +142,7 @@ def test_exit_code_and_reason_come_from_aihc_events() -> None:
          "type": "Warning"},
         {"reason": "ExitedWithCode", "message": "Pod: default.x-master-0 exited with code 1", "type": "Normal"},
     ]
-    explained = explain(job(0, "Failed"), events)
+    explained = explain(job(0, "Failed"), [event_of(e) for e in events])  # as the AIHC engine reads them
     assert explained.exit_code == 1
     assert explained.reason == "PyTorchJob x is failed because 1 Master replica(s) failed."
 

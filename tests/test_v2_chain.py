@@ -13,7 +13,7 @@ import pytest
 from chain_helpers import EXAMPLE_USER, EXAMPLES, cli, labels, latest_run, run_jobs, wait_outcome
 from conftest import LocalServer
 
-from job_chain.spec.model import LABEL_RUN, LABEL_STEP
+from job_chain.engine.jobs import LABEL_RUN, LABEL_STEP
 
 
 def example(tmp_path: Path, name: str, server: LocalServer, version: str = "v2") -> Path:
@@ -150,7 +150,7 @@ def test_v2_client_satisfies_the_jobs_protocol() -> None:
 
 @pytest.mark.parametrize("status", ["Scheduled", "Pending", "Running", "Restarting"])
 def test_v2_statuses_that_are_still_going_keep_a_step_going(status: str) -> None:
-    from job_chain.aihc.status import is_success, is_terminal
+    from job_chain.engine.states import is_success, is_terminal
 
     assert not is_terminal(status) and not is_success(status)  # e.g. v2's Scheduled
 

@@ -88,7 +88,7 @@ def follow_logs(client: Any, pool: str, job_id: str, pod: str, tail: Optional[in
     """Print a pod's whole log (or its last ``tail`` lines), then, with ``follow``, new lines
     until the job ends."""
     from job_chain.aihc.logpages import lines_of, log_records
-    from job_chain.aihc.status import is_terminal
+    from job_chain.engine.states import is_terminal
     from job_chain.util.safe_text import for_stream  # a log's control sequences are shown, not obeyed
 
     shown: Deque[str] = deque(maxlen=FOLLOW_ANCHOR)

@@ -66,9 +66,9 @@ def _print_attempt(client: Any, pool: str, state: Any, chosen: Any, pod: Optiona
                    follow: bool) -> None:
     """One attempt's log; with ``follow``, an attempt still queued (no pod yet) is waited for."""
     from job_chain.aihc.client import naming_pods, pod_names
-    from job_chain.aihc.status import is_terminal
     from job_chain.cli.follow import follow_logs
     from job_chain.cli.jobs import _first_pod
+    from job_chain.engine.states import is_terminal
 
     if pod is None and follow:
         job = client.get_job(pool, chosen.job_id)

@@ -13,7 +13,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence
 
 import click
 
-from job_chain.aihc.status import FAILED
+from job_chain.engine.states import FAILED
 from job_chain.spec.model import display_group
 from job_chain.status.types import Outcome, RunStatus, StepStatus, counts_text
 

@@ -26,6 +26,7 @@ from job_chain.util.log import log
 
 if TYPE_CHECKING:
     from job_chain.aihc.api import JobsAPI
+    from job_chain.engine.jobs import Job
     from job_chain.record.records import RunRecords
     from job_chain.spec.model import Chain, Step
 
@@ -86,9 +87,11 @@ class _Hop:
 
     def __init__(self, chain: ChainSource, client: JobsAPI, run_id: str, records: Optional[RunRecords], mode: str,
                  deadline: float, reconnect: Optional[Callable[[], Any]], resume_hint: str) -> None:
+        from job_chain.aihc.engine import as_engine
+
         self._chain: Optional[Chain] = None if callable(chain) else chain
         self._thaw: Optional[Callable[[], Chain]] = chain if callable(chain) else None
-        self.client, self.run_id, self.records, self.mode = client, run_id, records, mode
+        self.client, self.run_id, self.records, self.mode = as_engine(client), run_id, records, mode
         self.deadline, self.reconnect, self.resume_hint = deadline, reconnect, resume_hint
         self.plan: Optional[Dict[str, Any]] = None  # what the submitter planned this step's success to do
         self.followed_plan = False
@@ -195,12 +198,12 @@ class _Hop:
         if exit_code != 0:
             return self._failed(self.chain.named(name), attempt, exit_code, known, checkpoint)  # type: ignore
 
-        self_pod = os.environ.get("POD_NAME") or os.environ.get("HOSTNAME") or ""
-        if me.replicas > 1 and self_pod:
-            from job_chain.hop.peers import peers_problem
+        if me.replicas > 1:  # the other replicas must have succeeded too
+            from job_chain.hop.peers import own_pod, peers_problem
 
-            problem = peers_problem(self.client, self.chain, run_id, name, attempt, records, self.started, self_pod,
-                                    self.deadline)
+            self_pod = own_pod()
+            problem = self_pod and peers_problem(self.client, self.chain, run_id, name, attempt, records, self.started,
+                                                 self_pod, self.deadline)
             if problem:
                 log(f"step {name}: {problem}; not advancing (the job fails)")
                 return EXIT_ADVANCE_FAILED
@@ -234,8 +237,10 @@ class _Hop:
 
     # -- what the API knows ------------------------------------------------------------------------
     def refresh(self) -> None:
-        fresh = self.reconnect() if self.reconnect is not None else None
-        if fresh is not None and getattr(fresh, "endpoint", None) != getattr(self.client, "endpoint", None):
+        from job_chain.aihc.engine import as_engine
+
+        fresh = as_engine(self.reconnect()) if self.reconnect is not None else None
+        if fresh is not None and fresh.endpoint != self.client.endpoint:
             log(f"the API moved to {fresh.endpoint}; using it")
             self.client = fresh
 
@@ -248,7 +253,7 @@ class _Hop:
             return str(entry["jobId"])
         found = submit_with_deadline(lambda: find_submitted(self.client, self.chain.pool, self.run_id, name, attempt,
                                                             self.started), self.deadline, on_unreachable=self.refresh)
-        return str(found["jobId"]) if found else None
+        return found.id if found is not None else None
 
     def from_record(self) -> bool:
         """Whether what starts next can be decided from the run record (job mode, facts written)."""
@@ -262,26 +267,24 @@ class _Hop:
             return None
         own = os.environ.get("AIHC_JOB_ID")
         if self.chain.began is None and self.chain.first_job and own:
-            from job_chain.aihc.timefmt import parse_time
-
             try:
-                created = parse_time(self.job(own).get("createdAt"))
+                created = self.job(own).created
             except JobChainError as exc:  # walks fall back to the run id's time, an hour of skew allowed
                 log(f"cannot read this job's own createdAt: {exc}")
                 created = None
-            self.chain.began, self.chain.first_job = (created.timestamp() if created else None), False
+            self.chain.began, self.chain.first_job = created, False
         return self.chain.began
 
-    def job(self, job_id: str) -> Dict[str, Any]:
+    def job(self, job_id: str) -> Job:
         """One of the run's own jobs, by id (a deleted job reads as Deleted)."""
-        from job_chain.aihc.errors import AIHCError
+        from job_chain.engine.jobs import EngineError, Job
 
         try:
-            return submit_with_deadline(lambda: self.client.get_job(self.chain.pool, job_id), self.deadline,
+            return submit_with_deadline(lambda: self.client.job(self.chain.pool, job_id), self.deadline,
                                         on_unreachable=self.refresh)
-        except AIHCError as exc:
+        except EngineError as exc:
             if exc.status == 404:
-                return {"jobId": job_id, "status": "Deleted"}
+                return Job(job_id, status="Deleted")
             raise
 
     # -- the run as a graph ------------------------------------------------------------------

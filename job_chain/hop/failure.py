@@ -8,7 +8,6 @@ a retry of a step with ``checkpoint`` is told the last complete checkpoint.
 
 from __future__ import annotations
 
-import os
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 from job_chain.errors import JobChainError
@@ -27,7 +26,9 @@ def diagnose(hop: Any, step: Step, attempt: int, exit_code: int, known: Optional
     kept = Failure.from_record(records.failure(run_id, step.name, attempt)) if records is not None else None
     if kept is not None:
         return kept
-    me = os.environ.get("POD_NAME") or os.environ.get("HOSTNAME") or None
+    from job_chain.hop.peers import own_pod
+
+    me = own_pod()
     try:
         job_id = None if known is not None else hop.job_id(step.name, attempt)
         found = known or (classify_job(hop.client, hop.chain.pool, job_id, step, exit_code, first=me) if job_id else

@@ -52,8 +52,9 @@ def message(chain: Chain, run_id: str, event: str, step: Optional[str], status: 
     if gpu is not None:
         text += f". GPU-hours: {gpu[0]:.2f}" + (f" ({gpu[1]:.2f} lost in failed attempts)" if gpu[1] else "")
     text += f". See: {look}"
-    facts = {"event": event, "chain": chain.path, "run": run_id, "step": step, "name": step, "status": status,
-             "exitCode": exit_code, "failedSteps": failed or [], "command": look, "text": text}
+    facts: Dict[str, Any] = {"event": event, "chain": chain.path, "run": run_id, "step": step, "name": step,
+                             "status": status, "exitCode": exit_code, "failedSteps": failed or [], "command": look,
+                             "text": text}
     if failure is not None:
         facts["failure"] = failure.as_json()
     if gpu is not None:

@@ -25,7 +25,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from job_chain.aihc.status import TERMINAL
+from job_chain.engine.states import TERMINAL
 from job_chain.record.records import RunRecords
 from job_chain.rules import joins
 from job_chain.rules import plan as plan_
@@ -85,7 +85,7 @@ def latest_attempts(records: RunRecords, run_id: str, chain: Chain,
 
 
 def look(chain: Chain, records: RunRecords, run_id: str, me: Step, me_succeeded: bool, *,
-         job: Callable[[str], Dict[str, Any]], watchers: bool,
+         job: Callable[[str], Any], watchers: bool,
          stopped: bool) -> Tuple[Dict[int, str], Dict[str, Latest]]:
     """(step index -> planner state, step name -> latest attempt) for the finishing step ``me``.
 
@@ -159,6 +159,5 @@ def kept_causes(records: RunRecords, run_id: str, step: Step, attempt: int) -> L
     return causes_counted(step, facts, attempt)
 
 
-def _ask(item: Latest, job: Callable[[str], Dict[str, Any]]) -> None:
-    found = job(item.job_id) if item.job_id else {}
-    item.status = str(found.get("status") or "Unknown")
+def _ask(item: Latest, job: Callable[[str], Any]) -> None:
+    item.status = job(item.job_id).status if item.job_id else "Unknown"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any, Callable, Optional
 
-from job_chain.aihc.errors import AIHCError
+from job_chain.engine.jobs import EngineError
 from job_chain.util.log import log
 
 DEFAULT_DEADLINE = 600.0  # seconds an advance keeps retrying the API before giving up
@@ -27,7 +27,7 @@ def submit_with_deadline(
     while True:
         try:
             return submit()
-        except AIHCError as exc:
+        except EngineError as exc:
             if not exc.retryable or time.monotonic() + delay > end:
                 raise
             log(f"{exc}; retrying in {delay:.0f}s")

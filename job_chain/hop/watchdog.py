@@ -25,9 +25,9 @@ import threading
 import time
 from typing import List, Optional
 
+from job_chain.rules.retry import TIMED_OUT  # what a retry treats as a timeout
 from job_chain.util import proctree
 
-TIMED_OUT = 124
 GRACE = 10.0
 
 

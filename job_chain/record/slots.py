@@ -192,12 +192,12 @@ SUBMITTED, NOT_CREATED, UNKNOWN = "submitted", "not-created", "unknown"
 def not_created(exc: Optional[BaseException]) -> bool:
     """Whether a failed submission certainly created nothing: a reference it could not resolve, or a
     create the API refused (4xx). A timeout or 5xx may have been stored all the same."""
-    from job_chain.aihc.errors import AIHCError
+    from job_chain.engine.jobs import EngineError
     from job_chain.spec.params import MissingOutput
 
     if isinstance(exc, MissingOutput):
         return True
-    return isinstance(exc, AIHCError) and exc.status is not None and 400 <= exc.status < 500 and not exc.retryable
+    return isinstance(exc, EngineError) and exc.status is not None and 400 <= exc.status < 500 and not exc.retryable
 
 
 def fill(chain: Chain, records: Any, run_id: str, ready: Sequence[Step], attempts: Mapping[str, int],

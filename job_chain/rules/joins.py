@@ -16,14 +16,14 @@ creates it (the client token makes a second create harmless).
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping, Optional
+from typing import Any, Iterable, Mapping, Optional
 
 from job_chain.rules import plan as plan_
 
 ASK = "ask"  # submitted where no tail reports to the record: only the API knows how it is doing
 
 
-def troubled(listing: Mapping[str, Mapping[object, str]]) -> bool:
+def troubled(listing: Mapping[str, Mapping[Any, str]]) -> bool:
     """The run record holds a failed attempt or a create that gave up."""
     return bool(listing.get("failure") or listing.get("advance-failed"))
 

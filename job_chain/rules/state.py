@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterable, List, NamedTuple, Optional, Sequence
 
-from job_chain.aihc.status import FAILED, STOPPED, SUCCEEDED, TERMINAL
+from job_chain.engine.states import FAILED, STOPPED, SUCCEEDED, TERMINAL
 from job_chain.rules import plan as plan_
 
 if TYPE_CHECKING:

@@ -22,7 +22,7 @@ import shlex
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 from job_chain.aihc.api import JobsAPI
-from job_chain.aihc.status import SUCCEEDED
+from job_chain.engine.states import SUCCEEDED
 from job_chain.errors import ChainFileInvalid, JobChainError, RunStillActive, UsageError
 from job_chain.record.records import RecordDamaged, RunRecords, new_run_id
 from job_chain.session.logs import LogsMixin

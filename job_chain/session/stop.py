@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from typing import List, Optional
 
-from job_chain.aihc.status import FAILED
+from job_chain.engine.states import FAILED
 from job_chain.errors import UsageError
 from job_chain.session.runs import Run
 from job_chain.spec.model import Chain

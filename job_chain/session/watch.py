@@ -7,7 +7,7 @@ import shlex
 import time
 from typing import Any, Callable, Iterator, Optional, Set, Tuple
 
-from job_chain.aihc.status import FAILED, SUCCEEDED
+from job_chain.engine.states import FAILED, SUCCEEDED
 from job_chain.errors import JobChainError, RunTimeout
 from job_chain.session.runs import Run
 from job_chain.status.types import Outcome, RunStatus

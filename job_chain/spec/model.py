@@ -7,9 +7,6 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple, Union
 
 SETTINGS_KEY = "jobChain"  # per-job chain settings, stripped before submission
-LABEL_RUN = "job-chain/run"
-LABEL_STEP = "job-chain/step"
-LABEL_ATTEMPT = "job-chain/attempt"
 
 
 @dataclass(frozen=True)

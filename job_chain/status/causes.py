@@ -9,53 +9,44 @@ the next hop read the record instead of the logs, and agree with the decision th
 
 from __future__ import annotations
 
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Iterable, List, Optional, Sequence, Tuple
 
-from job_chain.aihc.api import JobsAPI
-from job_chain.aihc.errors import AIHCError
+from job_chain.aihc.engine import as_engine
+from job_chain.engine.jobs import EngineError, Job
 from job_chain.failures.classify import TAIL_BYTES, Failure, classify, tail_text
 from job_chain.rules.state import AttemptFacts
 from job_chain.spec.model import Chain, Step
 
 TAIL_LINES = 2000  # asked of the API per pod (training lines are ~100-300 bytes); then cut to TAIL_BYTES
 MAX_PODS = 256  # a bound on what one classification reads (256 × 256 KB)
-_FAILED_PHASES = ("Failed", "Unknown")
 
 
-def _pod_order(job: Dict[str, Any], first: Optional[str]) -> List[str]:
+def _pod_order(job: Job, first: Optional[str]) -> List[str]:
     """The job's pods, the one that failed first first: ``first`` (the pod asking), then the failed
-    ones (by their ``finishedAt`` when the API gives it), then the rest in the API's order."""
-    pods = ((job.get("podList") or {}).get("pods")) or []
-    named = []
-    for position, pod in enumerate(pods):
-        name = (pod.get("objectMeta") or {}).get("name")
-        if not name:
-            continue
-        phase = (pod.get("podStatus") or {}).get("podPhase") or pod.get("status")
-        failed = phase in _FAILED_PHASES
-        finished = str(pod.get("finishedAt") or (pod.get("podStatus") or {}).get("finishedAt") or "~")
-        named.append((name != first, not failed, finished if failed else "~", position, name))
+    ones (by when they ended, when the engine says), then the rest in the engine's order."""
+    named = [(pod.name != first, not pod.failed, (pod.finished or float("inf")) if pod.failed else float("inf"),
+              position, pod.name) for position, pod in enumerate(job.pods)]
     return [item[-1] for item in sorted(named)][:MAX_PODS]
 
 
-def pod_tails(client: JobsAPI, pool: str, job_id: str, first: Optional[str] = None) -> List[Tuple[str, str]]:
+def pod_tails(client: Any, pool: str, job_id: str, first: Optional[str] = None) -> List[Tuple[str, str]]:
     """(pod, the tail of its log) for every pod of the job, the pod that failed first first.
 
     A pod whose log cannot be read is skipped (its neighbours usually say enough); the job
-    itself not being readable raises :class:`~job_chain.aihc.errors.AIHCError`.
+    itself not being readable raises :class:`~job_chain.engine.jobs.EngineError`.
     """
-    job = client.get_job(pool, job_id)
+    engine = as_engine(client)
     tails = []
-    for pod in _pod_order(job, first):
+    for pod in _pod_order(engine.job(pool, job_id), first):
         try:
-            answer = client.pod_logs(pool, job_id, pod, max_lines=TAIL_LINES)
-        except AIHCError:
+            records, _ = engine.log_page(pool, job_id, pod, max_lines=TAIL_LINES)
+        except EngineError:
             continue
-        tails.append((pod, tail_text("".join(str(x) for x in answer.get("logs") or []), TAIL_BYTES)))
+        tails.append((pod, tail_text("".join(records), TAIL_BYTES)))
     return tails
 
 
-def classify_job(client: JobsAPI, pool: str, job_id: str, step: Step, exit_code: Optional[int] = None,
+def classify_job(client: Any, pool: str, job_id: str, step: Step, exit_code: Optional[int] = None,
                  first: Optional[str] = None) -> Failure:
     """The cause of one failed job, from every pod's log tail (the step's failureRules first)."""
     return classify(pod_tails(client, pool, job_id, first), step.failure_rules, exit_code)
@@ -72,11 +63,11 @@ def keep(records: Any, run_id: str, step: Step, attempt: int, failure: Failure,
     return Failure.from_record(records.record_failure(run_id, step.name, attempt, data)) or failure
 
 
-def explain_failures(client: JobsAPI, chain: Chain, records: Any, run_id: str, attempts: Iterable[Any],
+def explain_failures(client: Any, chain: Chain, records: Any, run_id: str, attempts: Iterable[Any],
                      facts: Any) -> None:
     """Find (and keep) the cause of every failed attempt the record does not explain yet, into
     ``facts.failures``. A job whose logs cannot be read now is left for the next look."""
-    from job_chain.aihc.status import FAILED
+    from job_chain.engine.states import FAILED
     from job_chain.status.summarize import fact
 
     for item in attempts:
@@ -88,17 +79,17 @@ def explain_failures(client: JobsAPI, chain: Chain, records: Any, run_id: str, a
         code = fact(facts.script_exit, step, item.attempt)
         try:
             found = classify_job(client, chain.pool, item.job_id, step, code if code is not None else item.exit_code)
-        except AIHCError:
+        except EngineError:
             continue
         facts.failures[(step.name, item.attempt)] = keep(records, run_id, step, item.attempt, found)
 
 
-def earlier_causes(client: JobsAPI, chain: Chain, records: Any, run_id: str, step: Step, attempt: int,
+def earlier_causes(client: Any, chain: Chain, records: Any, run_id: str, step: Step, attempt: int,
                    attempts: Sequence[Any]) -> List[AttemptFacts]:
     """This revision's attempts of ``step`` before ``attempt`` as budgets per cause count them
     (:func:`~job_chain.rules.state.causes_counted`): each failed one with its class from the record,
     else classified now from its logs and kept."""
-    from job_chain.aihc.status import FAILED
+    from job_chain.engine.states import FAILED
 
     out = []
     for item in sorted(attempts, key=lambda a: a.attempt):
@@ -108,7 +99,7 @@ def earlier_causes(client: JobsAPI, chain: Chain, records: Any, run_id: str, ste
         if kept is None and item.status in FAILED and item.job_id:
             try:
                 kept = keep(records, run_id, step, item.attempt, classify_job(client, chain.pool, item.job_id, step))
-            except AIHCError:
+            except EngineError:
                 kept = None
         out.append(AttemptFacts(item.attempt, item.status, cause=kept.cls if kept is not None else None))
     return out

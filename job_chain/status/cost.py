@@ -69,7 +69,7 @@ def run_hours(chain: Any, attempts: Iterable[Any], failing: Optional[str] = None
               now: Optional[float] = None) -> Tuple[float, float]:
     """(GPU-hours, of which lost) over ``attempts`` by the API's times alone (what a job can see);
     ``failing``: a step whose latest attempt failed but whose job still runs (the one asking)."""
-    from job_chain.aihc.status import FAILED
+    from job_chain.engine.states import FAILED
 
     latest: Dict[str, int] = {}
     for item in attempts:

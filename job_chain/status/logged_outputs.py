@@ -51,7 +51,7 @@ def complete(client: Any, chain: Chain, step: Step, run_id: str, since: Optional
 def harvest(client: Any, pool: str, run_id: str, names: Iterable[str],
             since: Optional[float]) -> Dict[str, Tuple[int, Dict[str, str]]]:
     """step -> (attempt, outputs) read from the log of each named step's succeeded job."""
-    from job_chain.aihc.status import SUCCEEDED
+    from job_chain.engine.states import SUCCEEDED
     from job_chain.status.observe import observe
 
     wanted = set(names)
@@ -63,20 +63,20 @@ def harvest(client: Any, pool: str, run_id: str, names: Iterable[str],
 def read_logged(client: Any, pool: str, jobs: Iterable[Tuple[str, int, str]]) -> Dict[str, Tuple[int, Dict[str, str]]]:
     """step -> (attempt, outputs) from the outputs line in each (step, attempt, job id)'s log ({} when
     its log has none). A job whose log cannot be read is left out."""
-    from job_chain.aihc.errors import AIHCError
+    from job_chain.aihc.engine import as_engine
+    from job_chain.engine.jobs import EngineError
 
+    engine = as_engine(client)
     found: Dict[str, Tuple[int, Dict[str, str]]] = {}
     for step, attempt, job_id in jobs:
         try:
-            job = client.get_job(pool, job_id)
-            pods = [(p.get("objectMeta") or {}).get("name") for p in (job.get("podList") or {}).get("pods") or []]
             values = None
-            for pod in [p for p in pods if p]:
-                text = "".join(client.pod_logs(pool, job_id, pod, max_lines=LOG_LINES).get("logs") or [])
-                values = from_log(text, step)
+            for pod in engine.job(pool, job_id).pod_names:
+                records, _ = engine.log_page(pool, job_id, pod, max_lines=LOG_LINES)
+                values = from_log("".join(records), step)
                 if values is not None:
                     break
-        except AIHCError:
+        except EngineError:
             continue
         found[step] = (attempt, values or {})
     return found

@@ -12,20 +12,29 @@ job), else an hour (:data:`CLOCK_SKEW_ALLOWANCE`) before the run's start by this
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Set, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple
 
-from job_chain.aihc.api import JobsAPI
-from job_chain.aihc.status import SUCCEEDED
-from job_chain.aihc.timefmt import parse_time
+from job_chain.aihc.engine import as_engine
+from job_chain.engine.jobs import EngineError, Event, Job
+from job_chain.engine.states import SUCCEEDED
 from job_chain.status.types import CLOCK_SKEW_ALLOWANCE, Attempt, attempt_of, explain
 
-PAGE_SIZE = 50
 PAGE_WORTH = 5  # a listed page must hold this many wanted jobs, else the rest are asked for by id
 BY_ID_WIDTH = 8  # get_job calls in flight at once
 
 
+def walk_floor(began: Optional[float], since: Optional[float]) -> Optional[float]:
+    """How far back (epoch seconds, the engine's clock) a walk of the pool for a run's jobs goes when
+    nothing else bounds it: just before ``began`` (the engine's createdAt of the run's first job),
+    else an hour (:data:`CLOCK_SKEW_ALLOWANCE`) before ``since`` (the run's start by the clock of
+    the machine that started it); None: no bound."""
+    if began is not None:
+        return began - 1.0
+    return since - CLOCK_SKEW_ALLOWANCE if since is not None else None
+
+
 def observe(
-    client: JobsAPI,
+    client: Any,
     pool: str,
     run_id: str,
     *,
@@ -43,14 +52,16 @@ def observe(
     knew: anything older was seen then. ``began`` (the API's clock) bounds a walk without any
     of these; ``since`` (this machine's clock) only with :data:`CLOCK_SKEW_ALLOWANCE`.
     """
+    engine = as_engine(client)
     final = set(final or ()) & set(cache)
     pending = set(cache) - final
     newest = max(cache.values(), key=lambda a: (a.started.timestamp() if a.started else 0.0, a.step, a.attempt),
                  default=None)
     reached_newest = newest is None
     seen: Dict[str, Attempt] = {}
-    for job in client.iter_jobs(pool, order_by="createdAt", order="desc", page_size=PAGE_SIZE):
-        job_id = str(job.get("jobId") or "")
+    floor = walk_floor(began, since)
+    for job in engine.jobs(pool):
+        job_id = job.id
         found = attempt_of(job, run_id)
         if found is not None:
             seen[job_id] = found
@@ -61,15 +72,12 @@ def observe(
             reached_newest = reached_newest or job_id == newest.job_id  # type: ignore[union-attr]
             if reached_newest and not pending:
                 break  # what is older was seen before, and had finished
-        if not cache and not first_job_id and (began is not None or since is not None):
-            created = parse_time(job.get("createdAt"))
-            floor = began - 1.0 if began is not None else since - CLOCK_SKEW_ALLOWANCE  # type: ignore[operator]
-            if created is not None and created.timestamp() < floor:
-                break
-    return _merge(client, pool, cache, final, seen, explain_failures)
+        if not cache and not first_job_id and floor is not None and job.created is not None and job.created < floor:
+            break
+    return _merge(engine, pool, cache, final, seen, explain_failures)
 
 
-def by_id(client: JobsAPI, pool: str, run_id: str, wanted: Set[str], *, cache: Dict[str, Attempt],
+def by_id(client: Any, pool: str, run_id: str, wanted: Set[str], *, cache: Dict[str, Attempt],
           final: Optional[Set[str]] = None,
           explain_failures: bool = True) -> Tuple[List[Attempt], Dict[str, Attempt], Set[str]]:
     """:func:`observe`'s answer for a run whose record names its jobs (``wanted``: their ids).
@@ -79,14 +87,14 @@ def by_id(client: JobsAPI, pool: str, run_id: str, wanted: Set[str], *, cache: D
     at a time. Either way the cost follows the run's own jobs, not the pool's. A job gone from
     the API (deleted) is left out, as a listing would.
     """
+    engine = as_engine(client)
     final = set(final or ()) & set(cache)
     pending = set(wanted) - final
     seen: Dict[str, Attempt] = {}
     if len(pending) > PAGE_WORTH:
         missing, hits = set(pending), 0
-        jobs = client.iter_jobs(pool, order_by="createdAt", order="desc", page_size=PAGE_SIZE)
-        for listed, job in enumerate(jobs, 1):
-            job_id = str(job.get("jobId") or "")
+        for listed, job in enumerate(engine.jobs(pool), 1):
+            job_id = job.id
             found = attempt_of(job, run_id)
             if found is not None:
                 seen[job_id] = found  # also a job the record does not name (its create's answer was lost)
@@ -95,27 +103,26 @@ def by_id(client: JobsAPI, pool: str, run_id: str, wanted: Set[str], *, cache: D
                 hits += 1
             if not missing:
                 break
-            if listed % PAGE_SIZE == 0:
+            if listed % engine.page_size == 0:
                 if hits < PAGE_WORTH:
                     break  # this page did not pay its way: ask for the rest by id
                 hits = 0
     rest = sorted(pending - set(seen))
     if rest:
-        for job_id, job in _get_jobs(client, pool, rest):
+        for job_id, job in _get_jobs(engine, pool, rest):
             found = attempt_of(job, run_id) if job is not None else None
             if found is not None:
                 seen[job_id] = found
-    return _merge(client, pool, cache, final, seen, explain_failures)
+    return _merge(engine, pool, cache, final, seen, explain_failures)
 
 
-def _get_jobs(client: JobsAPI, pool: str, ids: List[str]) -> List[Tuple[str, Optional[Dict[str, object]]]]:
-    """(id, job or None when the API no longer has it) for each id, :data:`BY_ID_WIDTH` at a time."""
-    from job_chain.aihc.errors import AIHCError
+def _get_jobs(engine: Any, pool: str, ids: List[str]) -> List[Tuple[str, Optional[Job]]]:
+    """(id, job or None when the engine no longer has it) for each id, :data:`BY_ID_WIDTH` at a time."""
 
-    def one(job_id: str) -> Tuple[str, Optional[Dict[str, object]]]:
+    def one(job_id: str) -> Tuple[str, Optional[Job]]:
         try:
-            return job_id, client.get_job(pool, job_id)
-        except AIHCError as exc:
+            return job_id, engine.job(pool, job_id)
+        except EngineError as exc:
             if exc.status == 404:
                 return job_id, None
             raise
@@ -128,7 +135,7 @@ def _get_jobs(client: JobsAPI, pool: str, ids: List[str]) -> List[Tuple[str, Opt
         return list(workers.map(one, ids))
 
 
-def _merge(client: JobsAPI, pool: str, cache: Dict[str, Attempt], final: Set[str], seen: Dict[str, Attempt],
+def _merge(engine: Any, pool: str, cache: Dict[str, Attempt], final: Set[str], seen: Dict[str, Attempt],
            explain_failures: bool) -> Tuple[List[Attempt], Dict[str, Attempt], Set[str]]:
     """The cache with what was seen now; failed attempts newly finished explained by their events."""
     merged = dict(cache)
@@ -137,7 +144,7 @@ def _merge(client: JobsAPI, pool: str, cache: Dict[str, Attempt], final: Set[str
         if job_id in final:
             continue  # finished and explained before
         if item.terminal and item.status not in SUCCEEDED and explain_failures:
-            events = _events(client, pool, job_id)
+            events = _events(engine, pool, job_id)
             if events is not None:
                 item = explain(item, events)
                 settled.add(job_id)
@@ -148,10 +155,8 @@ def _merge(client: JobsAPI, pool: str, cache: Dict[str, Attempt], final: Set[str
     return attempts, merged, settled
 
 
-def _events(client: JobsAPI, pool: str, job_id: str) -> Optional[List[Dict[str, object]]]:
-    from job_chain.aihc.errors import AIHCError
-
+def _events(engine: Any, pool: str, job_id: str) -> Optional[List[Event]]:
     try:
-        return list(client.job_events(pool, job_id).get("events") or [])
-    except AIHCError:
+        return engine.events(pool, job_id)
+    except EngineError:
         return None  # the reason is a nicety; the status is not

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, TypeVar
 
-from job_chain.aihc.status import FAILED, SUCCEEDED
+from job_chain.engine.states import FAILED, SUCCEEDED
 from job_chain.rules import plan as plan_
 from job_chain.rules.retry import decide
 from job_chain.rules.state import AttemptFacts, causes_counted, next_attempt, planner_state
@@ -190,7 +190,8 @@ def _outcome(chain: Chain, steps: List[StepStatus], plan: Any, facts: RunFacts, 
         return Outcome.RUNNING, ""
 
     def ended_ago(indexes: Iterable[int]) -> Optional[float]:
-        times = [by_index[i].finished.timestamp() for i in indexes if i in by_index and by_index[i].finished]
+        ends = [by_index[i].finished for i in indexes if i in by_index]
+        times = [end.timestamp() for end in ends if end is not None]
         return now - max(times) if times else None
 
     def overdue(indexes: Iterable[int]) -> bool:
@@ -264,7 +265,7 @@ def _waiting(chain: Chain, step: Step, by_index: Dict[int, StepStatus], facts: R
 
 
 def _final(chain: Chain, steps: List[StepStatus], facts: RunFacts) -> Tuple[Outcome, str]:
-    wanted = [s for s in steps if not s.is_handler and not (chain.step(s.index) and chain.step(s.index).excluded)]
+    wanted = [s for s in steps if not s.is_handler and not getattr(chain.step(s.index), "excluded", "")]
     if wanted and all(s.succeeded for s in wanted):
         return Outcome.SUCCEEDED, ""  # a stop that came after the last step succeeded changes nothing
     if facts.stopped:

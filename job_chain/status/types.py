@@ -15,10 +15,9 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
-from job_chain.aihc.status import FAILED, SUCCEEDED, TERMINAL
-from job_chain.aihc.timefmt import parse_time
+from job_chain.engine.jobs import Event, Job
+from job_chain.engine.states import FAILED, SUCCEEDED, TERMINAL
 from job_chain.rules.facts import RunFacts, StepKey  # noqa: F401 - re-exported: what a look returns
-from job_chain.spec.model import LABEL_ATTEMPT, LABEL_RUN, LABEL_STEP
 
 NOT_SUBMITTED = "not submitted"
 SKIPPED = "skipped"
@@ -178,9 +177,9 @@ class StepStatus:
         runs) what the attempt before it failed of, else AIHC's reason."""
         if self.failure is not None:
             return self.failure.summary()
-        earlier = [a for a in self.attempts[:-1] if a.failure is not None]
+        earlier = [(a.attempt, a.failure) for a in self.attempts[:-1] if a.failure is not None]
         if self.active and earlier:
-            return f"after attempt {earlier[-1].attempt} failed: {earlier[-1].failure.summary()}"
+            return f"after attempt {earlier[-1][0]} failed: {earlier[-1][1].summary()}"
         return self.reason
 
     def what_failed(self) -> str:
@@ -297,33 +296,19 @@ def counts_text(counts: Dict[str, int]) -> str:
     return " ".join(parts)
 
 
-# -- facts from the API ---------------------------------------------------------------------------
-def job_labels(job: Mapping[str, Any]) -> Dict[str, Any]:
-    return {x.get("key"): x.get("value") for x in job.get("labels") or [] if isinstance(x, dict)}
-
-
-def attempt_of(job: Mapping[str, Any], run_id: str) -> Optional[Attempt]:
-    """The attempt a listed job is, if it carries this run's labels."""
-    labels = job_labels(job)
-    if labels.get(LABEL_RUN) != run_id:
+# -- facts from the engine ------------------------------------------------------------------------
+def attempt_of(job: Job, run_id: str) -> Optional[Attempt]:
+    """The attempt a job is, if its labels name this run (a step and an attempt)."""
+    if job.run_id != run_id or not job.step or job.attempt is None:
         return None
-    step = labels.get(LABEL_STEP)
-    try:
-        attempt = int(str(labels.get(LABEL_ATTEMPT, "1")))
-    except ValueError:
-        return None
-    if not isinstance(step, str) or not step:
-        return None
-    status = str(job.get("status") or "Unknown")
-    return Attempt(step, attempt, str(job.get("jobId") or ""), status, parse_time(job.get("createdAt")),
-                   parse_time(job.get("finishedAt")), 0 if status in SUCCEEDED else None,
-                   running=parse_time(job.get("runningAt")))
+    return Attempt(job.step, job.attempt, job.id, job.status, utc(job.created), utc(job.finished),
+                   job.exit_code, running=utc(job.running))
 
 
 _EXIT_CODE = re.compile(r"(?:exited with code|exitCode:)\s*(-?\d{1,4})\b")
 
 
-def explain(attempt: Attempt, events: Iterable[Mapping[str, Any]]) -> Attempt:
+def explain(attempt: Attempt, events: Iterable[Event]) -> Attempt:
     """Fill in a failed or stopped attempt's exit code and reason from its job events.
 
     AIHC tells both only there (seed 001): ``ExitedWithCode`` / ``Error … exitCode: 1`` and
@@ -332,14 +317,13 @@ def explain(attempt: Attempt, events: Iterable[Mapping[str, Any]]) -> Attempt:
     exit_code, reason = attempt.exit_code, ""
     warnings = []
     for event in events:
-        message = str(event.get("message") or "")
+        message = event.message
         found = _EXIT_CODE.search(message)
         if found and exit_code is None:
             exit_code = int(found.group(1))
-        kind = str(event.get("reason") or "")
-        if kind in ("JobFailed", "JobStopped", "FailedMount") and not reason:
+        if event.kind in ("JobFailed", "JobStopped", "FailedMount") and not reason:
             reason = message
-        elif event.get("type") == "Warning" and message:
+        elif event.severity == "Warning" and message:
             warnings.append(message)
     if not reason and warnings:
         reason = warnings[0]

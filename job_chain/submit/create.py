@@ -8,38 +8,34 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple
 
 if TYPE_CHECKING:
-    from job_chain.aihc.api import JobsAPI
+    from job_chain.engine.jobs import Job
     from job_chain.record.records import RunRecords
     from job_chain.spec.model import Chain
 
 MODES = ("job", "watch", "inline")
 
 
-def find_submitted(client: JobsAPI, pool: str, run_id: str, step: str, attempt: int,
-                   since: Optional[float] = None, began: Optional[float] = None) -> Optional[Dict[str, Any]]:
+def find_submitted(client: Any, pool: str, run_id: str, step: str, attempt: int,
+                   since: Optional[float] = None, began: Optional[float] = None) -> Optional[Job]:
     """Look for the job of (run, step, attempt) by its labels, newest first: inline runs, no record.
 
-    The walk stops at jobs created before ``began`` (the API's createdAt of the run's first job);
-    without it, at jobs older than ``since`` (the run's start by the submitting machine's clock) by
-    more than any plausible clock skew between that machine and the API.
+    The walk stops where :func:`job_chain.status.observe.walk_floor` says a run's jobs end: before
+    ``began`` (the engine's createdAt of the run's first job), else an allowance for clock skew
+    before ``since`` (the run's start by the submitting machine's clock).
     """
-    from job_chain.aihc.timefmt import parse_time
-    from job_chain.spec.model import LABEL_ATTEMPT, LABEL_RUN, LABEL_STEP
-    from job_chain.status.types import CLOCK_SKEW_ALLOWANCE
+    from job_chain.aihc.engine import as_engine
+    from job_chain.status.observe import walk_floor
 
-    wanted = {LABEL_RUN: run_id, LABEL_STEP: step, LABEL_ATTEMPT: str(attempt)}
-    for job in client.iter_jobs(pool, order_by="createdAt", order="desc"):
-        labels = {x.get("key"): x.get("value") for x in job.get("labels") or []}
-        if all(labels.get(k) == v for k, v in wanted.items()):
+    floor = walk_floor(began, since)
+    for job in as_engine(client).jobs(pool):
+        if job.run_id == run_id and job.step == step and job.attempt == attempt:
             return job
-        created = parse_time(job.get("createdAt"))
-        floor = began - 1.0 if began is not None else (since - CLOCK_SKEW_ALLOWANCE if since is not None else None)
-        if floor is not None and created is not None and created.timestamp() < floor:
+        if floor is not None and job.created is not None and job.created < floor:
             return None
     return None
 
 
-def already_created(client: JobsAPI, pool: str, records: Optional[RunRecords], run_id: str, step: str,
+def already_created(client: Any, pool: str, records: Optional[RunRecords], run_id: str, step: str,
                     attempt: int, since: Optional[float] = None,
                     began: Optional[float] = None) -> Optional[Dict[str, str]]:
     """The job of (``step``, ``attempt``) when it exists: from the record, or — inline runs keep
@@ -49,12 +45,12 @@ def already_created(client: JobsAPI, pool: str, records: Optional[RunRecords], r
         return {"jobId": recorded["jobId"], "jobName": recorded.get("jobName", ""), "created": "no"}
     if records is None:
         found = find_submitted(client, pool, run_id, step, attempt, since, began)
-        if found:
-            return {"jobId": found.get("jobId", ""), "jobName": found.get("name", ""), "created": "no"}
+        if found is not None:
+            return {"jobId": found.id, "jobName": found.name, "created": "no"}
     return None
 
 
-def create_once(client: JobsAPI, pool: str, body: Dict[str, Any], token: str, *, records: Optional[RunRecords],
+def create_once(client: Any, pool: str, body: Dict[str, Any], token: str, *, records: Optional[RunRecords],
                 run_id: str, step: str, attempt: int, revision: int, mode: str,
                 resume: Optional[Tuple[int, str]] = None, since: Optional[float] = None,
                 began: Optional[float] = None, looked: bool = False, stoppable: bool = True) -> Dict[str, str]:
@@ -70,8 +66,9 @@ def create_once(client: JobsAPI, pool: str, body: Dict[str, Any], token: str, *,
     done = None if looked else already_created(client, pool, records, run_id, step, attempt, since, began)
     if done is not None:
         return done
-    result = client.create_job(pool, body, client_token=token)
-    job_id, job_name = result.get("jobId", ""), result.get("jobName") or body.get("name", "")
+    from job_chain.aihc.engine import as_engine
+
+    job_id, job_name = as_engine(client).create(pool, body, token)
     if records is not None:
         records.record_submission(run_id, step, attempt, job_id, job_name, revision, resume=resume, mode=mode)
         if stoppable and records.is_stopped(run_id):  # a stop raced with this create: the job it missed is stopped now
@@ -80,7 +77,7 @@ def create_once(client: JobsAPI, pool: str, body: Dict[str, Any], token: str, *,
 
 
 def submit_step(
-    client: JobsAPI,
+    client: Any,
     chain: Chain,
     name: str,
     run_id: str,
@@ -131,13 +128,14 @@ def submit_step(
     return result
 
 
-def _stop_again(client: JobsAPI, pool: str, run_id: str, job_id: str) -> None:
-    from job_chain.aihc.errors import AIHCError
+def _stop_again(client: Any, pool: str, run_id: str, job_id: str) -> None:
+    from job_chain.aihc.engine import as_engine
+    from job_chain.engine.jobs import EngineError
     from job_chain.util.log import log
 
     try:
-        client.stop_job(pool, job_id)
-    except AIHCError as exc:
+        as_engine(client).stop(pool, job_id)
+    except EngineError as exc:
         log(f"run {run_id} was stopped meanwhile, and job {job_id} could not be stopped again: {exc}")
         return
     log(f"run {run_id} was stopped meanwhile; stopped job {job_id} again")

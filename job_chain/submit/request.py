@@ -6,7 +6,8 @@ from __future__ import annotations
 import copy
 from typing import Any, Dict, List, Mapping, Optional
 
-from job_chain.spec.model import LABEL_ATTEMPT, LABEL_RUN, LABEL_STEP, Chain, Step
+from job_chain.engine.jobs import LABEL_ATTEMPT, LABEL_RUN, LABEL_STEP
+from job_chain.spec.model import Chain, Step
 from job_chain.submit.command import step_command
 from job_chain.submit.snapshot import encode_snapshot
 

@@ -8,7 +8,6 @@ import os
 import zlib
 from typing import Any, Dict, Optional
 
-from job_chain.aihc.api import JobsAPI
 from job_chain.spec.model import Chain, Step
 
 
@@ -54,20 +53,17 @@ def decode_snapshot(text: str) -> Chain:
     return chain
 
 
-def inline_origin(chain: Chain, client: JobsAPI, first_job_id: Optional[str]) -> None:
-    """Before an inline submission: what its snapshot says about where the run began, in the API's
+def inline_origin(chain: Chain, client: Any, first_job_id: Optional[str]) -> None:
+    """Before an inline submission: what its snapshot says about where the run began, in the engine's
     clock (the createdAt of the run's first job), so its pool walks never trust this machine's
     clock (issue 18, item 8). Without a first job yet, the snapshot says it is the first."""
-    from job_chain.aihc.errors import AIHCError
-    from job_chain.aihc.timefmt import parse_time
+    from job_chain.aihc.engine import as_engine
+    from job_chain.engine.jobs import EngineError
 
     chain.first_job = first_job_id is None
     if first_job_id is None or chain.began is not None:
         return
     try:
-        created = parse_time(client.get_job(chain.pool, first_job_id).get("createdAt"))
-    except AIHCError:
+        chain.began = as_engine(client).job(chain.pool, first_job_id).created
+    except EngineError:
         return  # the walk falls back to the run id's time, an hour of skew allowed
-    chain.began = created.timestamp() if created is not None else None
-
-

@@ -11,8 +11,8 @@ from fastapi.responses import HTMLResponse
 
 from job_chain.aihc.client import pod_names
 from job_chain.aihc.timefmt import parse_time
+from job_chain.engine.jobs import LABEL_RUN, LABEL_STEP
 from job_chain.errors import JobChainError
-from job_chain.spec.model import LABEL_RUN, LABEL_STEP
 from job_chain.status.types import job_labels
 from job_chain.ui import views
 from job_chain.ui.catalog import Entry

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from job_chain.aihc.keys import key_path
-from job_chain.aihc.status import FAILED, STOPPED, SUCCEEDED
-from job_chain.spec.model import LABEL_RUN
+from job_chain.engine.jobs import LABEL_RUN
+from job_chain.engine.states import FAILED, STOPPED, SUCCEEDED
 from job_chain.status.types import NOT_SUBMITTED, SKIPPED, RunStatus, StepStatus
 
 LABEL_PREFIX = LABEL_RUN.split("/")[0] + "/"  # job-chain's own labels: job-chain/run, /step, /attempt

@@ -1,9 +1,11 @@
-"""What AIHC job statuses mean for a chain: still going, succeeded, or ended otherwise.
+"""job-chain's words for where a job is: still going, succeeded, or ended otherwise.
 
-Every status that is not :data:`TERMINAL` is still going, whatever its name, so a status the
-service adds later keeps a step going rather than ending it. Those known today (:data:`GOING`):
-seed 001's ``Created`` and ``Pending``, v2's ``Scheduled`` (Baidu's DescribeJobs example), the
-local server's ``Scheduled`` (``--schedule-delay``) and the stopping states.
+They are AIHC's own status words (job-chain was born there), and every engine maps its words onto
+them (:class:`job_chain.engine.jobs.Job` ``status``). Every status that is not :data:`TERMINAL` is
+still going, whatever its name, so a status an engine adds later keeps a step going rather than
+ending it. Those known today (:data:`GOING`): seed 001's ``Created`` and ``Pending``, v2's
+``Scheduled`` (Baidu's DescribeJobs example), the local server's ``Scheduled``
+(``--schedule-delay``) and the stopping states.
 """
 
 from __future__ import annotations

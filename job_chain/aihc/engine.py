@@ -1,0 +1,132 @@
+"""AIHC behind the engine seam: the one place that reads AIHC's job JSON for the run library.
+
+Both API styles answer in seed 001's v1 shapes (:mod:`job_chain.aihc.v2` maps v2), and the local
+server speaks them too, so one adapter serves AIHC v1, v2 and the local server. It turns
+``podList.pods[].objectMeta.name``, ``podStatus.podPhase``, the ``job-chain/*`` labels, AIHC's
+times and events into :mod:`job_chain.engine.jobs`' neutral view.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
+
+from job_chain.engine.jobs import LABEL_ATTEMPT, LABEL_RUN, LABEL_STEP, Created, Event, Job, Pod
+from job_chain.engine.states import SUCCEEDED
+
+PAGE_SIZE = 50  # jobs a page of the pool's list holds (walks stop early: the newest come first)
+_REPLICA_TYPE = "training.kubeflow.org/replica-type"
+_REPLICA_INDEX = "training.kubeflow.org/replica-index"
+_POD_SUFFIX = re.compile(r"-(master|worker)-(\d+)$")
+
+
+def _seconds(text: Any) -> Optional[float]:
+    from job_chain.aihc.timefmt import parse_time
+
+    when = parse_time(text) if isinstance(text, str) else None
+    return when.timestamp() if when is not None else None
+
+
+def labels_of(job: Mapping[str, Any]) -> Dict[str, Any]:
+    return {str(x.get("key")): x.get("value") for x in job.get("labels") or [] if isinstance(x, dict)}
+
+
+def _rank(pod: Mapping[str, Any], position: int) -> int:
+    """RANK of a PyTorchJob pod: the master is 0, worker i is i + 1 (by its labels, else its name)."""
+    meta = pod.get("objectMeta") or {}
+    labels = meta.get("labels") or {}
+    kind = str(labels.get(_REPLICA_TYPE) or pod.get("replicaType") or "").lower()
+    index = labels.get(_REPLICA_INDEX)
+    found = _POD_SUFFIX.search(str(meta.get("name") or ""))
+    if not kind and found:
+        kind, index = found.group(1), found.group(2)
+    if index is None and found:
+        index = found.group(2)
+    try:
+        number = int(index) if index is not None else position
+    except (TypeError, ValueError):
+        number = position
+    return 0 if kind == "master" else number + 1 if kind == "worker" else number
+
+
+def pods_of(job: Mapping[str, Any]) -> Tuple[Pod, ...]:
+    """The job's pods from its detail answer (``podList``), in the API's order."""
+    out = []
+    for position, pod in enumerate(((job.get("podList") or {}).get("pods")) or []):
+        name = (pod.get("objectMeta") or {}).get("name")
+        if not name:
+            continue
+        status = pod.get("podStatus") or {}
+        phase = str(status.get("podPhase") or status.get("status") or pod.get("status") or "Unknown")
+        out.append(Pod(str(name), _rank(pod, position), phase,
+                       _seconds(pod.get("finishedAt") or status.get("finishedAt"))))
+    return tuple(out)
+
+
+def job_of(job: Mapping[str, Any]) -> Job:
+    """The neutral view of one AIHC job answer (a listed job has no pods)."""
+    labels = labels_of(job)
+    try:
+        attempt: Optional[int] = int(str(labels[LABEL_ATTEMPT])) if LABEL_ATTEMPT in labels else None
+    except ValueError:
+        attempt = None
+    step = labels.get(LABEL_STEP)
+    status = str(job.get("status") or "Unknown")
+    return Job(str(job.get("jobId") or ""), str(job.get("name") or job.get("jobName") or ""), status,
+               _seconds(job.get("createdAt")), _seconds(job.get("runningAt")), _seconds(job.get("finishedAt")),
+               0 if status in SUCCEEDED else None,
+               str(labels[LABEL_RUN]) if LABEL_RUN in labels else None,
+               str(step) if isinstance(step, str) and step else None,
+               attempt if labels.get(LABEL_RUN) else None, pods_of(job))
+
+
+def event_of(event: Mapping[str, Any]) -> Event:
+    return Event(str(event.get("reason") or ""), str(event.get("type") or "Normal"), str(event.get("message") or ""),
+                 _seconds(event.get("lastTimestamp") or event.get("firstTimestamp") or event.get("time")))
+
+
+class AIHCEngine:
+    """The engine seam over an AIHC client (:class:`~job_chain.aihc.api.JobsAPI`: v1, v2, a lazy one)."""
+
+    is_engine = True
+    page_size = PAGE_SIZE
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+
+    def __repr__(self) -> str:
+        return f"AIHCEngine({self.client!r})"
+
+    @property
+    def endpoint(self) -> str:
+        return str(getattr(self.client, "endpoint", ""))
+
+    def create(self, pool: str, body: Dict[str, Any], key: str) -> Created:
+        answer = self.client.create_job(pool, body, client_token=key)
+        return Created(str(answer.get("jobId") or ""), str(answer.get("jobName") or body.get("name") or ""))
+
+    def job(self, pool: str, job_id: str) -> Job:
+        return job_of(self.client.get_job(pool, job_id))
+
+    def jobs(self, pool: str) -> Iterator[Job]:
+        for job in self.client.iter_jobs(pool, order_by="createdAt", order="desc", page_size=PAGE_SIZE):
+            yield job_of(job)
+
+    def stop(self, pool: str, job_id: str) -> None:
+        self.client.stop_job(pool, job_id)
+
+    def events(self, pool: str, job_id: str) -> List[Event]:
+        return [event_of(e) for e in self.client.job_events(pool, job_id).get("events") or [] if isinstance(e, dict)]
+
+    def log_page(self, pool: str, job_id: str, pod: str, *, max_lines: Optional[int] = None,
+                 marker: Optional[str] = None, **params: Any) -> Tuple[List[str], Optional[str]]:
+        answer = self.client.pod_logs(pool, job_id, pod, max_lines=max_lines, marker=marker, **params)
+        return [str(x) for x in answer.get("logs") or []], (answer.get("nextMarker") or None)
+
+
+def as_engine(client: Any) -> Any:
+    """``client`` as an engine: an engine as it is, an AIHC client (or a test's stand-in for one)
+    behind :class:`AIHCEngine`. Every library entry point that takes a client calls this."""
+    if client is None or getattr(type(client), "is_engine", False):  # never a lazy client's own getattr
+        return client
+    return AIHCEngine(client)

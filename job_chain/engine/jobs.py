@@ -1,0 +1,102 @@
+"""The neutral view of a job that every engine answers with, and the error every engine raises.
+
+A :class:`Job` carries what the run library reads of a job — its id, name, status (in
+:mod:`job_chain.engine.states`' words), times in the engine's clock, exit code, the run, step and
+attempt its labels name, and its pods with rank and phase — so status, causes, joins and the
+in-job advance never depend on how an engine spells them. Light to import (the in-job advance
+uses it on every hop): named tuples, no dataclasses.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple, Optional, Tuple
+
+from job_chain.errors import JobChainError
+
+# the labels job-chain gives every job it creates: which run, step and attempt it is
+LABEL_RUN = "job-chain/run"
+LABEL_STEP = "job-chain/step"
+LABEL_ATTEMPT = "job-chain/attempt"
+FAILED_PHASES = frozenset({"Failed", "Unknown"})  # a pod that ended badly, or that the engine lost
+
+
+class Pod(NamedTuple):
+    """One replica of a job: ``rank`` 0 is the master (RANK in its environment)."""
+
+    name: str
+    rank: int
+    phase: str  # Pending | Running | Succeeded | Failed | Unknown
+    finished: Optional[float] = None  # when it ended (epoch seconds), if it did and the engine says
+
+    @property
+    def failed(self) -> bool:
+        return self.phase in FAILED_PHASES
+
+
+class Job(NamedTuple):
+    """One job as the run library sees it. Times are epoch seconds in the engine's clock (None:
+    not known); ``run_id``/``step``/``attempt`` come from the labels job-chain gave it (None: not
+    one of job-chain's)."""
+
+    id: str
+    name: str = ""
+    status: str = "Unknown"
+    created: Optional[float] = None
+    running: Optional[float] = None
+    finished: Optional[float] = None
+    exit_code: Optional[int] = None
+    run_id: Optional[str] = None
+    step: Optional[str] = None
+    attempt: Optional[int] = None
+    pods: Tuple[Pod, ...] = ()
+
+    @property
+    def pod_names(self) -> Tuple[str, ...]:
+        return tuple(p.name for p in self.pods)
+
+
+class Event(NamedTuple):
+    """Something the engine said about a job or a pod: ``kind`` its reason word (``JobFailed``,
+    ``FailedMount``, …), ``severity`` ``Normal`` or ``Warning``."""
+
+    kind: str
+    severity: str
+    message: str
+    time: Optional[float] = None
+
+
+class Created(NamedTuple):
+    id: str
+    name: str
+
+
+class EngineError(JobChainError):
+    """A call to an engine failed: HTTP (or command) status, the engine's error code, message and
+    request id when known. ``status`` is None when no answer arrived (refused, timed out)."""
+
+    engine = "engine"
+
+    def __init__(self, message: str, *, status: Optional[int] = None, code: Optional[str] = None,
+                 request_id: Optional[str] = None) -> None:
+        self.status = status
+        self.code = code
+        self.message = message
+        self.request_id = request_id
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        head = f"{self.engine} error"
+        if self.status is not None:
+            head += f" {self.status}"
+        if self.code:
+            head += f" {self.code}"
+        text = f"{head}: {self.message}"
+        if self.request_id:
+            text += f" (request id {self.request_id})"
+        return text
+
+    @property
+    def retryable(self) -> bool:
+        """Whether trying the same call again may succeed (hiccups, not mistakes): no answer at all,
+        throttling (429) or a server error (5xx)."""
+        return self.status is None or self.status == 429 or self.status >= 500
