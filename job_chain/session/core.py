@@ -164,15 +164,9 @@ class ChainSession(PlacesMixin, PlanMixin, ResumeMixin, StopMixin, WatchMixin, L
 
     def frozen(self, run: Union[Run, str, None] = None) -> Chain:
         """The chain ``run`` runs: its frozen copy (the file as it is now, for a run recorded before
-        runs were frozen)."""
+        runs were frozen): rule 7, decided as the run's jobs decide it."""
         found = run if isinstance(run, Run) else self.run(run)
-        chain = self._frozen_or_none(found)
-        if chain is not None:
-            return chain
-        return self.chain_for(found.local)
-
-    def _frozen_or_none(self, run: Run) -> Optional[Chain]:
-        return self.records.frozen(run.run_id) if run.revision else None
+        return self.records.run_chain(found.run_id, lambda: self.chain)
 
     def status(self, run_id: Optional[str] = None, *, now: Optional[float] = None, outputs: bool = False) -> RunStatus:
         """Every step of the run (default: the latest) and its outcome, as the API tells it now.

@@ -93,15 +93,17 @@ class PlacesMixin:
         return self._clients[key]
 
     def _api_config_for(self, run: Optional[Run]) -> Dict[str, Any]:
-        """Credentials and version for a client: the file's (when it can be read), the run's copy of
-        it, and the version the run was frozen with."""
-        config: Dict[str, Any] = dict(self._chain.api_config) if self._chain is not None else {}
-        if run is not None:
-            config.update(self.records.credentials(run.run_id))
-            frozen = self._frozen_or_none(run)
-            if frozen is not None:
-                config.pop("version", None)
-                if frozen.api_config.get("version"):
-                    config["version"] = frozen.api_config["version"]
-        return config
+        """Credentials and version for a client: a new run's from the file; a recorded run's by rule 8
+        (:meth:`~job_chain.record.records.RunRecords.api_config`), as its jobs decide it."""
+        if run is None:
+            return dict(self._chain.api_config) if self._chain is not None else {}
+        return self.records.api_config(run.run_id, self.frozen(run).api_config.get("version"),
+                                       self._file_api_config)
 
+    def _file_api_config(self) -> Dict[str, Any]:
+        """The file's api_config as the session knows it: its chain's, else read tolerantly (broken file)."""
+        if self._chain is not None:
+            return dict(self._chain.api_config)
+        from job_chain.aihc.credentials import file_api_config
+
+        return file_api_config(self.path)
