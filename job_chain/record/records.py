@@ -129,11 +129,11 @@ class RunRecords(AttemptRecords):
         run = self.get_run(run_id)
         if run is None:
             if os.path.isdir(self._dir(run_id)):
-                raise RecordDamaged(self._damaged_message(run_id))
+                raise RecordDamaged(self.damaged_message(run_id))
             raise RunNotFound(f"no run {run_id} of {self.chain_path} is recorded" + self._known_hint(), self.run_ids())
         return run
 
-    def _damaged_message(self, run_id: str) -> str:
+    def damaged_message(self, run_id: str) -> str:
         import shlex
 
         return (f"the record of run {run_id} is damaged ({os.path.join(self._dir(run_id), 'run.json')} is missing or "

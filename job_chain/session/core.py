@@ -323,7 +323,7 @@ class ChainSession(PlacesMixin, PlanMixin, ResumeMixin, StopMixin, WatchMixin, L
     def _refuse_beside_active(self) -> None:
         damaged = self.records.damaged()
         if damaged:
-            raise RecordDamaged(self.records._damaged_message(damaged[0]) + "; or pass --force to start a run "
+            raise RecordDamaged(self.records.damaged_message(damaged[0]) + "; or pass --force to start a run "
                                 "beside it")
         active = self.active_run()
         if active is not None:
