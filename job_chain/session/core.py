@@ -53,6 +53,10 @@ class ChainSession:
     credential sources (env, ``JOB_CHAIN_CREDENTIALS``, the chain's ``api_config``).
     ``start_local=False`` (read-only callers) never starts the local server: a stopped one is a
     :class:`~job_chain.local.daemon.LocalServerStopped` error saying how to start it.
+
+    ``context`` is what every operation works with (:class:`~job_chain.session.context.RunContext`):
+    the CLI passes it to the undocumented helpers in :mod:`job_chain.session.plan` (``planned_host``,
+    ``chain_to_freeze``, ``check_mode``) that used to be methods.
     """
 
     def __init__(self, chain: Optional[Chain], *, client: Optional[JobsAPI] = None, local: bool = False,
