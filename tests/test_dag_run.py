@@ -143,7 +143,7 @@ def test_inline_joins_with_the_submitting_clock_over_an_hour_ahead(tmp_path: Pat
     """Issue 18, item 8: the run id (and so the submitting machine's clock) two hours ahead of the
     API. The inline jobs bound their pool walks by the API's createdAt of the run's first job,
     carried in their snapshots, so the join still runs, once, and no step is submitted again."""
-    import job_chain.session.core as session_module
+    import job_chain.session.start as session_module
 
     real = session_module.new_run_id
     monkeypatch.setattr(session_module, "new_run_id", lambda: time.strftime(

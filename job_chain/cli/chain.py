@@ -145,13 +145,14 @@ def run(chain_file: str, start_index: Optional[str], start: Optional[str], dry_r
 
 
 def _dry_run(session: Any, first: str, mode: str, secret: Optional[str], params: Dict[str, str]) -> None:
+    from job_chain.session.plan import chain_to_freeze, check_mode, planned_host
     from job_chain.submit.command import tail_size
     from job_chain.util.redaction import redact
 
-    host = session.planned_host
+    host = planned_host(session.context)
     hidden = [v for v in (session.chain.secret, secret) if v]
-    chain = session.run_chain(first, params=params)
-    session.check_mode(chain, mode)
+    chain = chain_to_freeze(session.context, first, params=params)
+    check_mode(chain, mode)
     plans = session.plan(first, mode, params)
     for plan in plans:
         body = redact(plan["body"], hidden)

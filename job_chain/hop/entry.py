@@ -62,8 +62,10 @@ def parse(argv: List[str]) -> Dict[str, Any]:
 def load_run(config_path: Optional[str], run_id: str, snapshot: Optional[Any]) -> Tuple[Any, Any, Dict[str, Any]]:
     """(the run's chain, its records or None, api_config) from the run record or the inline snapshot.
 
-    The chain is the run's frozen copy: the chain file is read only for the credentials it may
-    hold, and only when no other source has them.
+    The chain and the API config are decided as the session decides them (rules 7 and 8:
+    :meth:`~job_chain.record.records.RunRecords.run_chain`, :meth:`~job_chain.record.records.RunRecords.api_config`):
+    the run's frozen copy, and the record's copy of the file's ``api_config``; the chain file is read
+    only for a run recorded before runs were frozen, and for keys only when the record holds none.
     """
     if snapshot is not None:
         from job_chain.submit.snapshot import decode_snapshot
@@ -78,18 +80,16 @@ def load_run(config_path: Optional[str], run_id: str, snapshot: Optional[Any]) -
         raise UsageError("advance needs the chain file path or --snapshot")
     from job_chain.record.records import RunRecords
 
-    records = RunRecords(config_path)
-    run = records.require_run(run_id)
-    chain = records.frozen(run_id, run)
-    if chain is not None:
-        return chain, records, records.api_config(run_id, chain.api_config.get("version"))
-    # a run recorded before runs were frozen: the file as it is now (the old behaviour)
-    from job_chain.spec.loader import load_chain
+    path: str = config_path
 
-    chain = load_chain(config_path, local=True)
-    if run.get("local"):  # a --local run stays local
-        chain.config_path = chain.scrips_path = None
-    return chain, records, chain.api_config
+    def load_file() -> Any:  # a run recorded before runs were frozen runs the file as it is now
+        from job_chain.spec.loader import load_chain
+
+        return load_chain(path, local=True)
+
+    records = RunRecords(path)
+    chain = records.run_chain(run_id, load_file)
+    return chain, records, records.api_config(run_id, chain.api_config.get("version"))
 
 
 def run_advance(*, config_path: Optional[str], run_id: str, step: str, attempt: int, exit_code: int,

@@ -19,7 +19,7 @@ import contextlib
 import os
 import re
 import time
-from typing import TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
 
 from job_chain.aihc.names import is_job_id
 from job_chain.errors import RunNotFound, UsageError
@@ -30,6 +30,7 @@ from job_chain.util.files import write_json_private
 
 if TYPE_CHECKING:  # a job advancing a chain reads the record without the status types
     from job_chain.rules.facts import RunFacts
+    from job_chain.spec.model import Chain
 
 _SUBMISSION = re.compile(rf"step-{STEP_PATTERN}-attempt-(\d+)\.json")
 # the facts a join is decided from (job_chain.hop.readiness), by the kind in their file names
@@ -49,6 +50,18 @@ def new_run_id() -> str:
     import secrets
 
     return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(2)
+
+
+def as_placed(chain: Chain, local: bool) -> Chain:
+    """``chain`` as a run on the local server sees it: its pods run on this machine, so they read
+    this installation and the record beside the file, not the ``config_path``/``scrips_path`` the
+    file names for the cluster. A run elsewhere sees the chain unchanged. (Part of rule 7, and what a
+    new run freezes.)"""
+    if not local:
+        return chain
+    from dataclasses import replace
+
+    return replace(chain, config_path=None, scrips_path=None)
 
 
 class RecordDamaged(UsageError):
@@ -116,11 +129,11 @@ class RunRecords(AttemptRecords):
         run = self.get_run(run_id)
         if run is None:
             if os.path.isdir(self._dir(run_id)):
-                raise RecordDamaged(self._damaged_message(run_id))
+                raise RecordDamaged(self.damaged_message(run_id))
             raise RunNotFound(f"no run {run_id} of {self.chain_path} is recorded" + self._known_hint(), self.run_ids())
         return run
 
-    def _damaged_message(self, run_id: str) -> str:
+    def damaged_message(self, run_id: str) -> str:
         import shlex
 
         return (f"the record of run {run_id} is damaged ({os.path.join(self._dir(run_id), 'run.json')} is missing or "
@@ -238,19 +251,68 @@ class RunRecords(AttemptRecords):
         self._write(run_id, RUN_CREDENTIALS, {k: v for k, v in api_config.items() if isinstance(v, str)})
 
     def credentials(self, run_id: str) -> Dict[str, Any]:
+        """The record's copy of the file's ``api_config`` ({} when none was saved); what a run's
+        clients start from is decided with it in :meth:`api_config`."""
         return _read(os.path.join(self._dir(run_id), RUN_CREDENTIALS)) or {}
 
-    def api_config(self, run_id: str, version: Any = None) -> Dict[str, Any]:
-        """Where the run's API is and its keys, for a job of the run: the chain file's ``api_config``
-        as saved at start, with the frozen chain's API ``version``; the keys still in the file when
-        the record has none (written after the run started). Never an error: a run does not depend
-        on its file."""
-        from job_chain.aihc.credentials import file_api_config
+    # -- what a run runs with (rules 7 and 8) -----------------------------------------------------
+    # Asked by the finishing job's tail (job_chain.hop.entry.load_run, the planned hop in hop/lean.py)
+    # and by the session steering the run (job_chain.session), which used to decide them each with its
+    # own code, and the API config with opposite precedence: a host written only in the chain file was
+    # used by the session and ignored by the run's jobs. Both sides call these two.
+    def run_chain(self, run_id: str, load_file: Callable[[], Chain],
+                  run: Optional[Mapping[str, Any]] = None) -> Chain:
+        """Rule 7, the chain a run runs: its frozen copy (the revision ``run.json`` names now); for a
+        run recorded before runs were frozen, the chain file as it is now (``load_file()``, which
+        raises the file's problem; the tail never loads the loader otherwise), :func:`as_placed` for
+        where the run runs.
 
-        found = {**self.credentials(run_id), **({"version": version} if version else {})}
-        if not found.get("ak"):
-            found = {**file_api_config(self.chain_path), **found}
-        return found
+        ``run`` is the run's ``run.json`` when the caller has just read it (read here otherwise, so a
+        long-lived caller sees a revision a resume added meanwhile). :class:`RecordDamaged` when the
+        frozen copy cannot be read: a damaged run is never silently run from its file.
+        """
+        record = dict(run) if run is not None else self.require_run(run_id)
+        frozen = self.frozen(run_id, record)
+        if frozen is not None:
+            return frozen
+        return as_placed(load_file(), bool(record.get("local")))
+
+    def api_config(self, run_id: str, version: Optional[str] = None,
+                   file_config: Optional[Callable[[], Mapping[str, Any]]] = None) -> Dict[str, Any]:
+        """Rule 8, a run's API config (host, keys, version), in this precedence:
+
+        1. the record's copy of the chain file's ``api_config``, saved when the run started
+           (``credentials.json``, written only when the file held a key), taken whole: host and keys
+           as they were at start;
+        2. only when the record holds no key: the chain file's ``api_config`` as it is now
+           (``file_config()``; default: read from the file, tolerantly — it may be broken or gone
+           while its runs go on);
+        3. the API ``version`` is the one of the chain the run runs (rule 7: the frozen copy's, none
+           when it was frozen without one; the planned hop passes its plan's, made from that copy),
+           never the file's now nor the copy's.
+
+        Why this order: a run's jobs must work on AIHC from what its record carries, whatever happens
+        to the file later, and the session must steer the run where its jobs go. So a host (or key)
+        written into the file after the run started is ignored by both while the record has keys,
+        rather than keys saved at start being sent to a host written later. Explicit choices are not
+        part of this: the session's ``--host/--ak/--sk/--credentials``, the environment and a
+        credentials file come before ``api_config`` in
+        :func:`~job_chain.aihc.credentials.resolve_credentials`, so they still win; a local run takes
+        only the version from here (its host and keys are the local server's).
+        """
+        saved = self.credentials(run_id)
+        if saved.get("ak"):
+            chosen: Mapping[str, Any] = saved
+        elif file_config is not None:
+            chosen = file_config()
+        else:
+            from job_chain.aihc.credentials import file_api_config
+
+            chosen = file_api_config(self.chain_path)
+        config = {k: v for k, v in chosen.items() if k != "version" and isinstance(v, str)}
+        if version:
+            config["version"] = version
+        return config
 
     # -- submissions -------------------------------------------------------------------------
     def _write(self, run_id: str, name: str, data: Dict[str, Any]) -> bool:

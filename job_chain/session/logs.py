@@ -2,62 +2,60 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional, Tuple, Union
+from typing import Optional, Tuple, Union
 
 from job_chain.errors import UsageError
-from job_chain.status.types import StepStatus
+from job_chain.session.context import RunContext, find_run, frozen
+from job_chain.session.look import status
+from job_chain.session.plan import step_of
+from job_chain.status.types import Attempt, StepStatus
 
 
-class LogsMixin:
-    """The logs part of :class:`~job_chain.session.ChainSession`."""
+def attempt(ctx: RunContext, run_id: Optional[str] = None, step: Union[int, str, None] = None,
+            number: Optional[int] = None) -> Tuple[StepStatus, Attempt]:
+    """(the step, its chosen attempt). Default: for a failed run its failed step, else the latest
+    submitted step; and the step's latest attempt. ``step`` is a name or a number."""
+    run = find_run(ctx, run_id)
+    now = status(ctx, run.run_id)
+    if step is not None:
+        wanted = step_of(frozen(ctx, run), step)
+        chosen = next(s for s in now.steps if s.name == wanted.name)
+        if not chosen.attempts and not chosen.history:
+            raise UsageError(f"step {chosen.name} of run {run.run_id} has not been submitted")
+    else:
+        submitted = [s for s in now.steps if s.submitted]
+        if not submitted:
+            raise UsageError(f"run {run.run_id} has no submitted step yet")
+        failed = [s for s in now.failed_steps if s.submitted]
+        chosen = failed[0] if failed else (now.current or submitted)[-1]
+        if not chosen.submitted:
+            chosen = submitted[-1]
+    tries = {a.attempt: a for a in chosen.history + chosen.attempts}
+    wanted_number = number if number is not None else max(tries)
+    if wanted_number not in tries:
+        raise UsageError(f"step {chosen.name} of run {run.run_id} has no attempt {wanted_number} "
+                         f"(it has {', '.join(str(k) for k in sorted(tries))})")
+    return chosen, tries[wanted_number]
 
-    def attempt(self, run_id: Optional[str] = None, step: Union[int, str, None] = None,
-                attempt: Optional[int] = None) -> Tuple[StepStatus, Any]:
-        """(the step, its chosen attempt). Default: for a failed run its failed step, else the latest
-        submitted step; and the step's latest attempt. ``step`` is a name or a number."""
-        run = self.run(run_id)
-        status = self.status(run.run_id)
-        if step is not None:
-            wanted = self.step_of(self.frozen(run), step)
-            chosen = next(s for s in status.steps if s.name == wanted.name)
-            if not chosen.attempts and not chosen.history:
-                raise UsageError(f"step {chosen.name} of run {run.run_id} has not been submitted")
-        else:
-            submitted = [s for s in status.steps if s.submitted]
-            if not submitted:
-                raise UsageError(f"run {run.run_id} has no submitted step yet")
-            failed = [s for s in status.failed_steps if s.submitted]
-            chosen = failed[0] if failed else (status.current or submitted)[-1]
-            if not chosen.submitted:
-                chosen = submitted[-1]
-        tries = {a.attempt: a for a in chosen.history + chosen.attempts}
-        number = attempt if attempt is not None else max(tries)
-        if number not in tries:
-            raise UsageError(f"step {chosen.name} of run {run.run_id} has no attempt {number} "
-                             f"(it has {', '.join(str(k) for k in sorted(tries))})")
-        return chosen, tries[number]
 
-    def log(self, run_id: Optional[str] = None, step: Union[int, str, None] = None, attempt: Optional[int] = None,
-            pod: Optional[str] = None, tail: Optional[int] = None) -> str:
-        """The log text of one attempt's pod (default: the master pod of the latest attempt).
+def log(ctx: RunContext, run_id: Optional[str] = None, step: Union[int, str, None] = None,
+        number: Optional[int] = None, pod: Optional[str] = None, tail: Optional[int] = None) -> str:
+    """The log text of one attempt's pod (default: the master pod of the latest attempt); with
+    ``tail``, only the last ``tail`` lines are asked of the API (its ``maxLines``)."""
+    from job_chain.aihc.client import pod_names
+    from job_chain.aihc.logpages import log_records
 
-        With ``tail``, only the last ``tail`` lines are asked of the API (its ``maxLines``).
-        """
-        from job_chain.aihc.client import pod_names
-        from job_chain.aihc.logpages import log_records
-
-        run = self.run(run_id)
-        _, chosen = self.attempt(run.run_id, step, attempt)
-        client = self.client_for(run)
-        pool = self.frozen(run).pool
-        names = pod_names(client.get_job(pool, chosen.job_id))
-        if pod is None:
-            if not names:
-                raise UsageError(f"job {chosen.job_id} has no pods yet")
-            pod = names[0]
-        # the server cuts the tail (maxLines); a whole log comes page by page
-        text = "".join(log_records(client, pool, chosen.job_id, pod, max_lines=tail))
-        if tail is not None:
-            text = "".join(text.splitlines(True)[-tail:]) if tail else ""
-        return text
-
+    run = find_run(ctx, run_id)
+    _, chosen = attempt(ctx, run.run_id, step, number)
+    client = ctx.places.client_for(run)
+    pool = frozen(ctx, run).pool
+    names = pod_names(client.get_job(pool, chosen.job_id))
+    if pod is None:
+        if not names:
+            raise UsageError(f"job {chosen.job_id} has no pods yet")
+        pod = names[0]
+    # the server cuts the tail (maxLines); a whole log comes page by page
+    text = "".join(log_records(client, pool, chosen.job_id, pod, max_lines=tail))
+    if tail is not None:
+        text = "".join(text.splitlines(True)[-tail:]) if tail else ""
+    return text

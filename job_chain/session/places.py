@@ -10,8 +10,9 @@ from typing import Any, Dict, Optional, Tuple
 
 from job_chain.aihc.api import JobsAPI
 from job_chain.errors import UsageError
+from job_chain.record.records import RunRecords
+from job_chain.session.chainfile import ChainFile
 from job_chain.session.runs import Run
-from job_chain.spec.model import Chain
 
 
 def connect_to(*, local: bool = False, local_state_dir: Optional[str] = None, start_local: bool = True,
@@ -35,50 +36,58 @@ def connect_to(*, local: bool = False, local_state_dir: Optional[str] = None, st
                    **kwargs)
 
 
-class PlacesMixin:
-    """The clients part of :class:`~job_chain.session.ChainSession`."""
+class Places:
+    """Where the session's runs run, and one client per place, made when first asked.
+
+    ``client`` (anything satisfying :class:`~job_chain.aihc.api.JobsAPI`) is used for every run when
+    given. Otherwise a run's client comes from the explicit ``local``/``host``/``ak``/``sk``/
+    ``credentials`` when any is given (refused when it contradicts where the run runs), else from
+    where the run was recorded to run; a new run's from the explicit options, else the usual
+    credential sources. ``api_config`` is the file's for a new run and rule 8's for a recorded one
+    (:meth:`~job_chain.record.records.RunRecords.api_config`), as the run's own jobs have it.
+    """
+
+    def __init__(self, file: ChainFile, records: RunRecords, *, client: Optional[JobsAPI] = None,
+                 local: bool = False, explicit: Optional[Dict[str, Optional[str]]] = None,
+                 api_version: Optional[str] = None, start_local: bool = True) -> None:
+        self.file = file
+        self.records = records
+        self.client = client
+        self.local = local
+        self.explicit: Dict[str, Optional[str]] = dict(explicit or {})  # host, ak, sk, credentials_file
+        self.api_version_option = api_version
+        self.start_local = start_local  # False: a stopped local server is reported, never started
+        self._clients: Dict[Tuple[Any, ...], JobsAPI] = {}
+
+    @property
+    def explicit_place(self) -> bool:
+        """The caller said where (``--local``, ``--host``, keys or a credentials file)."""
+        return self.local or any(self.explicit.values())
 
     @property
     def api_version(self) -> str:
         """v1 or v2, as a new client would speak (see :func:`~job_chain.aihc.connect.resolve_api_version`)."""
-        if self._client is not None:
-            return str(getattr(self._client, "api_version", "v1"))
+        if self.client is not None:
+            return str(getattr(self.client, "api_version", "v1"))
         from job_chain.aihc.connect import resolve_api_version
 
-        return resolve_api_version(self._api_version, credentials_file=self._explicit.get("credentials_file"),
-                                   api_config=self.chain.api_config, api_config_origin=f"{self.path} api_config")
-
-    @property
-    def _explicit_place(self) -> bool:
-        return self._local or any(self._explicit.values())
-
-    def chain_for(self, local: bool) -> Chain:
-        """The chain file as a new run would see it: local pods read this installation."""
-        if not local:
-            return self.chain
-        from dataclasses import replace
-
-        return replace(self.chain, config_path=None, scrips_path=None)
-
-    @property
-    def planned_host(self) -> str:
-        """Where a new run would be submitted, for showing a plan without connecting anywhere."""
-        if self._local:
-            return "<local server>"
-        return self._explicit.get("host") or self.chain.api_config.get("host") or "<AIHC host>"
+        return resolve_api_version(self.api_version_option, credentials_file=self.explicit.get("credentials_file"),
+                                   api_config=self.file.chain.api_config,
+                                   api_config_origin=f"{self.file.path} api_config")
 
     def client_for(self, run: Optional[Run] = None) -> JobsAPI:
         """The client for ``run`` (None: for a new run)."""
-        if self._client is not None:
-            return self._client
-        if run is not None and self._explicit_place:
-            if self._local and not run.local and run.endpoint:
+        if self.client is not None:
+            return self.client
+        if run is not None and self.explicit_place:
+            if self.local and not run.local and run.endpoint:
                 raise UsageError(f"run {run.run_id} runs on {run.endpoint}, not on the local server: drop --local")
-            if run.local and not self._local:
+            if run.local and not self.local:
                 raise UsageError(f"run {run.run_id} runs on the local server: drop --host/--ak/--sk/--credentials")
-        if self._explicit_place or run is None:
-            key: Tuple[Any, ...] = ("explicit", self._local, *sorted(self._explicit.items()))
-            kwargs: Dict[str, Any] = dict(self._explicit, local=self._local)
+        kwargs: Dict[str, Any]
+        if self.explicit_place or run is None:
+            key: Tuple[Any, ...] = ("explicit", self.local, *sorted(self.explicit.items()))
+            kwargs = dict(self.explicit, local=self.local)
         elif run.local:
             key, kwargs = ("local", run.local_state_dir), {"local": True, "local_state_dir": run.local_state_dir}
         else:
@@ -87,21 +96,15 @@ class PlacesMixin:
             api_config = self._api_config_for(run)
             # local runs take only the version from api_config (host and keys are the server's)
             kwargs.update(api_config=api_config if not kwargs.get("local") else {"version": api_config.get("version")},
-                          api_config_origin=f"{self.path} api_config", api_version=self._api_version,
-                          start_local=self._start_local)
+                          api_config_origin=f"{self.file.path} api_config", api_version=self.api_version_option,
+                          start_local=self.start_local)
             self._clients[key] = connect_to(**kwargs)
         return self._clients[key]
 
     def _api_config_for(self, run: Optional[Run]) -> Dict[str, Any]:
-        """Credentials and version for a client: the file's (when it can be read), the run's copy of
-        it, and the version the run was frozen with."""
-        config: Dict[str, Any] = dict(self._chain.api_config) if self._chain is not None else {}
-        if run is not None:
-            config.update(self.records.credentials(run.run_id))
-            frozen = self._frozen_or_none(run)
-            if frozen is not None:
-                config.pop("version", None)
-                if frozen.api_config.get("version"):
-                    config["version"] = frozen.api_config["version"]
-        return config
-
+        """Credentials and version for a client: a new run's are the file's; a recorded run's are
+        decided by rule 8 with the version of the chain it runs (rule 7), as its jobs decide them."""
+        if run is None:
+            return self.file.api_config()
+        chain = self.records.run_chain(run.run_id, lambda: self.file.chain)
+        return self.records.api_config(run.run_id, chain.api_config.get("version"), self.file.api_config)

@@ -9,6 +9,8 @@ from typing import Any, Dict, List, Optional, Tuple
 from job_chain.errors import JobChainError
 from job_chain.status.types import utc
 
+_EPOCH = _dt.datetime.fromtimestamp(0.0, _dt.timezone.utc)  # a run.json without its start time
+
 
 @dataclass(frozen=True)
 class Run:
@@ -29,7 +31,7 @@ class Run:
         started = data.get("started")
         revision = data.get("revision")
         return cls(str(data["id"]), chain_path, int(data.get("startStep") or 0),
-                   utc(float(started) if isinstance(started, (int, float)) else 0.0) or utc(0.0),  # type: ignore[arg-type]
+                   utc(float(started) if isinstance(started, (int, float)) else 0.0) or _EPOCH,
                    bool(data.get("local")), str(data.get("endpoint") or ""), str(data.get("mode") or "job"),
                    data.get("localStateDir") if isinstance(data.get("localStateDir"), str) else None,
                    revision if isinstance(revision, int) else 0)

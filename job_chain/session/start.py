@@ -1,123 +1,149 @@
-"""What a new run would be: where it starts, what it freezes, the exact requests it sends."""
+"""Starting a run, and submitting steps from this process (``run``, ``resume``, a stop's handlers).
+
+A run starts frozen: the file as it is now is kept in a new run record first, and every step is
+submitted from that copy. Each create goes through :func:`submit`, which retries transient errors
+with the step's client token, so nothing is ever created twice.
+"""
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+import shlex
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
-from job_chain.errors import UsageError
-from job_chain.session.runs import Run, Submitted
+from job_chain.errors import JobChainError, RunStillActive, UsageError
+from job_chain.record.records import RecordDamaged, new_run_id
+from job_chain.session.context import RunContext, find_run, frozen
+from job_chain.session.look import active_run
+from job_chain.session.plan import chain_to_freeze, check_mode, start_step, steps_at
+from job_chain.session.runs import Run, SubmitInterrupted, Submitted
 from job_chain.spec.model import Chain, Step
+from job_chain.submit.create import MODES
+
+SUBMIT_DEADLINE = 60.0  # seconds start and resume keep retrying a step's create through transient errors
 
 
-class PlanMixin:
-    """The planning part of :class:`~job_chain.session.ChainSession`."""
+def start(ctx: RunContext, first: Union[int, str] = 0, *, mode: str = "job", force: bool = False,
+          params: Optional[Dict[str, str]] = None) -> Run:
+    """Freeze the chain file as it is now into a new run record and submit the run's first steps
+    (see :meth:`job_chain.session.ChainSession.start`)."""
+    from job_chain.record import index as run_index
+    from job_chain.rules import plan as plan_
+    from job_chain.spec.frozen import freeze
 
-    def _start_step(self, first: Union[int, str]) -> Step:
-        chain = self.chain
-        step = chain.find(first)
-        if step is None:
-            raise UsageError(f"--start {first}: {self.path} has {len(chain.steps)} steps, numbered 0 to "
-                             f"{len(chain.steps) - 1} (names: {', '.join(s.name for s in chain.steps[:8])}"
-                             f"{', …' if len(chain.steps) > 8 else ''})")
-        if step.is_handler:
-            raise UsageError(f"--start {first}: {step.name} is an exit handler (runOn: {step.run_on}); it starts by "
-                             "itself after the run ended: start at a step of the chain instead")
-        return step
+    if mode not in MODES:
+        raise UsageError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
+    ctx.file.reload()  # what is frozen is the file as it is now
+    begin = start_step(ctx, first)
+    chain = chain_to_freeze(ctx, begin.index, params=params)
+    check_mode(chain, mode)
+    local = ctx.places.local
+    client = ctx.places.client_for(None)
+    with ctx.records.start_lock():
+        if not force:
+            refuse_beside_active(ctx)
+        run_id = new_run_id()
+        where: Dict[str, Any] = {"local": local}
+        if local:  # the run lives on this local server: later commands find it there
+            from job_chain.local.server import default_state_dir
 
-    def run_chain(self, first: Union[int, str] = 0, *, local: Optional[bool] = None,
-                  params: Optional[Mapping[str, str]] = None) -> Chain:
-        """The chain a new run starting at ``first`` would freeze: steps before it (in a line, and
-        every step of a graph with a lower index) are excluded from the run; ``params`` (``--param``)
-        over the file's defaults (an unknown name is a :class:`UsageError`)."""
-        from dataclasses import replace
+            where["localStateDir"] = default_state_dir()
+        # the frozen copy first: a run.json that names revision 1 always finds it
+        value = ctx.records.freeze(run_id, freeze(chain), revision=1, reason="started")
+        api_config = ctx.file.chain.api_config
+        if not local and api_config.get("ak"):  # the record's copy: what the run's jobs connect with (rule 8)
+            ctx.records.save_credentials(run_id, api_config)
+        record = ctx.records.create_run(run_id, chain=ctx.path, startStep=begin.index, mode=mode,
+                                        endpoint=client.endpoint, pool=chain.pool, revision=1, digest=value, **where)
+    run_index.remember(run_id, ctx.path)
+    run = Run.from_record(ctx.path, record)
+    try:
+        running = frozen(ctx, run)
+        start_ready(ctx, run, running, steps_at(running, plan_.plan(running, {}).ready), {}, mode, "run")
+    except SubmitInterrupted:
+        ctx.records.record_start_failure(run_id, "interrupted while submitting its first step", refused=False)
+        raise
+    except JobChainError as exc:
+        ctx.records.record_start_failure(run_id, str(exc), refused=not getattr(exc, "retryable", True))
+        raise
+    return run
 
-        from job_chain.spec.params import resolve_params
 
-        start = self._start_step(first)
-        chain = self.chain_for(self._local if local is None else local)
-        steps = [replace(s, excluded=f"the run started at step {start.index} ({start.display})")
-                 if s.index < start.index and not s.is_handler else s for s in chain.steps]
-        given = dict(params or {})
-        return replace(chain, steps=steps, params=resolve_params(chain.params, given, self.path), params_set=given,
-                       outputs={})
+def refuse_beside_active(ctx: RunContext) -> None:
+    """:class:`RunStillActive` (saying how to continue, stop or force) while a run of the chain is going;
+    a damaged record is never taken for "no run"."""
+    damaged = ctx.records.damaged()
+    if damaged:
+        raise RecordDamaged(ctx.records.damaged_message(damaged[0]) + "; or pass --force to start a run "
+                            "beside it")
+    active = active_run(ctx)
+    if active is not None:
+        steps = ", ".join(f"{s.name} is {s.status}" for s in active.current) or "it is starting"
+        which = f"{shlex.quote(ctx.path)} --run {active.run_id}"
+        if find_run(ctx, active.run_id).mode == "watch":  # its watcher may be gone (Ctrl-C): say what continues it
+            how = (f"it advances only while a process watches it (--advance watch): continue it with "
+                   f"'job-chain resume {which} --advance watch'")
+        else:
+            how = f"watch it with 'job-chain status {which} --watch'"
+        raise RunStillActive(
+            f"run {active.run_id} of {ctx.path} is still going ({steps}): {how}, stop it with "
+            f"'job-chain stop {which}', or pass --force to start another run beside it", active.run_id)
 
-    def roots(self, first: Union[int, str] = 0) -> List[str]:
-        """The names of the steps a run starting at ``first`` submits at once (with ``maxParallel`` or
-        ``maxRunning``, as many as the caps allow; the others wait for a slot)."""
-        return [s.name for s in self.waves(first)[0]]
 
-    def waves(self, first: Union[int, str] = 0) -> Tuple[List[Step], List[Step]]:
-        """(the steps a run starting at ``first`` submits at once, the ready ones that wait for a slot)."""
-        from job_chain.record import slots
-        from job_chain.rules import plan as plan_
+def start_ready(ctx: RunContext, run: Run, chain: Chain, ready: Sequence[Step], attempts: Mapping[str, int],
+                mode: str, origin: str) -> List[Submitted]:
+    """Submit ``ready``: each capped step (maxParallel, maxRunning) through a slot, as many as are
+    free, the others directly."""
+    from job_chain.record import slots
 
-        chain = self.run_chain(first)
-        return slots.first_wave(chain, [chain.step(i) for i in plan_.plan(chain, {}).ready])  # type: ignore[misc]
+    done = [submit(ctx, run, s.name, attempts.get(s.name, s.first_attempt), mode) for s in ready
+            if not slots.pools(chain, s)]
+    if len(done) < len(ready):
+        def through_slot(step: Step, attempt: int) -> str:  # a failure is raised to the caller: run, resume
+            done.append(submit(ctx, run, step.name, attempt, mode))
+            return slots.SUBMITTED
 
-    def _start_ready(self, run: Run, chain: Chain, ready: Sequence[Step], attempts: Mapping[str, int],
-                     mode: str, origin: str) -> List[Submitted]:
-        """Submit ``ready``: each capped step (maxParallel, maxRunning) through a slot, as many as are
-        free, the others directly."""
-        from job_chain.record import slots
+        slots.fill(chain, ctx.records, run.run_id, ready, attempts, through_slot, origin)
+    return done
 
-        done = [self._submit(run, s.name, attempts.get(s.name, s.first_attempt), mode) for s in ready  # type: ignore
-                if not slots.pools(chain, s)]
-        if len(done) < len(ready):
-            def submit(step: Step, attempt: int) -> str:  # a failure is raised to the caller: run, resume
-                done.append(self._submit(run, step.name, attempt, mode))  # type: ignore[attr-defined]
-                return slots.SUBMITTED
 
-            slots.fill(chain, self.records, run.run_id, ready, attempts, submit, origin)  # type: ignore[attr-defined]
-        return done
+def submit(ctx: RunContext, run: Run, name: str, attempt: int, mode: str,
+           context: Optional[Dict[str, str]] = None) -> Submitted:
+    """Submit one step, retrying transient API errors for up to SUBMIT_DEADLINE seconds.
 
-    def check_mode(self, chain: Chain, mode: str) -> None:
-        """Refuse a mode the chain cannot run in, before anything is recorded."""
-        from job_chain.record import outputs, slots
+    The client token makes every retry safe, and giving up early is not: a create can fail after
+    the job was committed, and that job would then advance a run the user believes failed.
+    """
+    from job_chain.aihc.errors import AIHCError
+    from job_chain.hop.submitting import submit_with_deadline
+    from job_chain.submit.create import submit_step
 
-        if mode == "inline" and slots.capped(chain):
-            raise UsageError("maxParallel and maxRunning need the run record on shared storage to hand slots on "
-                             "(docs/graphs.md); an --inline run has none: run it without --inline")
-        if mode == "watch" and outputs.referenced(chain):
-            raise UsageError("steps of this chain use other steps' outputs, which the job's own tail hands on: "
-                             "--advance watch does not wrap commands, so run it without --advance watch")
+    chain = frozen(ctx, run)
+    client = ctx.places.client_for(run)
+    if mode == "inline":
+        from job_chain.submit.snapshot import inline_origin
 
-    def plan(self, first: Union[int, str] = 0, mode: str = "job",
-             params: Optional[Mapping[str, str]] = None) -> List[Dict[str, Any]]:
-        """The exact create requests ``start`` would send, one per first step (secrets redacted by the
-        caller; the run id is a placeholder)."""
-        from job_chain.submit.request import build_request, client_token
+        inline_origin(chain, client, ctx.records.first_job_id(run.run_id))
+    finish = f"'job-chain resume {shlex.quote(ctx.path)} --run {run.run_id}'"
+    step = chain.named(name)
+    resume = None
+    if attempt > 1 and step is not None:  # a resumed step continues from its last checkpoint
+        from job_chain.rules.checkpoint import last_complete
 
-        chain = self.run_chain(first, params=params)
-        out = []
-        for name in self.roots(first):
-            body = build_request(chain, name, "DRY-RUN", 1, mode=mode, host=chain.api_config.get("host"))
-            out.append({"step": name, "resourcePoolId": chain.pool,
-                        "clientToken": client_token("DRY-RUN", chain.named(name), 1), "body": body})  # type: ignore
-        return out
-
-    def request(self, run_id: Optional[str], step: Union[int, str], attempt: Optional[int] = None) -> Dict[str, Any]:
-        """The create request run ``run_id`` sends (or sent) for ``step``: an attempt already
-        submitted as the revision it was submitted with, else as the run's current revision."""
-        from job_chain.record.outputs import recorded
-        from job_chain.submit.request import build_request
-
-        run = self.run(run_id)  # type: ignore[attr-defined]
-        chain = self.frozen(run)  # type: ignore[attr-defined]
-        found = self.step_of(chain, step)
-        number = attempt or found.first_attempt
-        sent = self.records.submission(run.run_id, found.name, number)  # type: ignore[attr-defined]
-        if sent and isinstance(sent.get("revision"), int) and 0 < sent["revision"] != chain.revision:
-            chain = self.records.frozen(run.run_id, revision=sent["revision"]) or chain  # type: ignore[attr-defined]
-            found = chain.named(found.name) or found
-        body = build_request(chain, found.name, run.run_id, number, mode=run.mode, host=run.endpoint or None,
-                             outputs=recorded(self.records, run.run_id))  # type: ignore[attr-defined]
-        return {"resourcePoolId": chain.pool, "body": body}
-
-    def step_of(self, chain: Chain, step: Union[int, str]) -> Step:
-        """A step of ``chain`` by name, display name or number; a clear error listing what exists otherwise."""
-        found = chain.find(step)
-        if found is None:
-            names = ", ".join(f"{s.index} {s.name}" for s in chain.steps[:10])
-            raise UsageError(f"no step {step!r} in this run (steps: {names}{', …' if len(chain.steps) > 10 else ''})")
-        return found
-
+        resume = last_complete(step.checkpoint)
+    try:
+        result = submit_with_deadline(
+            lambda: submit_step(client, chain, name, run.run_id, attempt, records=ctx.records, mode=mode,
+                                context=context, resume=resume),
+            SUBMIT_DEADLINE)
+    except KeyboardInterrupt:
+        raise SubmitInterrupted(
+            f"interrupted while submitting step {name} of run {run.run_id}: the step may or may not have been "
+            f"created. {finish} finishes it without ever creating it twice") from None
+    except AIHCError as exc:
+        if not exc.retryable:
+            raise
+        raise JobChainError(f"{exc}. Step {name} may have been created all the same: "
+                            f"'job-chain status {shlex.quote(ctx.path)} --run {run.run_id}' shows it, and "
+                            f"{finish} continues the run without ever creating it twice") from None
+    return Submitted(run.run_id, name, attempt, result["jobId"], result["jobName"], result["created"] == "yes",
+                     step.index if step is not None else -1)

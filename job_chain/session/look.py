@@ -1,0 +1,127 @@
+"""One look at a run: every step and its outcome, as the API and the run record tell it now.
+
+The API is asked for the run's own jobs (named by the record), not the pool's; see
+:mod:`job_chain.status.look` for where a walk of the pool is still needed. The outcome is decided
+by :func:`job_chain.status.summarize.summarize`; this module only gathers what it needs.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, List, Optional, Tuple, cast
+
+from job_chain.aihc.api import JobsAPI
+from job_chain.engine.states import SUCCEEDED
+from job_chain.errors import JobChainError
+from job_chain.rules.facts import RunFacts
+from job_chain.session.context import RunContext, all_runs, find_run, frozen
+from job_chain.session.runs import Run
+from job_chain.spec.model import Chain
+from job_chain.status.summarize import summarize
+from job_chain.status.types import Outcome, RunStatus
+
+
+def status(ctx: RunContext, run_id: Optional[str] = None, *, now: Optional[float] = None,
+           outputs: bool = False) -> RunStatus:
+    """Every step of the run (default: the latest) and its outcome, now, from its frozen chain.
+
+    Each step's outputs come from the run record; an inline run keeps them in its jobs' logs,
+    which ``outputs=True`` reads (once per step: what was read is kept in the record)."""
+    from job_chain.status.look import may_hide_a_job, run_attempts
+
+    run = find_run(ctx, run_id)
+    chain = frozen(ctx, run)
+    walked = False
+    while True:
+        client: Optional[JobsAPI] = None
+        submissions = ctx.records.submissions(run.run_id)
+        if ctx.records.start_refused(run.run_id):
+            attempts: List[Any] = []  # it never started: nothing to ask the API (which may be why)
+            endpoint = run.endpoint
+        else:
+            client = _client_to_look(ctx, run)
+            attempts, endpoint = run_attempts(ctx.records, _returning(client), chain, run, submissions, walk=walked)
+        facts = ctx.records.facts(run.run_id, keys=_fact_keys(chain, attempts), submissions=submissions)
+        _more_facts(ctx, run, chain, facts)
+        if client is not None:  # why each failed attempt failed: from the record, else its logs (once)
+            from job_chain.status.causes import explain_failures
+
+            explain_failures(client, chain, ctx.records, run.run_id, attempts, facts)
+        found = summarize(chain, attempts, facts, run_id=run.run_id, now=now, local=run.local,
+                          endpoint=endpoint, first_step=run.first_step)
+        if walked or not attempts or not may_hide_a_job(found):
+            break
+        walked = True  # a step that should have started is not seen: its job may be unrecorded
+    if outputs and run.mode == "inline":
+        _read_logged_outputs(ctx, run, chain, found)
+    found.revisions = ctx.records.revisions(run.run_id)
+    return found
+
+
+def active_run(ctx: RunContext) -> Optional[RunStatus]:
+    """The newest run that is still going, if any (only the last few runs are asked)."""
+    for run in all_runs(ctx)[:3]:
+        try:
+            found = status(ctx, run.run_id)
+        except JobChainError:
+            continue
+        if found.outcome is Outcome.RUNNING:
+            return found
+    return None
+
+
+def _returning(client: JobsAPI) -> Callable[[], JobsAPI]:
+    return lambda: client
+
+
+def _client_to_look(ctx: RunContext, run: Run) -> JobsAPI:
+    """The client a look at ``run`` asks, made when first asked: a finished run whose jobs are
+    cached needs no request (nor the SDK). A local run's is made at once, so a look says when
+    its server is stopped rather than showing what was cached as if it were live."""
+    if run.local:
+        return ctx.places.client_for(run)
+    from job_chain.aihc.api import LazyClient
+
+    return cast(JobsAPI, LazyClient(lambda: ctx.places.client_for(run)))  # it forwards every JobsAPI call
+
+
+def _fact_keys(chain: Chain, attempts: List[Any]) -> List[Tuple[str, int]]:
+    """The (step, attempt) pairs whose record facts a look needs: where a job did not succeed, the
+    furthest step's (its advance), and every attempt of a step with GPUs or a checkpoint (their
+    ends and checkpoints). A 500-step run of CPU steps reads a handful of files."""
+    from job_chain.status.cost import gpus_per_replica
+
+    keys: List[Tuple[str, int]] = []
+    for a in attempts:
+        step = chain.resolve(a.step)
+        wanted = (a.terminal and a.status not in SUCCEEDED) or a is attempts[-1] or (
+            step is not None and (step.checkpoint is not None or gpus_per_replica(step.body) > 0))
+        if wanted:
+            keys += [(a.step, a.attempt)] + ([(step.name, a.attempt)] if step is not None else [])
+    return keys
+
+
+def _more_facts(ctx: RunContext, run: Run, chain: Chain, facts: RunFacts) -> None:
+    from job_chain.record import outputs, slots
+
+    if slots.capped(chain):
+        facts.epoch, facts.claimed = slots.claims(ctx.records, run.run_id)
+    facts.outputs = outputs.recorded(ctx.records, run.run_id)
+
+
+def _read_logged_outputs(ctx: RunContext, run: Run, chain: Chain, found: RunStatus) -> None:
+    """Inline runs keep outputs in their jobs' logs: read those of succeeded steps not read before,
+    and keep what each says (also "none") in the record, so every log is read once."""
+    from job_chain.record import outputs
+
+    known = outputs.recorded(ctx.records, run.run_id)
+    todo = [(s.name, s.attempt, s.job_id) for s in found.steps if s.succeeded and s.job_id and s.name not in known]
+    if not todo:
+        return
+    from job_chain.status.logged_outputs import read_logged
+
+    read = read_logged(ctx.places.client_for(run), chain.pool, todo)
+    for state in found.steps:
+        if state.name in read:
+            attempt, values = read[state.name]
+            outputs.save(ctx.records, run.run_id, state.name, attempt, values)
+            state.outputs = values

@@ -1,0 +1,147 @@
+"""What a new run would be — where it starts, what it freezes, the exact requests it sends — and the
+request a recorded run sends for a step. Nothing here submits or records anything: ``--dry-run``
+and the console's request view show these, and :mod:`.start` starts from them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple, Union
+
+from job_chain.errors import UsageError
+from job_chain.record.records import as_placed
+from job_chain.session.context import RunContext, find_run, frozen
+from job_chain.spec.model import Chain, Step
+
+
+def start_step(ctx: RunContext, first: Union[int, str]) -> Step:
+    """The step a run starting at ``first`` (a number, a name, a point's or a matrix's name) starts
+    at; a clear error for one that does not exist or is an exit handler."""
+    chain = ctx.file.chain
+    step = chain.find(first)
+    if step is None:
+        raise UsageError(f"--start {first}: {ctx.path} has {len(chain.steps)} steps, numbered 0 to "
+                         f"{len(chain.steps) - 1} (names: {', '.join(s.name for s in chain.steps[:8])}"
+                         f"{', …' if len(chain.steps) > 8 else ''})")
+    if step.is_handler:
+        raise UsageError(f"--start {first}: {step.name} is an exit handler (runOn: {step.run_on}); it starts by "
+                         "itself after the run ended: start at a step of the chain instead")
+    return step
+
+
+def chain_to_freeze(ctx: RunContext, first: Union[int, str] = 0, *, local: Optional[bool] = None,
+                    params: Optional[Mapping[str, str]] = None) -> Chain:
+    """The chain a new run starting at ``first`` would freeze: steps before it (in a line, and every
+    step of a graph with a lower index) are excluded from the run; ``params`` (``--param``) over the
+    file's defaults (an unknown name is a :class:`UsageError`); the file as a run of the session's
+    place (or of ``local``) sees it."""
+    from dataclasses import replace
+
+    from job_chain.spec.params import resolve_params
+
+    start = start_step(ctx, first)
+    chain = as_placed(ctx.file.chain, ctx.places.local if local is None else local)
+    steps = [replace(s, excluded=f"the run started at step {start.index} ({start.display})")
+             if s.index < start.index and not s.is_handler else s for s in chain.steps]
+    given = dict(params or {})
+    return replace(chain, steps=steps, params=resolve_params(chain.params, given, ctx.path), params_set=given,
+                   outputs={})
+
+
+def waves(ctx: RunContext, first: Union[int, str] = 0) -> Tuple[List[Step], List[Step]]:
+    """(the steps a run starting at ``first`` submits at once, the ready ones that wait for a slot:
+    ``maxParallel``/``maxRunning``)."""
+    from job_chain.record import slots
+    from job_chain.rules import plan as plan_
+
+    chain = chain_to_freeze(ctx, first)
+    return slots.first_wave(chain, steps_at(chain, plan_.plan(chain, {}).ready))
+
+
+def roots(ctx: RunContext, first: Union[int, str] = 0) -> List[str]:
+    """The names of the steps a run starting at ``first`` submits at once."""
+    return [s.name for s in waves(ctx, first)[0]]
+
+
+def check_mode(chain: Chain, mode: str) -> None:
+    """Refuse a mode the chain cannot run in, before anything is recorded."""
+    from job_chain.record import outputs, slots
+
+    if mode == "inline" and slots.capped(chain):
+        raise UsageError("maxParallel and maxRunning need the run record on shared storage to hand slots on "
+                         "(docs/graphs.md); an --inline run has none: run it without --inline")
+    if mode == "watch" and outputs.referenced(chain):
+        raise UsageError("steps of this chain use other steps' outputs, which the job's own tail hands on: "
+                         "--advance watch does not wrap commands, so run it without --advance watch")
+
+
+def plan(ctx: RunContext, first: Union[int, str] = 0, mode: str = "job",
+         params: Optional[Mapping[str, str]] = None) -> List[Dict[str, Any]]:
+    """The exact create requests ``start`` would send, one per first step (secrets redacted by the
+    caller; the run id is a placeholder)."""
+    from job_chain.submit.request import build_request, client_token
+
+    chain = chain_to_freeze(ctx, first, params=params)
+    out = []
+    for step in steps_named(chain, roots(ctx, first)):
+        body = build_request(chain, step.name, "DRY-RUN", 1, mode=mode, host=chain.api_config.get("host"))
+        out.append({"step": step.name, "resourcePoolId": chain.pool,
+                    "clientToken": client_token("DRY-RUN", step, 1), "body": body})
+    return out
+
+
+def planned_host(ctx: RunContext) -> str:
+    """Where a new run would be submitted, for showing a plan without connecting anywhere."""
+    if ctx.places.local:
+        return "<local server>"
+    return ctx.places.explicit.get("host") or ctx.file.chain.api_config.get("host") or "<AIHC host>"
+
+
+def request(ctx: RunContext, run_id: Optional[str], step: Union[int, str],
+            attempt: Optional[int] = None) -> Dict[str, Any]:
+    """The create request run ``run_id`` sends (or sent) for ``step``: an attempt already submitted
+    as the revision it was submitted with, else as the run's current revision."""
+    from job_chain.record.outputs import recorded
+    from job_chain.submit.request import build_request
+
+    run = find_run(ctx, run_id)
+    chain = frozen(ctx, run)
+    found = step_of(chain, step)
+    number = attempt or found.first_attempt
+    sent = ctx.records.submission(run.run_id, found.name, number)
+    if sent and isinstance(sent.get("revision"), int) and 0 < sent["revision"] != chain.revision:
+        chain = ctx.records.frozen(run.run_id, revision=sent["revision"]) or chain
+        found = chain.named(found.name) or found
+    body = build_request(chain, found.name, run.run_id, number, mode=run.mode, host=run.endpoint or None,
+                         outputs=recorded(ctx.records, run.run_id))
+    return {"resourcePoolId": chain.pool, "body": body}
+
+
+def step_of(chain: Chain, step: Union[int, str]) -> Step:
+    """A step of ``chain`` by name, display name or number; a clear error listing what exists otherwise."""
+    found = chain.find(step)
+    if found is None:
+        names = ", ".join(f"{s.index} {s.name}" for s in chain.steps[:10])
+        raise UsageError(f"no step {step!r} in this run (steps: {names}{', …' if len(chain.steps) > 10 else ''})")
+    return found
+
+
+def steps_named(chain: Chain, names: Iterable[str]) -> List[Step]:
+    """The steps of ``chain`` with these names, in that order."""
+    keys = list(names)
+    return _all_there([chain.named(n) for n in keys], keys)
+
+
+def steps_at(chain: Chain, indexes: Iterable[int]) -> List[Step]:
+    """The steps of ``chain`` at these positions, in that order."""
+    keys = list(indexes)
+    return _all_there([chain.step(i) for i in keys], keys)
+
+
+def _all_there(found: List[Optional[Step]], keys: List[Any]) -> List[Step]:
+    """Callers pass names and positions the chain itself gave (its plan, a resume's targets), so a
+    missing step is a bug, said as such rather than skipped."""
+    steps = [s for s in found if s is not None]
+    if len(steps) < len(found):
+        missing = next(k for k, s in zip(keys, found) if s is None)
+        raise LookupError(f"internal: the run's chain has no step {missing!r}")
+    return steps
