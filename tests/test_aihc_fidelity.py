@@ -223,7 +223,8 @@ def big_log(pooled: LocalServer) -> Tuple[str, str, bytes]:
 @pytest.mark.parametrize("version", ["v1", "v2"])
 def test_describe_job_logs_pages_max_lines_and_keywords(pooled: LocalServer, big_log: Tuple[str, str, bytes],
                                                         version: str) -> None:
-    from job_chain.aihc.logpages import log_records
+    from job_chain.aihc.engine import as_engine
+    from job_chain.engine.logs import log_records
 
     job_id, pod, text = big_log
     client = v2_client(pooled) if version == "v2" else pooled.client()
@@ -236,12 +237,13 @@ def test_describe_job_logs_pages_max_lines_and_keywords(pooled: LocalServer, big
         assert len(first["logs"]) == 1
     second = client.pod_logs(POOL, job_id, pod, marker=first["nextMarker"])
     assert second["nextMarker"] == "" and "".join(first["logs"] + second["logs"]).encode() == text
-    assert "".join(log_records(client, POOL, job_id, pod)).encode() == text
+    engine = as_engine(client)
+    assert "".join(log_records(engine, POOL, job_id, pod)).encode() == text
     assert "".join(client.pod_logs(POOL, job_id, pod, max_lines=10)["logs"]) == "".join(lines[-10:])
     wanted = [line for line in lines if " ERR " in line]
-    assert "".join(log_records(client, POOL, job_id, pod, keywords=" ERR ")) == "".join(wanted)
-    assert "".join(log_records(client, POOL, job_id, pod, keywords=" ERR ", max_lines=3)) == "".join(wanted[-3:])
-    tail = list(log_records(client, POOL, job_id, pod, max_lines=8000, chunk=1000))
+    assert "".join(log_records(engine, POOL, job_id, pod, keywords=" ERR ")) == "".join(wanted)
+    assert "".join(log_records(engine, POOL, job_id, pod, keywords=" ERR ", max_lines=3)) == "".join(wanted[-3:])
+    tail = list(log_records(engine, POOL, job_id, pod, max_lines=8000, chunk=1000))
     assert "".join(tail) == "".join(lines[-8000:])  # two pages of records of up to 1000 lines
     assert all(record.count("\n") <= 1000 for record in tail) and len(tail) in (8, 9)
 

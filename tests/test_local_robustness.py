@@ -265,7 +265,8 @@ def _peak_rss(pid: int) -> int:
 
 
 def test_tail_of_a_huge_log_reads_only_the_end(local_server: LocalServer) -> None:
-    from job_chain.aihc.logpages import log_records
+    from job_chain.aihc.engine import as_engine
+    from job_chain.engine.logs import log_records
     from job_chain.local.logs import MAX_LOG_ANSWER
 
     client, pool = local_server.client(), local_server.pool
@@ -289,9 +290,9 @@ def test_tail_of_a_huge_log_reads_only_the_end(local_server: LocalServer) -> Non
     page = "".join(first["logs"])
     assert 0 < len(page) <= MAX_LOG_ANSWER and page.startswith("first\n") and page.endswith("x\n")
     assert first["nextMarker"]  # the rest comes page by page, never cut
-    whole = "".join(log_records(client, pool, job_id, "biglog-master-0"))
+    whole = "".join(log_records(as_engine(client), pool, job_id, "biglog-master-0"))
     assert whole.encode() == log.read_bytes()
-    since = log_records(client, pool, job_id, "biglog-master-0", start_time=1)
+    since = log_records(as_engine(client), pool, job_id, "biglog-master-0", start_time=1)
     assert "".join(since).endswith("the-last-line\n")
     grown = _peak_rss(local_server.proc.pid) - before
     assert grown < 100 * 2**20, f"bounded answers took the server's peak memory up {grown / 2**20:.0f} MB"

@@ -66,8 +66,9 @@ def test_logs_over_4_mib_are_paged_not_cut(big_run: Tuple[Path, bytes], shared_s
 def test_a_log_that_cannot_be_read_to_its_end_says_so(big_run: Tuple[Path, bytes], shared_server: Any,
                                                       capsys: pytest.CaptureFixture) -> None:
     """A job deleted while its log is read: the pages before are printed, then one plain error."""
-    from job_chain.aihc.logpages import LogIncomplete
+    from job_chain.aihc.engine import as_engine
     from job_chain.cli.follow import follow_logs
+    from job_chain.engine.logs import LogIncomplete
     from job_chain.ui.views import log_download
 
     client, pool = shared_server.client(), shared_server.pool
@@ -92,10 +93,10 @@ def test_a_log_that_cannot_be_read_to_its_end_says_so(big_run: Tuple[Path, bytes
     assert "stops here: page 2 could not be read" in str(info.value) and "not shown" in str(info.value)
     assert 0 < len(capsys.readouterr().out) <= 4 << 20  # the first page was printed
 
-    from job_chain.aihc.logpages import log_records
+    from job_chain.engine.logs import log_records
 
     job_id = client.create_job(pool, {"name": "gone", "jobSpec": {
         "image": "local", "command": "head -c 6000000 /dev/zero | tr '\\000' z | fold -w 99"}})["jobId"]
     shared_server.wait_status(job_id, "Succeeded")
-    pieces = b"".join(log_download(log_records(DeletingClient(), pool, job_id, "gone-master-0"), []))
+    pieces = b"".join(log_download(log_records(as_engine(DeletingClient()), pool, job_id, "gone-master-0"), []))
     assert pieces.endswith(b"]\n") and b"[job-chain: the log is cut here: " in pieces

@@ -321,7 +321,7 @@ class AIHCClient:
         keywords: Optional[str] = None, marker: Optional[str] = None,
     ) -> Dict[str, Any]:
         """GET .../pods/{podName}/logs → ``{"jobId", "podName", "logs", "nextMarker"}`` (one page:
-        follow ``nextMarker`` with :func:`job_chain.aihc.logpages.log_pages`)."""
+        follow ``nextMarker`` with :func:`job_chain.engine.logs.log_pages`)."""
         return self._result(self.request("GET", _pod_path(job_id, pod, "logs"), params={
             "resourcePoolId": pool, "startTime": start_time, "maxLines": max_lines, "chunk": chunk,
             "endTime": end_time, "keywords": keywords, "marker": marker}))

@@ -1,6 +1,6 @@
 """Printing a pod's log, whole or following it, page by page in bounded memory.
 
-The whole log (or its last N lines) is read with :func:`job_chain.aihc.logpages.log_records`,
+The whole log (or its last N lines) is read with :func:`job_chain.engine.logs.log_records`,
 which follows DescribeJobLogs' ``nextMarker``; nothing is held but one page and a few lines.
 Following polls for the lines written since the previous poll (``startTime`` minus
 :data:`FOLLOW_OVERLAP` seconds; AIHC and the local server both take it) and prints what follows
@@ -87,7 +87,8 @@ def follow_logs(client: Any, pool: str, job_id: str, pod: str, tail: Optional[in
                 follow: bool, interval: float = 1.0) -> None:
     """Print a pod's whole log (or its last ``tail`` lines), then, with ``follow``, new lines
     until the job ends."""
-    from job_chain.aihc.logpages import lines_of, log_records
+    from job_chain.aihc.engine import as_engine
+    from job_chain.engine.logs import lines_of, log_records
     from job_chain.engine.states import is_terminal
     from job_chain.util.safe_text import for_stream  # a log's control sequences are shown, not obeyed
 
@@ -99,10 +100,10 @@ def follow_logs(client: Any, pool: str, job_id: str, pod: str, tail: Optional[in
             shown.append(line)
 
     def stream(done: bool, **params: Any) -> Iterator[str]:
-        return _complete(lines_of(log_records(client, pool, job_id, pod, **params)), done)
+        return _complete(lines_of(log_records(as_engine(client), pool, job_id, pod, **params)), done)
 
     if tail is None and not follow:  # the whole log as it comes, record by record
-        for record in log_records(client, pool, job_id, pod):
+        for record in log_records(as_engine(client), pool, job_id, pod):
             click.echo(for_stream(record), nl=False)
         return
     if tail is None:

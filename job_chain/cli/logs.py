@@ -88,7 +88,8 @@ def _print_all_pods(client: Any, pool: str, state: Any, chosen: Any, tail: Optio
     from collections import deque
 
     from job_chain.aihc.client import pod_names
-    from job_chain.aihc.logpages import lines_of, log_records
+    from job_chain.aihc.engine import as_engine
+    from job_chain.engine.logs import lines_of, log_records
     from job_chain.errors import UsageError
     from job_chain.util.safe_text import for_stream
 
@@ -97,6 +98,6 @@ def _print_all_pods(client: Any, pool: str, state: Any, chosen: Any, tail: Optio
         raise UsageError(f"job {chosen.job_id} has no pods yet")
     click.echo(_where(state, chosen), err=True)
     for name in names:
-        lines = lines_of(log_records(client, pool, chosen.job_id, name, max_lines=tail))
+        lines = lines_of(log_records(as_engine(client), pool, chosen.job_id, name, max_lines=tail))
         for line in lines if tail is None else deque(lines, maxlen=tail):
             click.echo(for_stream(f"[{name}] {line.rstrip(chr(10))}"))

@@ -42,20 +42,20 @@ def log(ctx: RunContext, run_id: Optional[str] = None, step: Union[int, str, Non
         number: Optional[int] = None, pod: Optional[str] = None, tail: Optional[int] = None) -> str:
     """The log text of one attempt's pod (default: the master pod of the latest attempt); with
     ``tail``, only the last ``tail`` lines are asked of the API (its ``maxLines``)."""
-    from job_chain.aihc.client import pod_names
-    from job_chain.aihc.logpages import log_records
+    from job_chain.aihc.engine import as_engine
+    from job_chain.engine.logs import log_records
 
     run = find_run(ctx, run_id)
     _, chosen = attempt(ctx, run.run_id, step, number)
-    client = ctx.places.client_for(run)
+    engine = as_engine(ctx.places.client_for(run))
     pool = frozen(ctx, run).pool
-    names = pod_names(client.get_job(pool, chosen.job_id))
+    names = engine.job(pool, chosen.job_id).pod_names
     if pod is None:
         if not names:
             raise UsageError(f"job {chosen.job_id} has no pods yet")
         pod = names[0]
     # the server cuts the tail (maxLines); a whole log comes page by page
-    text = "".join(log_records(client, pool, chosen.job_id, pod, max_lines=tail))
+    text = "".join(log_records(engine, pool, chosen.job_id, pod, max_lines=tail))
     if tail is not None:
         text = "".join(text.splitlines(True)[-tail:]) if tail else ""
     return text

@@ -29,10 +29,12 @@ def stop(ctx: RunContext, run_id: Optional[str] = None, *, settle: float = 120.0
         raise UsageError(f"run {run.run_id} already {now.outcome.value}: there is nothing to stop"
                          + (f" ({now.reason})" if now.reason else ""))
     ctx.records.mark_stopped(run.run_id)
-    client = ctx.places.client_for(run)
+    from job_chain.aihc.engine import as_engine
+
+    engine = as_engine(ctx.places.client_for(run))
     going = [s for s in status(ctx, run.run_id).steps if s.active]
     for step in going:
-        client.stop_job(chain.pool, step.job_id)
+        engine.stop(chain.pool, step.job_id)
     if chain.handlers or chain.notify:
         _after_stop(ctx, run, chain, settle)
     return going

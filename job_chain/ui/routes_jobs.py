@@ -10,10 +10,10 @@ from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse
 
 from job_chain.aihc.client import pod_names
+from job_chain.aihc.engine import labels_of
 from job_chain.aihc.timefmt import parse_time
 from job_chain.engine.jobs import LABEL_RUN, LABEL_STEP
 from job_chain.errors import JobChainError
-from job_chain.status.types import job_labels
 from job_chain.ui import views
 from job_chain.ui.catalog import Entry
 from job_chain.ui.pages import RUNS_PER_CHAIN, NotFoundError, Pages, say
@@ -49,7 +49,7 @@ def register(app: FastAPI, pages: Pages) -> None:
                 for n, job in enumerate(client.iter_jobs(pool, order_by="createdAt", order="desc")):
                     if n >= JOBS_PER_POOL:
                         break
-                    labels = job_labels(job)
+                    labels = labels_of(job)
                     created = parse_time(job.get("createdAt"))
                     run_id = str(labels.get(LABEL_RUN) or "")
                     rows.append({"job": job, "pool": pool, "cid": found.id, "labels": views.own_labels(labels),
@@ -96,5 +96,5 @@ def register(app: FastAPI, pages: Pages) -> None:
             pass
         pods = ((job.get("podList") or {}).get("pods")) or []
         shown = redact({k: v for k, v in job.items() if k != "podList"}, pages.secrets_of(found))
-        return pages.page("job.html", entry=found, job=job, pool=pool, labels=job_labels(job), events=events,
+        return pages.page("job.html", entry=found, job=job, pool=pool, labels=labels_of(job), events=events,
                           pod_events=pod_events, pods=pods, job_json=json.dumps(shown, indent=2, ensure_ascii=False))

@@ -10,8 +10,9 @@ from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 
 from job_chain.aihc.client import pod_names
-from job_chain.aihc.logpages import log_records
+from job_chain.aihc.engine import as_engine
 from job_chain.aihc.timefmt import parse_time
+from job_chain.engine.logs import log_records
 from job_chain.errors import JobChainError
 from job_chain.ui import views
 from job_chain.ui.curves import parse_curves, patterns_for
@@ -45,7 +46,7 @@ def register(app: FastAPI, pages: Pages) -> None:
                 if pod is None:
                     error = f"job {chosen.job_id} has no pod yet"
                 else:
-                    text = "".join(log_records(client, pool, chosen.job_id, pod, max_lines=lines))
+                    text = "".join(log_records(as_engine(client), pool, chosen.job_id, pod, max_lines=lines))
                     text = "".join(text.splitlines(True)[-lines:])
             except JobChainError as exc:
                 error = say(exc)
@@ -69,7 +70,7 @@ def register(app: FastAPI, pages: Pages) -> None:
             if pod is None:
                 raise NotFoundError(f"job {chosen.job_id} has no pod yet")
             # page by page (nextMarker), records of 2000 lines: never the whole log in memory
-            stream = views.log_download(log_records(client, pool, chosen.job_id, pod, chunk=2000),
+            stream = views.log_download(log_records(as_engine(client), pool, chosen.job_id, pod, chunk=2000),
                                         pages.secrets_of(found, run))
         except JobChainError as exc:
             raise NotFoundError(say(exc)) from None
@@ -90,7 +91,7 @@ def register(app: FastAPI, pages: Pages) -> None:
             client = session.client_for(run)
             pool = session.frozen(run).pool
             names = pod_names(client.get_job(pool, chosen.job_id))
-            text = "".join(log_records(client, pool, chosen.job_id, names[0], max_lines=CURVE_LINES)) \
+            text = "".join(log_records(as_engine(client), pool, chosen.job_id, names[0], max_lines=CURVE_LINES)) \
                 if names else ""
         except JobChainError as exc:
             return JSONResponse({"curves": {}, "error": say(exc), "live": step.active})
