@@ -16,11 +16,11 @@ the same path decides the full way. Every step of it is idempotent.
 from __future__ import annotations
 
 import os
-import shlex
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple, Union
 
 from job_chain.errors import JobChainError
-from job_chain.hop.submitting import DEFAULT_DEADLINE, EXIT_ADVANCE_FAILED, SUBMIT_WIDTH, submit_with_deadline
+from job_chain.hop.submitting import DEFAULT_DEADLINE, EXIT_ADVANCE_FAILED, SUBMIT_WIDTH
+from job_chain.submit.create import submit_with_deadline
 from job_chain.submit.plans import Finishing
 from job_chain.util.log import log
 
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from job_chain.record.records import RunRecords
     from job_chain.spec.model import Chain, Step
 
-__all__ = ["advance", "handler_context"]
+__all__ = ["advance"]
 
 ChainSource = Union["Chain", Callable[[], "Chain"]]  # the run's chain, or how to thaw it when needed
 
@@ -463,6 +463,8 @@ class _Hop:
             round_ = self.records.round(self.run_id) if self.records else 0
             names = ", ".join(self.chain.step(i).name for i in plan.handlers)  # type: ignore[union-attr]
             log(f"the run ended ({outcome}); starting its exit handlers: {names}")
+            from job_chain.submit.request import handler_context
+
             context = handler_context(self.chain, self.run_id, outcome, failed)
             self.submit([(self.chain.step(i).name, round_ + 1) for i in plan.handlers],  # type: ignore[union-attr]
                         None, 0, context)
@@ -594,9 +596,3 @@ def _partners_ready(records: RunRecords, run_id: str, needs: Dict[str, int]) -> 
             entry = records.submission(run_id, name, number) or {}
             states.append(plan_.ACTIVE if entry.get("mode") == "job" else joins.ASK)
     return joins.join_ready(states, troubled)
-
-
-def handler_context(chain: Chain, run_id: str, outcome: str, failed: List[str]) -> Dict[str, str]:
-    """What an exit handler is told about the run it follows (documented in docs/graphs.md)."""
-    return {"JOB_CHAIN_OUTCOME": outcome, "JOB_CHAIN_FAILED_STEPS": ",".join(failed),
-            "JOB_CHAIN_STATUS_COMMAND": f"job-chain status {shlex.quote(chain.path)} --run {run_id}"}

@@ -8,9 +8,9 @@ from typing import Any, Callable, Optional
 
 from job_chain.aihc.engine import as_engine
 from job_chain.engine.jobs import EngineError
-from job_chain.hop.submitting import submit_with_deadline
 from job_chain.record.records import RunRecords
 from job_chain.spec.model import Chain
+from job_chain.submit.create import submit_with_deadline
 
 
 def own_pod() -> Optional[str]:

@@ -1,37 +1,7 @@
-"""How long an advancing job keeps trying the API, and the exit codes it ends with."""
+"""How long an advancing job keeps trying the engine, and the exit codes it ends with."""
 
 from __future__ import annotations
-
-import time
-from typing import Any, Callable, Optional
-
-from job_chain.engine.jobs import EngineError
-from job_chain.util.log import log
 
 DEFAULT_DEADLINE = 600.0  # seconds an advance keeps retrying the API before giving up
 EXIT_ADVANCE_FAILED = 75  # EX_TEMPFAIL: the step succeeded, the next one could not be submitted
 SUBMIT_WIDTH = 16  # creates in flight at once when a split starts its branches
-
-
-def submit_with_deadline(
-    submit: Callable[[], Any], deadline: float, sleep: Callable[[float], None] = time.sleep,
-    on_unreachable: Optional[Callable[[], None]] = None,
-) -> Any:
-    """Call ``submit`` until it works, a non-retryable error occurs, or ``deadline`` passes.
-
-    ``on_unreachable`` runs after a connection failure, before the next try: the in-job advance
-    uses it to re-read where the API is (a restarted local server may listen elsewhere).
-    """
-    end = time.monotonic() + deadline
-    delay = 1.0
-    while True:
-        try:
-            return submit()
-        except EngineError as exc:
-            if not exc.retryable or time.monotonic() + delay > end:
-                raise
-            log(f"{exc}; retrying in {delay:.0f}s")
-            sleep(delay)
-            delay = min(delay * 2, 30.0)
-            if exc.status is None and on_unreachable is not None:
-                on_unreachable()

@@ -42,8 +42,8 @@ def stop(ctx: RunContext, run_id: Optional[str] = None, *, settle: float = 120.0
 
 def _after_stop(ctx: RunContext, run: Run, chain: Chain, settle: float) -> None:
     """Once the stopped steps ended (up to ``settle`` seconds): the ``always`` handlers, and ``stopped``."""
-    from job_chain.hop.advance import handler_context
     from job_chain.hop.notify import notify
+    from job_chain.submit.request import handler_context
 
     end = time.monotonic() + settle
     now = status(ctx, run.run_id)

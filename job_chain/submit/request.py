@@ -4,6 +4,7 @@ environment, and the client token that makes AIHC create it once."""
 from __future__ import annotations
 
 import copy
+import shlex
 from typing import Any, Dict, List, Mapping, Optional
 
 from job_chain.engine.jobs import LABEL_ATTEMPT, LABEL_RUN, LABEL_STEP
@@ -72,3 +73,7 @@ def build_request(
     return body
 
 
+def handler_context(chain: Chain, run_id: str, outcome: str, failed: List[str]) -> Dict[str, str]:
+    """What an exit handler is told about the run it follows (documented in docs/graphs.md)."""
+    return {"JOB_CHAIN_OUTCOME": outcome, "JOB_CHAIN_FAILED_STEPS": ",".join(failed),
+            "JOB_CHAIN_STATUS_COMMAND": f"job-chain status {shlex.quote(chain.path)} --run {run_id}"}
