@@ -34,10 +34,9 @@ class AttemptFacts(NamedTuple):
 
 
 def failed(facts: AttemptFacts) -> bool:
-    """The attempt failed: the API says so, or its script exited non-zero (a stop is not a failure)."""
-    if facts.succeeded or facts.status in SUCCEEDED:
-        return False
-    if facts.status in STOPPED and facts.status in TERMINAL:
+    """The attempt failed: the engine says so, or its script exited non-zero — unless the engine says
+    it is stopping or stopped (a stop kills the script: that is not a failure)."""
+    if facts.succeeded or facts.status in SUCCEEDED or facts.status in STOPPED:
         return False
     return facts.status in FAILED or facts.exit_code not in (None, 0) or facts.cause is not None
 
