@@ -85,3 +85,31 @@ def test_a_join_a_planned_join_and_a_slot_agree_on_an_attempt_only_its_tail_reco
     slots.release(chain, records, "r1", first)
     assert slots.hand_on(chain, records, "r1", first, submit, first.name) == ([point.name], False)
     assert started[-1] == (point.name, 3)
+
+
+# -- a run's start time: one answer for the hop, status and the Python API ------------------------------
+def test_a_runs_start_is_its_recorded_start_else_the_time_in_its_id(tmp_path: Path) -> None:
+    from job_chain.hop.advance import _Hop
+    from job_chain.record.records import run_start
+    from job_chain.session.runs import Run
+
+    at_id = 1795347045.0  # 2026-11-22 11:30:45 UTC
+    assert run_start({"started": 1795347050.5}, "20261122-113045-9f3a") == 1795347050.5
+    for damaged in ({}, {"started": None}, {"started": "yesterday"}, {"started": True}, {"started": 0}, None):
+        assert run_start(damaged, "20261122-113045-9f3a") == at_id, damaged
+    assert run_start({}, "DRY-RUN") is None  # neither says: the caller's fallback
+
+    records = RunRecords(str(tmp_path / "chain_info.json"))
+    records.create_run("20261122-113045-9f3a")
+    records.write("20261122-113045-9f3a", layout.RUN, {"id": "20261122-113045-9f3a"})  # no "started"
+    records.create_run("20261001-000000-0001")  # started now, but its id is older
+    records.write("20261001-000000-0001", layout.RUN, {"id": "20261001-000000-0001", "started": at_id - 86400})
+
+    run = records.require_run("20261122-113045-9f3a")
+    assert Run.from_record(records.chain_path, run).started.timestamp() == at_id  # was 1970: a walk to 1970
+    assert records.facts("20261122-113045-9f3a").started == at_id  # status
+    hop = _Hop(lambda: None, None, "20261122-113045-9f3a", records, "job", 1.0, None, "")  # type: ignore[arg-type]
+    assert hop.started == at_id  # the finishing job
+    assert [r["id"] for r in records.runs()] == ["20261122-113045-9f3a", "20261001-000000-0001"]  # newest first
+    neither = {"id": "DRY-RUN"}
+    assert Run.from_record(records.chain_path, neither).started.timestamp() == 0.0  # nothing to go by

@@ -110,12 +110,11 @@ class _Hop:
 
     @property
     def started(self) -> Optional[float]:
-        """When the run started (bounds every walk of the pool)."""
+        """When the run started (bounds every walk of the pool): :func:`~job_chain.record.records.run_start`."""
         if self._started is None:
-            from job_chain.record.records import run_started
+            from job_chain.record.records import run_start
 
-            recorded = (self.records.get_run(self.run_id) or {}).get("started") if self.records else None
-            self._started = recorded or run_started(self.run_id)
+            self._started = run_start(self.records.get_run(self.run_id) if self.records else None, self.run_id)
         return self._started
 
     # -- the plan: a cache of this path's decision ----------------------------------------------

@@ -55,6 +55,17 @@ def run_started(run_id: str) -> Optional[float]:
         return None
 
 
+def run_start(run: Optional[Mapping[str, Any]], run_id: str) -> Optional[float]:
+    """When a run started (unix seconds): ``started`` in its ``run.json`` (``run``), else the time
+    in its id; None when neither says. The one answer for the hop, ``status`` and the Python API's
+    :class:`~job_chain.session.runs.Run`: it bounds every walk of the pool, so a record without
+    ``started`` (hand-made, or damaged) must not make a walk go back to 1970."""
+    started = (run or {}).get("started")
+    if isinstance(started, (int, float)) and not isinstance(started, bool) and started > 0:
+        return float(started)
+    return run_started(run_id)
+
+
 def latest_listed(listing: Listed, firsts: Mapping[str, int]) -> Dict[str, int]:
     """Step name -> the highest attempt the record's listing names for it (its submission, its exit
     or its success marker), for the steps of ``firsts`` only and their attempts from ``firsts[step]``
@@ -221,7 +232,7 @@ class RunRecords:
                        and self.get_run(n) is None), reverse=True)
 
     def runs(self) -> List[Dict[str, Any]]:
-        """Every recorded run, newest first."""
+        """Every recorded run, newest first (by :func:`run_start`)."""
         self._check_root()
         try:
             names = os.listdir(self.root)
@@ -229,7 +240,7 @@ class RunRecords:
             return []
         found = [r for r in (self.get_run(n) for n in names if layout.RUN_ID.fullmatch(n))
                  if r and isinstance(r.get("id"), str)]
-        return sorted(found, key=lambda r: (float(r.get("started") or 0), r["id"]), reverse=True)
+        return sorted(found, key=lambda r: (run_start(r, r["id"]) or 0.0, r["id"]), reverse=True)
 
     def run_ids(self) -> List[str]:
         try:
@@ -469,12 +480,10 @@ class RunRecords:
         and the checkpoint a retry was told to resume from.
         """
         run = run if run is not None else (self.get_run(run_id) or {})
-        started = run.get("started")
         from job_chain.rules.facts import RunFacts
 
-        facts = RunFacts(started=float(started) if isinstance(started, (int, float)) else run_started(run_id),
-                         stopped=self.is_stopped(run_id), round=self.round(run_id, run),
-                         start_failed=self.start_failure(run_id))
+        facts = RunFacts(started=run_start(run, run_id), stopped=self.is_stopped(run_id),
+                         round=self.round(run_id, run), start_failed=self.start_failure(run_id))
         if keys is None:
             self._all_exits(run_id, facts)
         else:
