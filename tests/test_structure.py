@@ -5,6 +5,7 @@ The local server's own layers: HTTP, state and execution apart. See docs/archite
 from __future__ import annotations
 
 import ast
+import re
 import warnings
 from pathlib import Path
 from typing import Dict, List, Set
@@ -153,6 +154,36 @@ def test_long_modules_are_a_warning_only() -> None:
     if long:
         warnings.warn("long modules: " + ", ".join(long), stacklevel=1)
     assert all(int(entry.rsplit(": ", 1)[1]) > LONG_MODULE for entry in long)
+
+
+# A run record's file names (job_chain/record/layout.py has them all), as they would appear in code
+RECORD_NAMES = re.compile(r"-attempt-|attempts\.json|\brun\.json|stopped\.json|start-failed|revision-|notified-|"
+                          r"^(slot|free|claim)\.|\.runs\b|\blean-")
+
+
+def into_run_records(source: str) -> List[str]:
+    """What in ``source`` reaches into FILE.runs/RUN/ past RunRecords: a file name of the record in a
+    string (docstrings and comments aside) or a call of ``.directory(run_id)``."""
+    tree = ast.parse(source)
+    prose = {id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Expr)}  # docstrings
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in prose \
+                and RECORD_NAMES.search(node.value):
+            found.append(f"{node.lineno}: {node.value[:60]!r}")
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "directory":
+            found.append(f"{node.lineno}: .directory()")
+    return found
+
+
+def test_only_the_record_package_knows_a_runs_files() -> None:
+    """RunRecords (and job_chain/record/) is the one way into a run's directory: the rest asks for facts."""
+    reaching = {module: found for module, path in MODULES.items() if package_of(module) != "record"
+                for found in [into_run_records(path.read_text(encoding="utf-8"))] if found}
+    assert reaching == {}
+    assert into_run_records('name = f"exit-{step}-attempt-{n}.json"\n') != []  # the check can fail
+    assert into_run_records("path = records.directory(run_id)\n") != []
+    assert into_run_records('"""Reads ``exit-S-attempt-K.json``."""\n') == []
 
 
 def test_the_v1_and_v2_routes_do_not_import_each_other() -> None:

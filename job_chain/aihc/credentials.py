@@ -8,11 +8,11 @@ one source, so an AK from one place is never paired with an SK from another.
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple
 
 from job_chain.errors import CredentialsMissing, UsageError
+from job_chain.util.files import read_json_dict
 
 CREDENTIALS_ENV = "JOB_CHAIN_CREDENTIALS"
 _PLACEHOLDERS = {"your ak", "your sk", "ak", "sk", "xxx", "<ak>", "<sk>"}
@@ -34,32 +34,22 @@ class Credentials(NamedTuple):
 
 
 def load_credentials_file(path: str) -> Dict[str, Any]:
-    """Read a credentials file (JSON with host, ak, sk); errors name the file."""
-    try:
-        with open(path, encoding="utf-8") as handle:
-            text = handle.read()
-    except OSError as exc:
-        raise UsageError(f"cannot read credentials file {path}: {exc.strerror}") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise UsageError(
-            f"{path}:{exc.lineno}:{exc.colno}: credentials file is not valid JSON: {exc.msg}"
-        ) from None
+    """Read a credentials file (JSON with host, ak, sk) as strictly as a chain file
+    (:mod:`job_chain.util.jsonfile`): every error names the file, and where it can the line:column,
+    what is wrong and how to fix it."""
+    from job_chain.util.jsonfile import json_type, parse_json, read_text
+
+    data = parse_json(read_text(path, "credentials file"), path)
     if not isinstance(data, dict):
-        raise UsageError(f"{path}: credentials file must be a JSON object with host, ak, sk")
+        raise UsageError(f"{path}:1:1: a credentials file must be a JSON object with host, ak and sk, "
+                         f"found {json_type(data)}")
     return data
 
 
 def file_api_config(path: str) -> Dict[str, Any]:
     """The chain file's ``api_config`` (its string values) if the file is there and is JSON; {}
     otherwise: never an error, the file may be broken or gone while its runs go on."""
-    try:
-        with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
-    except (OSError, ValueError):
-        return {}
-    found = data.get("api_config") if isinstance(data, dict) else None
+    found = (read_json_dict(path) or {}).get("api_config")
     return {k: v for k, v in found.items() if isinstance(v, str)} if isinstance(found, dict) else {}
 
 

@@ -113,12 +113,11 @@ class _Hop:
 
     @property
     def started(self) -> Optional[float]:
-        """When the run started (bounds every walk of the pool)."""
+        """When the run started (bounds every walk of the pool): :func:`~job_chain.record.records.run_start`."""
         if self._started is None:
-            from job_chain.record.records import run_started
+            from job_chain.record.records import run_start
 
-            recorded = (self.records.get_run(self.run_id) or {}).get("started") if self.records else None
-            self._started = recorded or run_started(self.run_id)
+            self._started = run_start(self.records.get_run(self.run_id) if self.records else None, self.run_id)
         return self._started
 
     # -- the plan: a cache of this path's decision ----------------------------------------------
@@ -570,17 +569,14 @@ def _partners_ready(records: RunRecords, run_id: str, needs: Dict[str, int]) -> 
     """Whether the other steps a planned join needs let it start (:func:`job_chain.rules.joins.join_ready`),
     each one's state from the record alone (:func:`job_chain.rules.state.planner_state` for those it
     knows, :func:`job_chain.rules.joins.unseen_state` for those not submitted yet)."""
+    from job_chain.record.records import latest_listed
     from job_chain.rules import joins
     from job_chain.rules import plan as plan_
     from job_chain.rules.state import AttemptFacts, failed
 
     listing = records.listed(run_id)
     troubled = joins.troubled(listing)
-    latest: Dict[str, int] = {}
-    for kind in ("step", "exit", "succeeded"):
-        for name, number in listing[kind]:
-            if name in needs and number >= needs[name]:
-                latest[name] = max(number, latest.get(name, 0))
+    latest = latest_listed(listing, needs)
     states = []
     for name in needs:
         if name not in latest:  # not submitted yet: never this job's to create (a plan's step has one dependent)

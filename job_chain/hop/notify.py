@@ -134,8 +134,7 @@ def notify(chain: Chain, records: Any, run_id: str, event: str, *, step: Optiona
     if not hooks:
         return 0
     round_ = records.round(run_id) if records is not None else 0
-    claim = f"notified-r{round_}-{event}-{'run' if step is None else step}.json"
-    if records is not None and not records.claim(run_id, claim):
+    if records is not None and not records.claim_notification(run_id, round_, event, step):
         return 0
     say = log or (lambda text: print(f"job-chain: {text}", file=sys.stderr, flush=True))
     facts = message(chain, run_id, event, step, status or event, exit_code, failed, failure, gpu)

@@ -21,17 +21,15 @@ exit code (``exit-S-attempt-K.json``), then, on success, ``succeeded-S-attempt-K
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from job_chain.engine.states import TERMINAL
-from job_chain.record.records import RunRecords
+from job_chain.record.records import Listed, RunRecords, latest_listed
 from job_chain.rules import joins
 from job_chain.rules import plan as plan_
 from job_chain.rules.state import AttemptFacts, causes_counted, planner_state
 from job_chain.spec.model import Chain, Step
-from job_chain.util.files import read_json_dict
 
 
 @dataclass
@@ -54,30 +52,23 @@ class Latest:
 
 
 def latest_attempts(records: RunRecords, run_id: str, chain: Chain,
-                    facts: Optional[Any] = None) -> Dict[str, Latest]:
-    """Step name -> its latest attempt of this revision that the record knows (steps of the graph only);
-    ``facts``: the record's listing when the caller has it."""
-    facts = records.listed(run_id) if facts is None else facts
-    latest: Dict[str, int] = {}
-    for kind in ("step", "exit", "succeeded"):
-        for name, attempt in facts[kind]:
-            step = chain.named(name)
-            if step is not None and not step.is_handler and not step.excluded and attempt >= step.first_attempt:
-                latest[name] = max(attempt, latest.get(name, 0))
+                    listing: Optional[Listed] = None) -> Dict[str, Latest]:
+    """Step name -> its latest attempt of this revision that the record knows (steps of the graph only,
+    :func:`~job_chain.record.records.latest_listed`); ``listing``: the record's, when the caller has it."""
+    listing = records.listed(run_id) if listing is None else listing
+    firsts = {s.name: s.first_attempt for s in chain.steps if not s.is_handler and not s.excluded}
     out: Dict[str, Latest] = {}
-    directory = records.directory(run_id)
-    for name, attempt in latest.items():
+    for name, attempt in latest_listed(listing, firsts).items():
         item = Latest(chain.named(name), attempt)  # type: ignore[arg-type]
         key = (name, attempt)
-        item.succeeded = key in facts["succeeded"]
-        if key in facts["exit"]:
+        item.succeeded = key in listing["succeeded"]
+        if key in listing["exit"]:
             item.reports = True
             if not item.succeeded:
-                code = (read_json_dict(os.path.join(directory, facts["exit"][key])) or {}).get("exitCode")
-                item.exit_code = code if isinstance(code, int) else None
+                item.exit_code = records.script_exit(run_id, name, attempt)
         item.reports = item.reports or item.succeeded
-        if key in facts["step"] and not item.settled:
-            entry = read_json_dict(os.path.join(directory, facts["step"][key])) or {}
+        if key in listing["step"] and not item.settled:
+            entry = records.submission(run_id, name, attempt) or {}
             item.job_id = str(entry.get("jobId") or "")
             item.reports = item.reports or entry.get("mode") == "job"
         out[name] = item

@@ -29,6 +29,7 @@ from job_chain.local.server import (
     paths,
     prepare_state_dir,
 )
+from job_chain.util.files import read_json_dict
 
 START_TIMEOUT = 15.0
 
@@ -49,12 +50,7 @@ def server_environment(environ: Optional[Dict[str, str]] = None) -> Dict[str, st
 
 def read_info(state_dir: str) -> Optional[Dict[str, Any]]:
     """server.json (pid, create_time, url, instance, ...), or None if missing or unreadable."""
-    try:
-        with open(paths(state_dir)["server"], encoding="utf-8") as handle:
-            info = json.load(handle)
-        return info if isinstance(info, dict) else None
-    except (OSError, ValueError):
-        return None
+    return read_json_dict(paths(state_dir)["server"])
 
 
 def answers(info: Dict[str, Any], timeout: float = 1.0) -> bool:

@@ -7,7 +7,6 @@ The per-user background server of :mod:`job_chain.local.daemon` is none of that.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import sqlite3
@@ -17,7 +16,9 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
+from job_chain.errors import JobChainError
 from job_chain.local.ports import free_port
+from job_chain.util.files import read_json_dict
 
 
 class ServerProcess:
@@ -44,7 +45,13 @@ class ServerProcess:
         return str(self.state_dir / "credentials.json")
 
     def creds(self) -> Dict[str, str]:
-        return json.loads(Path(self.credentials_file).read_text())
+        """The server's host and key pair; an error naming the file when it is missing or damaged
+        (the server writes it before it answers: not started yet, or another state dir)."""
+        data = read_json_dict(self.credentials_file)
+        if data is None:
+            raise JobChainError(f"{self.credentials_file} is missing or not a JSON object: is the server of "
+                                f"{self.state_dir} started?")
+        return data
 
     @property
     def ak(self) -> str:

@@ -7,7 +7,7 @@
 
 from __future__ import annotations
 
-import json
+import contextlib
 import logging
 import os
 import re
@@ -19,7 +19,7 @@ from typing import Any, BinaryIO, Dict, List, Optional, Sequence, Tuple
 from urllib.parse import urlsplit
 
 from job_chain.errors import JobChainError, UsageError
-from job_chain.util.files import write_json_private
+from job_chain.util.files import read_json_dict, write_json_private
 
 STATE_DIR_ENV = "JOB_CHAIN_LOCAL_DIR"
 AK_ENV, SK_ENV = "JOB_CHAIN_LOCAL_AK", "JOB_CHAIN_LOCAL_SK"
@@ -81,12 +81,8 @@ def open_private_log(path: str) -> BinaryIO:
 
 
 def _credentials(state_dir: str) -> Dict[str, Any]:
-    try:
-        with open(paths(state_dir)["credentials"], encoding="utf-8") as handle:
-            data = json.load(handle)
-        return data if isinstance(data, dict) else {}
-    except (OSError, ValueError):
-        return {}
+    """The state dir's credentials.json; {} when missing or damaged (a new key pair is made)."""
+    return read_json_dict(paths(state_dir)["credentials"]) or {}
 
 
 def recorded_port(state_dir: str) -> Optional[int]:
@@ -212,11 +208,10 @@ def _lock(state_dir: str, wait: float = 1.0) -> Any:
                 break
             time.sleep(0.05)
     handle.close()
+    info = read_json_dict(paths(state_dir)["server"]) or {}
     try:
-        with open(paths(state_dir)["server"], encoding="utf-8") as info_file:
-            info = json.load(info_file)
         who = f" (pid {int(info['pid'])}, {info['url']})"
-    except (OSError, ValueError, TypeError, KeyError):
+    except (ValueError, TypeError, KeyError):
         who = ""
     raise JobChainError(f"another local server{who} is already running in {state_dir}; use it, "
                         f"or stop it first: job-chain local stop --state-dir {state_dir}")
@@ -359,11 +354,8 @@ def serve(
     finally:
         executor.close()
         sampler.close()
-        try:
-            with open(files["server"], encoding="utf-8") as handle:
-                if json.load(handle).get("pid") == os.getpid():
-                    os.unlink(files["server"])
-        except (OSError, ValueError, AttributeError):
-            pass
+        if (read_json_dict(files["server"]) or {}).get("pid") == os.getpid():
+            with contextlib.suppress(OSError):
+                os.unlink(files["server"])
         lock.close()
         log.info("local AIHC server stopped; running pods were left for the next server")

@@ -9,13 +9,12 @@ other's entries. A run recorded before this index existed is found by looking fo
 from __future__ import annotations
 
 import os
-import re
 from typing import List, Optional
 
+from job_chain.record.layout import RUN_ID, RUNS_SUFFIX
 from job_chain.util.files import write_private
 
 INDEX_ENV = "JOB_CHAIN_RUN_INDEX"
-_RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 SEARCH_DEPTH = 3
 
 
@@ -47,21 +46,21 @@ def forget(run_id: str) -> None:
 def locate(run_id: str, search_from: str = ".") -> List[str]:
     """The chain files whose record holds run ``run_id``: the index's entry if its record still
     exists, else every ``*.runs/<run-id>`` up to a few directories below ``search_from``."""
-    if not _RUN_ID.fullmatch(run_id):
+    if not RUN_ID.fullmatch(run_id):
         return []
     found: List[str] = []
     noted = _read(os.path.join(index_dir(), run_id))
-    if noted and os.path.isdir(noted + ".runs" + os.sep + run_id):
+    if noted and os.path.isdir(noted + RUNS_SUFFIX + os.sep + run_id):
         found.append(noted)
     root = os.path.abspath(search_from)
     for directory, subdirs, _ in os.walk(root):
         depth = directory[len(root):].count(os.sep)
         for name in subdirs:
-            if name.endswith(".runs") and os.path.isdir(os.path.join(directory, name, run_id)):
-                path = os.path.join(directory, name[: -len(".runs")])
+            if name.endswith(RUNS_SUFFIX) and os.path.isdir(os.path.join(directory, name, run_id)):
+                path = os.path.join(directory, name[: -len(RUNS_SUFFIX)])
                 if path not in found:
                     found.append(path)
-        subdirs[:] = [d for d in subdirs if not d.startswith(".") and not d.endswith(".runs")] \
+        subdirs[:] = [d for d in subdirs if not d.startswith(".") and not d.endswith(RUNS_SUFFIX)] \
             if depth < SEARCH_DEPTH else []
     return found
 

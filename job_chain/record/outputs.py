@@ -16,20 +16,17 @@ descendants would otherwise start with values it did not mean.
 from __future__ import annotations
 
 import json
-import os
-import re
 from typing import Any, Callable, Dict, Optional, Set, Tuple
 
+from job_chain.record.layout import OUTPUTS, fact_name
 from job_chain.spec.model import Chain, Step
 from job_chain.spec.params import NAME_RE, step_refs
-from job_chain.util.files import read_json_dict
 
 MAX_KEYS = 64
 MAX_BYTES = 16384  # of one step's outputs (keys and values, UTF-8)
 MAX_FILE = 4 * MAX_BYTES  # what is read of the file at all
 EXIT_BAD_OUTPUTS = 65  # EX_DATAERR: the script succeeded, its outputs file is unusable
 MARKER = "job-chain: outputs of "
-_RECORD = re.compile(r"outputs-([a-z0-9][-a-z0-9]{0,62})-attempt-(\d+)\.json")
 
 Outputs = Dict[str, Dict[str, str]]  # step name -> its outputs
 
@@ -87,30 +84,19 @@ def keep(chain: Chain, records: Any, run_id: str, step: str, attempt: int, outpu
 
 
 def save(records: Any, run_id: str, step: str, attempt: int, outputs: Dict[str, str]) -> bool:
-    from job_chain.util.files import write_json_private
-
-    try:
-        write_json_private(os.path.join(records.directory(run_id), f"outputs-{step}-attempt-{attempt}.json"), outputs)
-        return True
-    except OSError:
-        return False
+    """False (not an error) when the record is not writable here."""
+    return bool(records.write(run_id, fact_name(OUTPUTS, step, attempt), outputs))
 
 
 def recorded(records: Any, run_id: str) -> Outputs:
     """Every step's outputs in the run record (its latest attempt that wrote some)."""
-    directory = records.directory(run_id)
-    try:
-        names = os.listdir(directory)
-    except OSError:
-        return {}
     latest: Dict[str, Tuple[int, str]] = {}
-    for name in names:
-        found = _RECORD.fullmatch(name)
-        if found and int(found.group(2)) >= latest.get(found.group(1), (0, ""))[0]:
-            latest[found.group(1)] = (int(found.group(2)), name)
+    for (step, attempt), name in records.listed(run_id)[OUTPUTS].items():
+        if attempt >= latest.get(step, (0, ""))[0]:
+            latest[step] = (attempt, name)
     out: Outputs = {}
     for step, (_, name) in latest.items():
-        data = read_json_dict(os.path.join(directory, name))
+        data = records.read(run_id, name)
         if data is not None:
             out[step] = {str(k): str(v) for k, v in data.items()}
     return out

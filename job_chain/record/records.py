@@ -1,48 +1,39 @@
 """The run record kept beside the chain file: one directory per run, one file per fact.
 
-``chain_info.json`` gets ``chain_info.json.runs/<run-id>/`` holding ``run.json`` (where and how
-the run started, and its current revision), ``revision-1.json`` (the chain frozen at start; a
-resume that changed the run adds ``revision-2.json`` beside it), ``step-<name>-attempt-1.json``
-per submission, ``exit-<name>-attempt-1.json`` per script exit (written by the advancing job),
-``advance-failed-…`` when an advance gave up, ``failure-…`` (why an attempt failed),
-``stopped.json``, ``start-failed.json`` and
-``attempts.json`` (a cache of finished attempts, kept by :mod:`job_chain.status.look`), each
-written atomically with mode 0600. Steps are known by name. One file per fact means replicas,
-retries and the local ``run`` never rewrite each other's files. In job mode every job's tail
-reports here, so joins are decided from these files (:mod:`job_chain.hop.readiness`); the API
-stays the source of truth for job statuses.
+``chain_info.json`` gets ``chain_info.json.runs/<run-id>/``; :mod:`job_chain.record.layout` names
+every file in it. Each fact is written atomically with mode 0600, once per (step, attempt) where it
+is about an attempt, so replicas, retries and the local ``run`` never rewrite each other's files.
+In job mode every job's tail reports here, so joins are decided from these files
+(:mod:`job_chain.hop.readiness`); the API stays the source of truth for job statuses.
+
+:class:`RunRecords` is the one way into a run's directory: everything outside this package asks
+it for a fact, never for a path. Per attempt it keeps what only the advancing job knows: the
+script's own exit code, the last complete checkpoint when it ended and when the advance that ended
+the job finished (``exit``); every replica succeeded (``succeeded``); the advance gave up
+(``advance-failed``); why the attempt failed (``failure``, written once, by whoever classified it
+first — the advancing job, or ``status`` for a run whose job could not — so every later reader
+agrees with the decision that was taken).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import re
 import time
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
 
 from job_chain.aihc.names import is_job_id
 from job_chain.errors import RunNotFound, UsageError
-from job_chain.record.attempts import STEP_PATTERN, AttemptRecords, run_started
-from job_chain.record.attempts import fact_name as _name
-from job_chain.util.files import read_json_dict as _read
-from job_chain.util.files import write_json_private
+from job_chain.record import layout
+from job_chain.record.layout import ADVANCE_FAILED, EXIT, FAILURE, SUBMISSION, SUCCEEDED, fact_name
+from job_chain.util.files import create_private, read_json_dict, write_json_private
 
 if TYPE_CHECKING:  # a job advancing a chain reads the record without the status types
     from job_chain.rules.facts import RunFacts
     from job_chain.spec.model import Chain
 
-_SUBMISSION = re.compile(rf"step-{STEP_PATTERN}-attempt-(\d+)\.json")
-# the facts a join is decided from (job_chain.hop.readiness), by the kind in their file names
-Listed = Dict[str, Dict[Tuple[str, int], str]]  # kind -> (step, attempt) -> file name
-FACTS = {kind: re.compile(rf"{kind}-{STEP_PATTERN}-attempt-(\d+)\.json")
-         for kind in ("step", "exit", "succeeded", "failure", "advance-failed")}
-_REVISION = re.compile(r"revision-(\d+)\.json")
-_RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
-STOPPED_MARKER = "stopped.json"
-START_FAILED = "start-failed.json"
-RUN_CREDENTIALS = "credentials.json"  # the chain file's api_config at start, for the advancing jobs
-LOCK = ".lock"
+Key = Tuple[str, int]  # (step name, attempt)
+Listed = Dict[str, Dict[Key, str]]  # kind (layout.KINDS) -> (step, attempt) -> file name
 
 
 def new_run_id() -> str:
@@ -64,27 +55,70 @@ def as_placed(chain: Chain, local: bool) -> Chain:
     return replace(chain, config_path=None, scrips_path=None)
 
 
+def run_started(run_id: str) -> Optional[float]:
+    """When a run began (unix seconds), read from its id; None for an id not made by new_run_id.
+
+    Inline runs have no record to ask, and a job list is only walked back to the run's start.
+    """
+    import calendar
+
+    try:
+        return float(calendar.timegm(time.strptime(run_id[:15], "%Y%m%d-%H%M%S")))
+    except ValueError:
+        return None
+
+
+def run_start(run: Optional[Mapping[str, Any]], run_id: str) -> Optional[float]:
+    """When a run started (unix seconds): ``started`` in its ``run.json`` (``run``), else the time
+    in its id; None when neither says. The one answer for the hop, ``status`` and the Python API's
+    :class:`~job_chain.session.runs.Run`: it bounds every walk of the pool, so a record without
+    ``started`` (hand-made, or damaged) must not make a walk go back to 1970."""
+    started = (run or {}).get("started")
+    if isinstance(started, (int, float)) and not isinstance(started, bool) and started > 0:
+        return float(started)
+    return run_started(run_id)
+
+
+def latest_listed(listing: Listed, firsts: Mapping[str, int]) -> Dict[str, int]:
+    """Step name -> the highest attempt the record's listing names for it (its submission, its exit
+    or its success marker), for the steps of ``firsts`` only and their attempts from ``firsts[step]``
+    (the revision's first attempt) on. What a join is decided from (:mod:`job_chain.hop.readiness`,
+    a planned join) and where a slot's hand-on starts the next attempt: a tail whose submission was
+    never recorded still names its attempt by its exit."""
+    latest: Dict[str, int] = {}
+    for kind in (SUBMISSION, EXIT, SUCCEEDED):
+        for name, attempt in listing[kind]:
+            first = firsts.get(name)
+            if first is not None and attempt >= first and attempt > latest.get(name, 0):
+                latest[name] = attempt
+    return latest
+
+
 class RecordDamaged(UsageError):
     """A run directory whose ``run.json`` cannot be read: never taken for "no run"."""
 
 
-class RunRecords(AttemptRecords):
+class RunRecords:
     """Run records for one chain file (``config_path`` in the cluster, the file path locally)."""
 
     def __init__(self, chain_path: str) -> None:
         self.chain_path = chain_path
-        self.root = os.path.abspath(chain_path) + ".runs"
+        self.root = os.path.abspath(chain_path) + layout.RUNS_SUFFIX
         self._frozen: Dict[Tuple[str, int], Any] = {}
 
     def _dir(self, run_id: str) -> str:
-        if not isinstance(run_id, str) or not _RUN_ID.fullmatch(run_id):
+        if not isinstance(run_id, str) or not layout.RUN_ID.fullmatch(run_id):
             raise RunNotFound(f"{run_id!r} is not a run id (run ids look like 20261122-113045-9f3a)"
                               + self._known_hint(), self.run_ids())
         return os.path.join(self.root, run_id)
 
     def directory(self, run_id: str) -> str:
-        """The run's directory (outputs and slots keep their files there too)."""
+        """The run's directory, for tests and tools that look at the files themselves; the code asks
+        for facts (a file's name is :mod:`~job_chain.record.layout`'s business)."""
         return self._dir(run_id)
+
+    def _path(self, run_id: str, name: str) -> str:
+        return os.path.join(self._dir(run_id), name)
 
     def _check_root(self) -> None:
         if os.path.lexists(self.root) and not os.path.isdir(self.root):
@@ -100,19 +134,81 @@ class RunRecords(AttemptRecords):
 
         return f"; known runs (newest first): {shown} (job-chain runs {shlex.quote(self.chain_path)} lists them)"
 
+    # -- one file, one listing (names from record.layout; for this package's modules) -------------
+    def read(self, run_id: str, name: str) -> Optional[Dict[str, Any]]:
+        """The JSON object in the run's file ``name``; None when missing or damaged."""
+        return read_json_dict(self._path(run_id, name))
+
+    def write(self, run_id: str, name: str, data: Any, *, compact: bool = False) -> bool:
+        """Write one fact; False (not an error) when the record is not writable here (a job's view).
+        ``compact``: for the tail, not for people (no indent, ASCII, at the json module's C speed)."""
+        try:
+            os.makedirs(self._dir(run_id), mode=0o700, exist_ok=True)
+            if compact:
+                import json
+
+                from job_chain.util.files import write_private
+
+                write_private(self._path(run_id, name), json.dumps(data, separators=(",", ":")).encode("ascii"))
+            else:
+                write_json_private(self._path(run_id, name), data)
+            return True
+        except OSError:
+            return False
+
+    def create(self, run_id: str, name: str, data: Dict[str, Any]) -> bool:
+        """Create ``name`` with ``data`` unless it exists: True for exactly one caller (slots, claims).
+        Not writable here: OSError (a slot must never be taken for granted)."""
+        import json
+
+        return create_private(self._path(run_id, name), json.dumps(data))
+
+    def remove(self, run_id: str, name: str) -> None:
+        """Remove ``name``; one already gone is not an error (any other OSError is)."""
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self._path(run_id, name))
+
+    def names(self, run_id: str) -> Optional[List[str]]:
+        """Every file name in the run's directory, from one listing; None when it cannot be listed."""
+        try:
+            return os.listdir(self._dir(run_id))
+        except OSError:
+            return None
+
+    def listed(self, run_id: str, names: Optional[List[str]] = None) -> Listed:
+        """Every per-attempt file of the run by kind, from one listing (no file is opened): what a
+        join is decided from (:mod:`~job_chain.hop.readiness`, a planned join). ``names``: the
+        listing, when the caller has just made it (:meth:`names`)."""
+        out: Listed = {kind: {} for kind in layout.KINDS}
+        for name in (self.names(run_id) or []) if names is None else names:
+            found = layout.parse_fact(name)
+            if found is not None:
+                out[found[0]][(found[1], found[2])] = name
+        return out
+
+    def _entries(self, run_id: str, kind: str, listing: Optional[Listed] = None) -> List[Dict[str, Any]]:
+        """The JSON object of each file of ``kind``, with its step and attempt."""
+        out = []
+        for (step, attempt), name in (listing or self.listed(run_id))[kind].items():
+            entry = self.read(run_id, name)
+            if entry is not None:
+                entry["step"], entry["attempt"] = step, attempt
+                out.append(entry)
+        return out
+
     # -- runs --------------------------------------------------------------------------------
     def create_run(self, run_id: str, **meta: Any) -> Dict[str, Any]:
         self._check_root()
         run = {"id": run_id, "started": time.time(), **meta}
         os.makedirs(self._dir(run_id), mode=0o700, exist_ok=True)
-        write_json_private(os.path.join(self._dir(run_id), "run.json"), run)
+        write_json_private(self._path(run_id, layout.RUN), run)
         return run
 
     def update_run(self, run_id: str, **changes: Any) -> Dict[str, Any]:
         """Rewrite ``run.json`` with ``changes`` (resume: the round, the mode, a new revision)."""
         run = dict(self.require_run(run_id))
         run.update(changes)
-        write_json_private(os.path.join(self._dir(run_id), "run.json"), run)
+        write_json_private(self._path(run_id, layout.RUN), run)
         return run
 
     def delete_run(self, run_id: str) -> None:
@@ -122,7 +218,7 @@ class RunRecords(AttemptRecords):
         shutil.rmtree(self._dir(run_id), ignore_errors=True)
 
     def get_run(self, run_id: str) -> Optional[Dict[str, Any]]:
-        return _read(os.path.join(self._dir(run_id), "run.json"))
+        return self.read(run_id, layout.RUN)
 
     def require_run(self, run_id: str) -> Dict[str, Any]:
         """The recorded run, or :class:`RunNotFound` listing the runs that exist."""
@@ -136,7 +232,7 @@ class RunRecords(AttemptRecords):
     def damaged_message(self, run_id: str) -> str:
         import shlex
 
-        return (f"the record of run {run_id} is damaged ({os.path.join(self._dir(run_id), 'run.json')} is missing or "
+        return (f"the record of run {run_id} is damaged ({self._path(run_id, layout.RUN)} is missing or "
                 f"not JSON): delete it with 'job-chain runs {shlex.quote(self.chain_path)} --delete {run_id}'")
 
     def damaged(self) -> List[str]:
@@ -145,19 +241,19 @@ class RunRecords(AttemptRecords):
             names = os.listdir(self.root)
         except OSError:
             return []
-        return sorted((n for n in names if _RUN_ID.fullmatch(n) and os.path.isdir(os.path.join(self.root, n))
-                       and _read(os.path.join(self.root, n, "run.json")) is None), reverse=True)
+        return sorted((n for n in names if layout.RUN_ID.fullmatch(n) and os.path.isdir(os.path.join(self.root, n))
+                       and self.get_run(n) is None), reverse=True)
 
     def runs(self) -> List[Dict[str, Any]]:
-        """Every recorded run, newest first."""
+        """Every recorded run, newest first (by :func:`run_start`)."""
         self._check_root()
         try:
             names = os.listdir(self.root)
         except OSError:
             return []
-        found = [r for r in (_read(os.path.join(self.root, n, "run.json")) for n in names if _RUN_ID.fullmatch(n))
+        found = [r for r in (self.get_run(n) for n in names if layout.RUN_ID.fullmatch(n))
                  if r and isinstance(r.get("id"), str)]
-        return sorted(found, key=lambda r: (float(r.get("started") or 0), r["id"]), reverse=True)
+        return sorted(found, key=lambda r: (run_start(r, r["id"]) or 0.0, r["id"]), reverse=True)
 
     def run_ids(self) -> List[str]:
         try:
@@ -175,7 +271,7 @@ class RunRecords(AttemptRecords):
 
         self._check_root()
         os.makedirs(self.root, mode=0o700, exist_ok=True)
-        fd = os.open(os.path.join(self.root, LOCK), os.O_CREAT | os.O_RDWR, 0o600)
+        fd = os.open(os.path.join(self.root, layout.LOCK), os.O_CREAT | os.O_RDWR, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             yield
@@ -188,15 +284,15 @@ class RunRecords(AttemptRecords):
         ``refused``: the API said no, so nothing was created (a look at the run needs no API call);
         otherwise (interrupted, gave up) a create may have been stored, and the API decides.
         """
-        self._write(run_id, START_FAILED, {"message": message, "refused": refused, "at": time.time()})
+        self.write(run_id, layout.START_FAILED, {"message": message, "refused": refused, "at": time.time()})
 
     def start_failure(self, run_id: str) -> Optional[str]:
-        entry = _read(os.path.join(self._dir(run_id), START_FAILED))
+        entry = self.read(run_id, layout.START_FAILED)
         return str(entry.get("message") or "it could not be started") if entry is not None else None
 
     def start_refused(self, run_id: str) -> bool:
         """The run's first create was refused outright: nothing of it exists in the API."""
-        entry = _read(os.path.join(self._dir(run_id), START_FAILED)) or {}
+        entry = self.read(run_id, layout.START_FAILED) or {}
         return entry.get("refused") is True and not self.submissions(run_id)
 
     # -- the frozen chain ------------------------------------------------------------------------
@@ -206,7 +302,7 @@ class RunRecords(AttemptRecords):
         from job_chain.spec.frozen import digest
 
         value = digest(frozen)
-        path = os.path.join(self._dir(run_id), f"revision-{revision}.json")
+        path = self._path(run_id, layout.revision_name(revision))
         if os.path.exists(path):
             raise UsageError(f"run {run_id} already has a revision {revision}")
         os.makedirs(self._dir(run_id), mode=0o700, exist_ok=True)
@@ -217,9 +313,9 @@ class RunRecords(AttemptRecords):
     def revisions(self, run_id: str) -> List[Dict[str, Any]]:
         """Each revision's facts (number, when, why, what changed, digest), oldest first; no chain."""
         out = []
-        for name in sorted(os.listdir(self._dir(run_id)) if os.path.isdir(self._dir(run_id)) else []):
-            if _REVISION.fullmatch(name):
-                data = _read(os.path.join(self._dir(run_id), name)) or {}
+        for name in sorted(self.names(run_id) or []):
+            if layout.REVISION.fullmatch(name):
+                data = self.read(run_id, name) or {}
                 out.append({k: data.get(k) for k in ("revision", "created", "reason", "changes", "digest")})
         return sorted(out, key=lambda r: int(r.get("revision") or 0))
 
@@ -234,8 +330,8 @@ class RunRecords(AttemptRecords):
         if not isinstance(number, int) or number < 1:
             return None
         if (run_id, number) not in self._frozen:
-            path = os.path.join(self._dir(run_id), f"revision-{number}.json")
-            data = _read(path)
+            path = self._path(run_id, layout.revision_name(number))
+            data = read_json_dict(path)
             try:
                 if data is None:
                     raise FrozenDamaged("missing or not JSON")
@@ -248,12 +344,12 @@ class RunRecords(AttemptRecords):
     def save_credentials(self, run_id: str, api_config: Dict[str, Any]) -> None:
         """The chain file's ``api_config`` as it was at start (0600), so advancing jobs need not read
         the file again; only written when the file held keys."""
-        self._write(run_id, RUN_CREDENTIALS, {k: v for k, v in api_config.items() if isinstance(v, str)})
+        self.write(run_id, layout.CREDENTIALS, {k: v for k, v in api_config.items() if isinstance(v, str)})
 
     def credentials(self, run_id: str) -> Dict[str, Any]:
         """The record's copy of the file's ``api_config`` ({} when none was saved); what a run's
         clients start from is decided with it in :meth:`api_config`."""
-        return _read(os.path.join(self._dir(run_id), RUN_CREDENTIALS)) or {}
+        return self.read(run_id, layout.CREDENTIALS) or {}
 
     # -- what a run runs with (rules 7 and 8) -----------------------------------------------------
     # Asked by the finishing job's tail (job_chain.hop.entry.load_run, the planned hop in hop/lean.py)
@@ -315,15 +411,6 @@ class RunRecords(AttemptRecords):
         return config
 
     # -- submissions -------------------------------------------------------------------------
-    def _write(self, run_id: str, name: str, data: Dict[str, Any]) -> bool:
-        """Write one fact; False (not an error) when the record is not writable here (a job's view)."""
-        try:
-            os.makedirs(self._dir(run_id), mode=0o700, exist_ok=True)
-            write_json_private(os.path.join(self._dir(run_id), name), data)
-            return True
-        except OSError:
-            return False
-
     def record_submission(self, run_id: str, step: str, attempt: int, job_id: str, job_name: str,
                           revision: int = 0, resume: Optional[Tuple[int, str]] = None,
                           mode: Optional[str] = None) -> bool:
@@ -337,46 +424,16 @@ class RunRecords(AttemptRecords):
             entry["resumeFrom"] = {"iteration": resume[0], "checkpoint": resume[1]}
         if mode:
             entry["mode"] = mode
-        return self._write(run_id, _name("step", step, attempt), entry)
+        return self.write(run_id, fact_name(SUBMISSION, step, attempt), entry)
 
     def submission(self, run_id: str, step: str, attempt: int) -> Optional[Dict[str, Any]]:
         """The recorded submission; None when absent or its job id is not one (a planted file)."""
-        entry = _read(os.path.join(self._dir(run_id), _name("step", step, attempt)))
+        entry = self.read(run_id, fact_name(SUBMISSION, step, attempt))
         return entry if entry is not None and is_job_id(entry.get("jobId")) else None
 
     def submissions(self, run_id: str) -> List[Dict[str, Any]]:
-        entries = [e for e in (self._entries(run_id, _SUBMISSION)) if is_job_id(e.get("jobId"))]
+        entries = [e for e in self._entries(run_id, SUBMISSION) if is_job_id(e.get("jobId"))]
         return sorted(entries, key=lambda e: (float(e.get("submitted") or 0), e["step"], e["attempt"]))
-
-    def _entries(self, run_id: str, pattern: Any) -> List[Dict[str, Any]]:
-        directory = self._dir(run_id)
-        try:
-            names = os.listdir(directory)
-        except OSError:
-            return []
-        out = []
-        for name in names:
-            match = pattern.fullmatch(name)
-            entry = _read(os.path.join(directory, name)) if match else None
-            if entry is not None and match is not None:
-                entry["step"], entry["attempt"] = match.group(1), int(match.group(2))
-                out.append(entry)
-        return out
-
-    def listed(self, run_id: str) -> Listed:
-        """Every fact file of the run from one listing of its directory (no file is opened): what a
-        join is decided from (:mod:`~job_chain.hop.readiness`, :mod:`~job_chain.hop.lean`)."""
-        try:
-            names = os.listdir(self._dir(run_id))
-        except OSError:
-            names = []
-        out: Listed = {kind: {} for kind in FACTS}
-        for name in names:
-            kind = "advance-failed" if name.startswith("advance-failed-") else name.split("-", 1)[0]
-            match = FACTS[kind].fullmatch(name) if kind in FACTS else None
-            if match is not None:
-                out[kind][(match.group(1), int(match.group(2)))] = name
-        return out
 
     def note_own_job(self, run_id: str, step: str, attempt: int) -> None:
         """Record this job's id if its submission was not (its submitter died between the create and
@@ -391,12 +448,159 @@ class RunRecords(AttemptRecords):
         entries = self.submissions(run_id)
         return entries[0]["jobId"] if entries else None
 
+    # -- the script's exit, success, gave up ---------------------------------------------------
+    def record_exit(self, run_id: str, step: str, attempt: int, exit_code: int,
+                    checkpoint_iteration: Optional[int] = None) -> bool:
+        """The user script's own exit code (the job's may differ: 75 when advancing failed)."""
+        entry: Dict[str, Any] = {"exitCode": exit_code, "at": time.time()}
+        if checkpoint_iteration is not None:
+            entry["checkpointIteration"] = checkpoint_iteration
+        return self.write(run_id, fact_name(EXIT, step, attempt), entry)
+
+    def record_advance_end(self, run_id: str, step: str, attempt: int, planned: bool = False) -> bool:
+        """When the advance that ends this job finished: the job's end, to the millisecond (GPU-hours);
+        ``planned``: it followed the plan made when the job was submitted (:mod:`~job_chain.submit.plans`)."""
+        entry = self.exit_entry(run_id, step, attempt)
+        if entry is None:
+            return False
+        entry["ended"] = time.time()
+        if planned:
+            entry["planned"] = True
+        return self.write(run_id, fact_name(EXIT, step, attempt), entry)
+
+    def exit_entry(self, run_id: str, step: str, attempt: int) -> Optional[Dict[str, Any]]:
+        return self.read(run_id, fact_name(EXIT, step, attempt))
+
+    def script_exit(self, run_id: str, step: str, attempt: int) -> Optional[int]:
+        code = (self.exit_entry(run_id, step, attempt) or {}).get("exitCode")
+        return code if isinstance(code, int) and not isinstance(code, bool) else None
+
+    def record_succeeded(self, run_id: str, step: str, attempt: int) -> bool:
+        """Step ``step`` succeeded (every replica): written before its job looks at the others.
+
+        Two predecessors of a join that finish together each write this first and read the
+        other's second, so at least one of them sees both and submits the join.
+        """
+        return self.write(run_id, fact_name(SUCCEEDED, step, attempt), {"at": time.time()})
+
+    def succeeded(self, run_id: str, step: str, attempt: int) -> bool:
+        return os.path.exists(self._path(run_id, fact_name(SUCCEEDED, step, attempt)))
+
+    def record_advance_failure(self, run_id: str, step: str, attempt: int, message: str) -> bool:
+        return self.write(run_id, fact_name(ADVANCE_FAILED, step, attempt), {"message": message, "at": time.time()})
+
+    def advance_failure(self, run_id: str, step: str, attempt: int) -> Optional[str]:
+        entry = self.read(run_id, fact_name(ADVANCE_FAILED, step, attempt))
+        return str(entry.get("message") or "advance gave up") if entry is not None else None
+
+    def clear_advance_failures(self, run_id: str) -> None:
+        for name in self.listed(run_id)[ADVANCE_FAILED].values():
+            with contextlib.suppress(OSError):
+                self.remove(run_id, name)
+
+    # -- why it failed ---------------------------------------------------------------------------
+    def record_failure(self, run_id: str, step: str, attempt: int, data: Dict[str, Any]) -> Dict[str, Any]:
+        """Keep why ``attempt`` failed unless someone already did; return what is kept (theirs, if first).
+
+        Written beside, then linked into place: the link fails when the file exists, so two
+        replicas (or a replica and ``status``) never keep different causes. Not writable here:
+        ``data`` itself.
+        """
+        name = fact_name(FAILURE, step, attempt)
+        existing = self.read(run_id, name)
+        if existing is not None:
+            return existing
+        import json
+
+        try:  # \u escapes: any text
+            create_private(self._path(run_id, name), json.dumps(dict(data, at=time.time()), indent=2) + "\n")
+        except OSError:
+            return data
+        return self.read(run_id, name) or data
+
+    def failure(self, run_id: str, step: str, attempt: int) -> Optional[Dict[str, Any]]:
+        return self.read(run_id, fact_name(FAILURE, step, attempt))
+
+    # -- what status knew ------------------------------------------------------------------------
+    def attempts_cache(self, run_id: str) -> Dict[str, Any]:
+        """The attempts the last look at the run knew (job id -> what :mod:`job_chain.status.look`
+        kept); {} when there is none or it is damaged (a look asks the API again)."""
+        return self.read(run_id, layout.ATTEMPTS_CACHE) or {}
+
+    def keep_attempts_cache(self, run_id: str, data: Dict[str, Any]) -> bool:
+        """Keep what a look knew; False (not an error) where the record is not writable."""
+        return self.write(run_id, layout.ATTEMPTS_CACHE, data)
+
+    # -- everything at once ------------------------------------------------------------------------
+    def facts(self, run_id: str, run: Optional[Dict[str, Any]] = None,
+              keys: Optional[Iterable[Key]] = None,
+              submissions: Optional[List[Dict[str, Any]]] = None) -> RunFacts:
+        """What the record knows, about the (step, attempt) ``keys`` only (None: every exit and gave-up).
+
+        A 500-step run has 1,000 such files; a look at it needs the few that did not succeed.
+        ``submissions`` (when the caller read them already) gives each attempt's submission time
+        and the checkpoint a retry was told to resume from.
+        """
+        run = run if run is not None else (self.get_run(run_id) or {})
+        from job_chain.rules.facts import RunFacts
+
+        facts = RunFacts(started=run_start(run, run_id), stopped=self.is_stopped(run_id),
+                         round=self.round(run_id, run), start_failed=self.start_failure(run_id))
+        if keys is None:
+            self._all_exits(run_id, facts)
+        else:
+            self.attempt_facts(run_id, facts, keys)
+        for entry in submissions if submissions is not None else self.submissions(run_id):
+            key = (entry["step"], entry["attempt"])
+            if isinstance(entry.get("submitted"), (int, float)):
+                facts.submitted[key] = float(entry["submitted"])
+            resume = entry.get("resumeFrom")
+            if isinstance(resume, dict) and isinstance(resume.get("iteration"), int):
+                facts.resumed[key] = (resume["iteration"], str(resume.get("checkpoint") or ""))
+        return facts
+
+    def attempt_facts(self, run_id: str, facts: RunFacts, keys: Iterable[Key]) -> None:
+        """Add to ``facts`` what the record knows about each (step, attempt) of ``keys``: its exit
+        code, whether it succeeded, why an advance gave up, why it failed, its checkpoint, its end."""
+        from job_chain.failures.classify import Failure
+
+        for key in set(keys):
+            entry = self.exit_entry(run_id, *key)
+            if entry is not None:
+                code, iteration, ended = entry.get("exitCode"), entry.get("checkpointIteration"), entry.get("ended")
+                if isinstance(code, int) and not isinstance(code, bool):
+                    facts.script_exit[key] = code
+                if isinstance(iteration, int) and not isinstance(iteration, bool):
+                    facts.checkpoints[key] = iteration
+                if isinstance(ended, (int, float)) and not isinstance(ended, bool):
+                    facts.ended[key] = float(ended)
+            if self.succeeded(run_id, *key):
+                facts.succeeded.add(key)
+            gave_up = self.advance_failure(run_id, *key)
+            if gave_up is not None:
+                facts.advance_failed[key] = gave_up
+            failure = Failure.from_record(self.failure(run_id, *key))
+            if failure is not None:
+                facts.failures[key] = failure
+
+    def _all_exits(self, run_id: str, facts: RunFacts) -> None:
+        """Every exit code and gave-up message of the run (when no keys are given), from one listing."""
+        listing = self.listed(run_id)
+        for e in self._entries(run_id, EXIT, listing):
+            if isinstance(e.get("exitCode"), int):
+                facts.script_exit[(e["step"], e["attempt"])] = int(e["exitCode"])
+        for e in self._entries(run_id, ADVANCE_FAILED, listing):
+            facts.advance_failed[(e["step"], e["attempt"])] = str(e.get("message") or "advance gave up")
+        facts.succeeded |= {key for key in facts.script_exit if key in listing[SUCCEEDED]}
+
     # -- notifications and rounds ------------------------------------------------------------
-    def claim(self, run_id: str, name: str) -> bool:
-        """Create ``name`` exclusively: True for exactly one caller (notifications: at most once)."""
+    def claim_notification(self, run_id: str, round_: int, event: str, step: Optional[str]) -> bool:
+        """Whether this caller sends ``event`` (about ``step``, or the run) in resume round ``round_``:
+        True for exactly one caller, so a notification goes out at most once."""
         try:
             os.makedirs(self._dir(run_id), mode=0o700, exist_ok=True)
-            fd = os.open(os.path.join(self._dir(run_id), name), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+            fd = os.open(self._path(run_id, layout.notified_name(round_, event, step)),
+                         os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
         except FileExistsError:
             return False
         except OSError:
@@ -409,43 +613,13 @@ class RunRecords(AttemptRecords):
         value = (run if run is not None else self.get_run(run_id) or {}).get("round", 0)
         return value if isinstance(value, int) and value >= 0 else 0
 
-    def facts(self, run_id: str, run: Optional[Dict[str, Any]] = None,
-              keys: Optional[Iterable[Tuple[str, int]]] = None,
-              submissions: Optional[List[Dict[str, Any]]] = None) -> RunFacts:
-        """What the record knows, about the (step, attempt) ``keys`` only (None: every exit and gave-up).
-
-        A 500-step run has 1,000 such files; a look at it needs the few that did not succeed.
-        ``submissions`` (when the caller read them already) gives each attempt's submission time
-        and the checkpoint a retry was told to resume from.
-        """
-        run = run if run is not None else (self.get_run(run_id) or {})
-        started = run.get("started")
-        from job_chain.rules.facts import RunFacts
-
-        facts = RunFacts(started=float(started) if isinstance(started, (int, float)) else run_started(run_id),
-                         stopped=self.is_stopped(run_id), round=self.round(run_id, run),
-                         start_failed=self.start_failure(run_id))
-        if keys is None:
-            self.all_exits(run_id, facts)
-        else:
-            self.attempt_facts(run_id, facts, keys)
-        for entry in submissions if submissions is not None else self.submissions(run_id):
-            key = (entry["step"], entry["attempt"])
-            if isinstance(entry.get("submitted"), (int, float)):
-                facts.submitted[key] = float(entry["submitted"])
-            resume = entry.get("resumeFrom")
-            if isinstance(resume, dict) and isinstance(resume.get("iteration"), int):
-                facts.resumed[key] = (resume["iteration"], str(resume.get("checkpoint") or ""))
-        return facts
-
     # -- stopping ----------------------------------------------------------------------------
     def mark_stopped(self, run_id: str) -> None:
-        write_json_private(os.path.join(self._dir(run_id), STOPPED_MARKER), {"stopped": time.time()})
+        write_json_private(self._path(run_id, layout.STOPPED), {"stopped": time.time()})
 
     def clear_stopped(self, run_id: str) -> None:
-        for name in (STOPPED_MARKER, START_FAILED):
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(os.path.join(self._dir(run_id), name))
+        for name in (layout.STOPPED, layout.START_FAILED):
+            self.remove(run_id, name)
 
     def is_stopped(self, run_id: str) -> bool:
-        return os.path.exists(os.path.join(self._dir(run_id), STOPPED_MARKER))
+        return os.path.exists(self._path(run_id, layout.STOPPED))

@@ -20,23 +20,17 @@ than N, and never strands a free slot.
 
 from __future__ import annotations
 
-import json
-import os
 import random
-import re
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
+from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
+from job_chain.record import layout
+from job_chain.record.records import RunRecords, latest_listed
 from job_chain.rules.state import next_attempt
 from job_chain.spec.model import Chain, Step
-from job_chain.util.files import create_private, read_json_dict
 
 RUN_POOL = "run"
-_SLOT = re.compile(r"slot\.([a-z0-9-]+)\.(\d+)\.(\d+)\.(\d+)")
-_FREE = re.compile(r"free\.([a-z0-9-]+)\.(\d+)\.(\d+)\.(\d+)")
-_CLAIM = re.compile(r"claim\.(\d+)\.([a-z0-9][-a-z0-9]{0,62})")
-_ATTEMPT = re.compile(r"(step|succeeded)-([a-z0-9][-a-z0-9]{0,62})-attempt-(\d+)\.json")  # the record's files
 Held = Tuple[str, int, int]  # (pool, slot, generation)
 
 
@@ -93,7 +87,7 @@ def first_wave(chain: Chain, ready: Sequence[Step]) -> Tuple[List[Step], List[St
 
 
 # -- the files ------------------------------------------------------------------------------------
-def epoch(records: Any, run_id: str) -> int:
+def epoch(records: RunRecords, run_id: str) -> int:
     """The run's resume round: every resume that submits starts a new one, with every slot free."""
     value = (records.get_run(run_id) or {}).get("epoch", 0)
     return value if isinstance(value, int) and value >= 0 else 0
@@ -119,60 +113,46 @@ class State:
         return out
 
 
-def read_state(directory: str, epoch_: int, names: Optional[List[str]] = None) -> State:
-    """``names``: the directory's listing, when the caller has just made it."""
+def read_state(names: Iterable[str], epoch_: int) -> State:
+    """The slots and claims of epoch ``epoch_`` in ``names``, a listing of the run's directory
+    (:meth:`~job_chain.record.records.RunRecords.names`)."""
     state = State()
-    if names is None:
-        try:
-            names = os.listdir(directory)
-        except OSError:
-            return state
     for name in names:
         if name.startswith("slot."):
-            found = _SLOT.fullmatch(name)
+            found = layout.SLOT.fullmatch(name)
             if found and int(found.group(2)) == epoch_:
                 key = (found.group(1), int(found.group(3)))
                 state.latest[key] = max(state.latest.get(key, -1), int(found.group(4)))
         elif name.startswith("free."):
-            found = _FREE.fullmatch(name)
+            found = layout.FREE.fullmatch(name)
             if found and int(found.group(2)) == epoch_:
                 state.free.add((found.group(1), int(found.group(3)), int(found.group(4))))
         elif name.startswith("claim."):
-            found = _CLAIM.fullmatch(name)
+            found = layout.CLAIM.fullmatch(name)
             if found and int(found.group(1)) == epoch_:
                 state.claimed.add(found.group(2))
     return state
 
 
-def _create(directory: str, name: str, data: Dict[str, Any]) -> bool:
-    """Create ``name`` with ``data`` unless it exists: True for exactly one caller."""
-    return create_private(os.path.join(directory, name), json.dumps(data))
-
-
-def _claim_name(epoch_: int, step: str) -> str:
-    return f"claim.{epoch_}.{step}"
-
-
-def _free(directory: str, held: Iterable[Held], epoch_: int) -> None:
+def _free(records: RunRecords, run_id: str, held: Iterable[Held], epoch_: int) -> None:
     for pool, slot, gen in held:
-        _create(directory, f"free.{pool}.{epoch_}.{slot}.{gen}", {"at": time.time()})
+        records.create(run_id, layout.free_name(pool, epoch_, slot, gen), {"at": time.time()})
 
 
 # -- what advancing steps, run and resume do -------------------------------------------------------
-def release(chain: Chain, records: Any, run_id: str, me: Step) -> None:
+def release(chain: Chain, records: Optional[RunRecords], run_id: str, me: Step) -> None:
     """``me`` ended for good: free the slots its claim holds (written before it looks at the run)."""
     if records is None or not pools(chain, me):
         return
-    directory = records.directory(run_id)
     e = epoch(records, run_id)
-    claim = read_json_dict(os.path.join(directory, _claim_name(e, me.name)))
+    claim = records.read(run_id, layout.claim_name(e, me.name))
     if claim is None:
         return  # not started through a slot (it has none to give back)
     try:
         held = [tuple(h) for h in claim.get("slots") or []]
     except TypeError:
         return
-    _free(directory, held, e)  # type: ignore[arg-type]
+    _free(records, run_id, held, e)  # type: ignore[arg-type]
 
 
 def requeued(chain: Chain, epoch_: int, claimed: Set[str], states: Dict[int, str]) -> List[Step]:
@@ -200,7 +180,7 @@ def not_created(exc: Optional[BaseException]) -> bool:
     return isinstance(exc, EngineError) and exc.status is not None and 400 <= exc.status < 500 and not exc.retryable
 
 
-def fill(chain: Chain, records: Any, run_id: str, ready: Sequence[Step], attempts: Mapping[str, int],
+def fill(chain: Chain, records: RunRecords, run_id: str, ready: Sequence[Step], attempts: Mapping[str, int],
          submit: Callable[[Step, int], str], origin: str,
          seen: Optional[Tuple[int, State]] = None) -> Tuple[List[str], bool]:
     """Start as many of ``ready`` (in order) as the free slots allow; (the names started, whether a
@@ -213,24 +193,24 @@ def fill(chain: Chain, records: Any, run_id: str, ready: Sequence[Step], attempt
     API, and starts a round with every slot free) decides. ``seen``: (the epoch, the state) the
     caller has just read, for the first pass.
     """
-    directory = records.directory(run_id)
     e, known = seen if seen is not None else (epoch(records, run_id), None)
     pending = [s for s in ready if pools(chain, s)]
     started: List[str] = []
     failed = False
     for _ in range(4 * len(pending) + 16):  # each pass starts a step or saw another process win a race
-        state, known = known if known is not None else read_state(directory, e), None
+        state, known = known if known is not None else read_state(records.names(run_id) or [], e), None
         pick = next((s for s in pending if s.name not in state.claimed
                      and all(state.free_slots(pool, cap) for pool, cap in pools(chain, s))), None)
         if pick is None:
             break
         attempt = attempts.get(pick.name, pick.first_attempt)
-        held = _acquire(directory, e, state, pools(chain, pick), pick.name)
+        held = _acquire(records, run_id, e, state, pools(chain, pick), pick.name)
         if held is None:  # another process took the slot: look again
             time.sleep(random.uniform(0.0, 0.01))
             continue
-        if not _create(directory, _claim_name(e, pick.name), {"attempt": attempt, "by": origin, "slots": held}):
-            _free(directory, held, e)  # another process starts that step: hand the slots on, look again
+        if not records.create(run_id, layout.claim_name(e, pick.name),
+                              {"attempt": attempt, "by": origin, "slots": held}):
+            _free(records, run_id, held, e)  # another process starts that step: hand the slots on, look again
             continue
         pending.remove(pick)
         outcome = submit(pick, attempt)
@@ -239,11 +219,11 @@ def fill(chain: Chain, records: Any, run_id: str, ready: Sequence[Step], attempt
             continue
         failed = True
         if outcome == NOT_CREATED:
-            _free(directory, held, e)  # it holds nothing: the next waiting step may have its slots
+            _free(records, run_id, held, e)  # it holds nothing: the next waiting step may have its slots
     return started, failed
 
 
-def hand_on(chain: Chain, records: Any, run_id: str, me: Step, submit: Callable[[Step, int], str],
+def hand_on(chain: Chain, records: Optional[RunRecords], run_id: str, me: Step, submit: Callable[[Step, int], str],
             origin: str) -> Optional[Tuple[List[str], bool]]:
     """A matrix point that ended while some of its matrix has not started yet: start the next ones
     from the run record alone, without asking the API about the run (None: this is not such a case,
@@ -251,49 +231,45 @@ def hand_on(chain: Chain, records: Any, run_id: str, me: Step, submit: Callable[
 
     Nothing else can be ready then: whatever follows the matrix waits for all its points, and the
     run cannot have ended while a point is still to run. The waiting points are those with no
-    claim in this round and no recorded success; each starts at its next attempt.
+    claim in this round whose latest attempt in the record did not succeed (the latest attempt as
+    a join sees it: :func:`~job_chain.record.records.latest_listed`); each starts at its next attempt.
     """
     if records is None or [pool for pool, _ in pools(chain, me)] != [f"m-{me.group}"]:
         return None
-    directory = records.directory(run_id)
-    try:
-        names = os.listdir(directory)
-    except OSError:
+    names = records.names(run_id)
+    if names is None:
         return None
     e = epoch(records, run_id)
-    state = read_state(directory, e, names)
-    latest: Dict[Tuple[str, str], int] = {}  # (step|succeeded, name) -> highest attempt recorded
-    for name in names:
-        found = _ATTEMPT.fullmatch(name)
-        if found:
-            key = (found.group(1), found.group(2))
-            latest[key] = max(latest.get(key, 0), int(found.group(3)))
-    waiting = [s for s in chain.points(me.group) if pools(chain, s) and s.name not in state.claimed
-               and latest.get(("succeeded", s.name), 0) < s.first_attempt]
+    state = read_state(names, e)
+    points = [s for s in chain.points(me.group) if pools(chain, s)]
+    listing = records.listed(run_id, names)
+    latest = latest_listed(listing, {s.name: s.first_attempt for s in points})
+    waiting = [s for s in points if s.name not in state.claimed
+               and (s.name, latest.get(s.name)) not in listing[layout.SUCCEEDED]]
     if not waiting:
         return None  # the last ones: what follows the matrix may be ready now
-    attempts = {s.name: next_attempt(s, latest.get(("step", s.name))) for s in waiting}
+    attempts = {s.name: next_attempt(s, latest.get(s.name)) for s in waiting}
     return fill(chain, records, run_id, waiting, attempts, submit, origin, seen=(e, state))
 
 
-def _acquire(directory: str, epoch_: int, state: State, needed: Sequence[Tuple[str, int]],
+def _acquire(records: RunRecords, run_id: str, epoch_: int, state: State, needed: Sequence[Tuple[str, int]],
              step: str) -> Optional[List[Held]]:
     """A free slot in each pool (in order, the run's first), or None (and nothing held)."""
     held: List[Held] = []
     for pool, cap in needed:
         got = next(((pool, slot, gen) for slot, gen in state.free_slots(pool, cap)
-                    if _create(directory, f"slot.{pool}.{epoch_}.{slot}.{gen}", {"step": step})), None)
+                    if records.create(run_id, layout.slot_name(pool, epoch_, slot, gen), {"step": step})), None)
         if got is None:
-            _free(directory, held, epoch_)
+            _free(records, run_id, held, epoch_)
             return None
         held.append(got)
     return held
 
 
-def claims(records: Any, run_id: str) -> Tuple[int, Set[str]]:
+def claims(records: RunRecords, run_id: str) -> Tuple[int, Set[str]]:
     """(the run's epoch, the steps claimed in it): what ``status`` needs to tell waiting from failed."""
     e = epoch(records, run_id)
-    return e, read_state(records.directory(run_id), e).claimed if e else set()
+    return e, read_state(records.names(run_id) or [], e).claimed if e else set()
 
 
 def members(chain: Chain, step: Step) -> List[int]:

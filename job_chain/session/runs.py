@@ -7,9 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
 from job_chain.errors import JobChainError
-from job_chain.status.types import utc
-
-_EPOCH = _dt.datetime.fromtimestamp(0.0, _dt.timezone.utc)  # a run.json without its start time
+from job_chain.record.records import run_start
 
 
 @dataclass(frozen=True)
@@ -28,10 +26,9 @@ class Run:
 
     @classmethod
     def from_record(cls, chain_path: str, data: Dict[str, Any]) -> Run:
-        started = data.get("started")
         revision = data.get("revision")
         return cls(str(data["id"]), chain_path, int(data.get("startStep") or 0),
-                   utc(float(started) if isinstance(started, (int, float)) else 0.0) or _EPOCH,
+                   _dt.datetime.fromtimestamp(run_start(data, str(data["id"])) or 0.0, _dt.timezone.utc),
                    bool(data.get("local")), str(data.get("endpoint") or ""), str(data.get("mode") or "job"),
                    data.get("localStateDir") if isinstance(data.get("localStateDir"), str) else None,
                    revision if isinstance(revision, int) else 0)

@@ -16,7 +16,7 @@ from job_chain.errors import ChainFileInvalid, UsageError
 from job_chain.spec.graph import GraphSettings, check_graph, check_notify
 from job_chain.spec.model import SETTINGS_KEY, Chain, Step
 from job_chain.spec.settings import read_step_settings, step_fields
-from job_chain.util.jsonfile import describe, json_type, load_json_object, shown
+from job_chain.util.jsonfile import decode_utf8, describe, json_type, load_json_object, shown
 
 TOP_LEVEL_KEYS = {"scrips_path", "config_path", "api_config", "resourcePoolId", "jobs", "notify", "params",
                   "maxRunning", SETTINGS_KEY}
@@ -58,18 +58,6 @@ class _Checker:
         return value
 
 
-def _decode_script(raw: bytes) -> Tuple[Optional[str], Optional[str]]:
-    """(text, None), or (None, ``line:column: why``) for bytes that are not UTF-8."""
-    try:
-        return raw.decode("utf-8"), None
-    except UnicodeDecodeError as exc:
-        before = raw[: exc.start]
-        line = before.count(b"\n") + 1
-        column = len(before[before.rfind(b"\n") + 1:].decode("utf-8", "replace")) + 1
-        return None, (f"{line}:{column}: not UTF-8 text: invalid byte 0x{raw[exc.start]:02x} at byte offset "
-                      f"{exc.start} (save the file as UTF-8)")
-
-
 def _read_script(chain_dir: str, name: str,
                  scripts: Optional[Dict[str, str]] = None) -> Tuple[Optional[str], Optional[str]]:
     """(the script's text, None), or (None, why not: ``line:column: ...``, or None if unreadable)."""
@@ -82,7 +70,7 @@ def _read_script(chain_dir: str, name: str,
                 raw = handle.read()
         except (OSError, ValueError):  # ValueError: a NUL byte or lone surrogate in the name
             return None, None
-        text, why = _decode_script(raw)
+        text, why = decode_utf8(raw)
         if text is None:
             return None, why
     at = text.find("\x00")

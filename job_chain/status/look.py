@@ -17,7 +17,6 @@ them), so the next look needs no walk for them.
 
 from __future__ import annotations
 
-import os
 from typing import Any, Callable, Dict, List, Set, Tuple
 
 from job_chain.aihc.names import is_job_id
@@ -25,14 +24,11 @@ from job_chain.errors import JobChainError
 from job_chain.record.records import RunRecords
 from job_chain.spec.model import Chain
 from job_chain.status.types import NOT_SUBMITTED, Attempt, Outcome, RunStatus
-from job_chain.util.files import read_json_dict, write_json_private
-
-ATTEMPTS_CACHE = "attempts.json"  # in the run's directory: the attempts a look knew, marked final or not
 
 
 def cached_attempts(records: RunRecords, run_id: str) -> Tuple[Dict[str, Attempt], Set[str]]:
     """(the attempts a previous look knew, the ids of those that had finished for good)."""
-    data = read_json_dict(os.path.join(records.directory(run_id), ATTEMPTS_CACHE)) or {}
+    data = records.attempts_cache(run_id)
     known: Dict[str, Attempt] = {}
     final: Set[str] = set()
     for job_id, item in data.items():  # a planted key or entry (markup for a job id) is left out
@@ -45,13 +41,10 @@ def cached_attempts(records: RunRecords, run_id: str) -> Tuple[Dict[str, Attempt
 
 
 def save_attempts(records: RunRecords, run_id: str, attempts: Dict[str, Attempt], final: Set[str]) -> None:
-    """Keep what this look knew; not an error where the record is not writable."""
-    try:
-        write_json_private(os.path.join(records.directory(run_id), ATTEMPTS_CACHE),
-                           {job_id: dict(a.to_cache(), final=job_id in final)
-                            for job_id, a in sorted(attempts.items())})
-    except OSError:
-        pass
+    """Keep what this look knew (each attempt marked final or not); not an error where the record
+    is not writable."""
+    records.keep_attempts_cache(run_id, {job_id: dict(a.to_cache(), final=job_id in final)
+                                         for job_id, a in sorted(attempts.items())})
 
 
 def must_walk(records: RunRecords, run_id: str, mode: str, ids: Set[str]) -> bool:

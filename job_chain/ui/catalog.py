@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
 from job_chain.errors import JobChainError
+from job_chain.record.layout import RUNS_SUFFIX
 from job_chain.session import ChainSession
 from job_chain.status.types import RunStatus
 
@@ -40,13 +41,14 @@ def find_chain_files(paths: List[str], max_depth: int = MAX_DEPTH, limit: int = 
         base = os.path.abspath(root).rstrip(os.sep).count(os.sep)
         for folder, dirs, files in os.walk(os.path.abspath(root)):
             depth = folder.rstrip(os.sep).count(os.sep) - base
-            dirs[:] = sorted(d for d in dirs if not d.startswith(".") and not d.endswith(".runs")
+            dirs[:] = sorted(d for d in dirs if not d.startswith(".") and not d.endswith(RUNS_SUFFIX)
                              and d not in SKIP_DIRS and depth < max_depth)
             names = set(files)
-            runs_dirs = {d for d in os.listdir(folder) if d.endswith(".json.runs")} if depth <= max_depth else set()
+            runs_dirs = ({d for d in os.listdir(folder) if d.endswith(".json" + RUNS_SUFFIX)}
+                         if depth <= max_depth else set())
             # a chain file with recorded runs, or the runs of one that is gone (steerable from them)
-            for name in sorted(names | {d[: -len(".runs")] for d in runs_dirs}):
-                if name.endswith(".json") and name + ".runs" in runs_dirs:
+            for name in sorted(names | {d[: -len(RUNS_SUFFIX)] for d in runs_dirs}):
+                if name.endswith(".json") and name + RUNS_SUFFIX in runs_dirs:
                     found.append(os.path.join(folder, name))
                     if len(found) >= limit:
                         return sorted(set(found))

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import math
 import re
-from pathlib import Path
 from typing import Any, Callable, Dict, Optional, Tuple
 
 from job_chain.errors import UsageError
@@ -28,28 +27,38 @@ def _line_column(text: str, offset: int) -> Tuple[int, int]:
     return text.count("\n", 0, offset) + 1, offset - line_start + 1
 
 
+def decode_utf8(raw: bytes) -> Tuple[Optional[str], Optional[str]]:
+    """(text, None), or (None, ``line:column: why and how to fix``) for bytes that are not UTF-8:
+    the one place a file's invalid byte is located (chain files, credentials, script files)."""
+    try:
+        return raw.decode("utf-8"), None
+    except UnicodeDecodeError as exc:
+        before = raw[: exc.start]
+        line = before.count(b"\n") + 1
+        column = len(before[before.rfind(b"\n") + 1:].decode("utf-8", "replace")) + 1
+        return None, (f"{line}:{column}: not UTF-8 text: invalid byte 0x{raw[exc.start]:02x} at byte offset "
+                      f"{exc.start} (save the file as UTF-8)")
+
+
 def read_text(path: str, what: str = "file") -> str:
     """The file's text (UTF-8, a leading byte-order mark dropped), or a one-line UsageError."""
     try:
-        raw = Path(path).read_bytes()
+        with open(path, "rb") as handle:
+            raw = handle.read()
     except FileNotFoundError:
         raise UsageError(f"{path}: no such {what}") from None
     except IsADirectoryError:
         raise UsageError(f"{path}: is a directory, expected a JSON {what}") from None
     except OSError as exc:
-        raise UsageError(f"{path}: cannot read: {exc.strerror or exc}") from None
+        raise UsageError(f"{path}: cannot read this {what}: {exc.strerror or exc}") from None
     except ValueError:  # an embedded NUL byte in the path
         raise UsageError(f"{path!r}: not a valid file name") from None
     if raw.startswith(b"\xef\xbb\xbf"):  # a byte-order mark, as some Windows editors write
         raw = raw[3:]
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        before = raw[: exc.start]
-        line = before.count(b"\n") + 1
-        column = len(before[before.rfind(b"\n") + 1:].decode("utf-8", "replace")) + 1
-        raise UsageError(f"{path}:{line}:{column}: not UTF-8 text: invalid byte "
-                         f"0x{raw[exc.start]:02x} (save the file as UTF-8)") from None
+    text, why = decode_utf8(raw)
+    if text is None:
+        raise UsageError(f"{path}:{why}")
+    return text
 
 
 class _Refused(ValueError):

@@ -1,0 +1,80 @@
+"""Every file name in a chain file's run record, ``FILE.runs/RUN/``, and how to read one back.
+
+A new kind of file is added here and nowhere else: the rest of the code asks
+:class:`~job_chain.record.records.RunRecords` (or a module of :mod:`job_chain.record`) for the fact,
+never for a path. Imported by every hop, so it holds names and patterns only (``re``, nothing else).
+
+``FILE.runs/`` holds one directory per run (named by its id, :data:`RUN_ID`) and the start
+:data:`LOCK`. A run's directory holds:
+
+* once per run: :data:`RUN` (where and how it started, its revision, round and epoch),
+  ``revision-N.json`` (:func:`revision_name`, the chain frozen at each revision),
+  :data:`CREDENTIALS` (the chain file's ``api_config`` at start), :data:`STOPPED`,
+  :data:`START_FAILED` and :data:`ATTEMPTS_CACHE` (the finished attempts a look knew);
+* per attempt of a step, ``KIND-<step>-attempt-N.json`` (:func:`fact_name`), one kind of
+  :data:`KINDS`: its submission (``step``), the script's exit (``exit``), every replica succeeded
+  (``succeeded``), why it failed (``failure``), the advance gave up (``advance-failed``), the
+  step's outputs (``outputs``) and the plan its success follows (``lean``);
+* for ``maxParallel``/``maxRunning``: ``slot.P.E.S.G``, ``free.P.E.S.G`` and ``claim.E.STEP``
+  (:mod:`job_chain.record.slots` has the protocol);
+* ``notified-rR-EVENT-WHAT.json``, once per round and event (:func:`notified_name`).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Optional, Tuple
+
+RUNS_SUFFIX = ".runs"  # FILE's runs are kept in FILE.runs/
+LOCK = ".lock"  # in FILE.runs/: held while a run is checked for and recorded
+RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")  # what may name a run's directory
+
+RUN = "run.json"
+CREDENTIALS = "credentials.json"
+STOPPED = "stopped.json"
+START_FAILED = "start-failed.json"
+ATTEMPTS_CACHE = "attempts.json"
+REVISION = re.compile(r"revision-(\d+)\.json")
+
+# a step is named by its AIHC job name (or, in runs recorded before names, its index)
+STEP = r"[a-z0-9][-a-z0-9]{0,62}"
+SUBMISSION, EXIT, SUCCEEDED, FAILURE, ADVANCE_FAILED, OUTPUTS, PLAN = (
+    "step", "exit", "succeeded", "failure", "advance-failed", "outputs", "lean")
+KINDS = (SUBMISSION, EXIT, SUCCEEDED, FAILURE, ADVANCE_FAILED, OUTPUTS, PLAN)
+_FACT = re.compile(rf"({'|'.join(KINDS)})-({STEP})-attempt-(\d+)\.json")
+
+SLOT = re.compile(r"slot\.([a-z0-9-]+)\.(\d+)\.(\d+)\.(\d+)")  # pool, epoch, slot, generation
+FREE = re.compile(r"free\.([a-z0-9-]+)\.(\d+)\.(\d+)\.(\d+)")  # the same, given back
+CLAIM = re.compile(rf"claim\.(\d+)\.({STEP})")  # epoch, step
+
+
+def revision_name(number: int) -> str:
+    return f"revision-{number}.json"
+
+
+def fact_name(kind: str, step: str, attempt: int) -> str:
+    """The file of one fact (``kind``, one of :data:`KINDS`) about ``attempt`` of ``step``."""
+    return f"{kind}-{step}-attempt-{attempt}.json"
+
+
+def parse_fact(name: str) -> Optional[Tuple[str, str, int]]:
+    """(kind, step, attempt) of a per-attempt file name, or None for any other file."""
+    found = _FACT.fullmatch(name)
+    return (found.group(1), found.group(2), int(found.group(3))) if found else None
+
+
+def slot_name(pool: str, epoch: int, slot: int, generation: int) -> str:
+    return f"slot.{pool}.{epoch}.{slot}.{generation}"
+
+
+def free_name(pool: str, epoch: int, slot: int, generation: int) -> str:
+    return f"free.{pool}.{epoch}.{slot}.{generation}"
+
+
+def claim_name(epoch: int, step: str) -> str:
+    return f"claim.{epoch}.{step}"
+
+
+def notified_name(round_: int, event: str, step: Optional[str]) -> str:
+    """Created once by whoever sends ``event`` (about ``step``, or the run) in resume round ``round_``."""
+    return f"notified-r{round_}-{event}-{'run' if step is None else step}.json"
