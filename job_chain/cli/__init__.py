@@ -44,9 +44,10 @@ class UserError(click.ClickException):
 
     def __init__(self, error: Exception, exit_code: int, prog: str) -> None:
         super().__init__(str(error))
-        # click types exit_code as one code per exception class (a ClassVar) but reads it from the
-        # instance; this error carries the code of the JobChainError it shows
-        self.exit_code = exit_code  # type: ignore[misc]
+        # click (8.2+) types exit_code as one code per exception class (a ClassVar) but reads it from
+        # the instance; this error carries the code of the JobChainError it shows (unused-ignore: a
+        # click before 8.2 has a plain attribute there)
+        self.exit_code = exit_code  # type: ignore[misc,unused-ignore]
         self.prog = prog  # taken while the context lives: show() runs after it has closed
 
     def show(self, file: Any = None) -> None:
