@@ -198,8 +198,8 @@ def make_table(columns: Sequence[str], rows: Iterable[Sequence[Any]], title: Opt
     ``droppable``: headers that may be hidden on a narrow terminal, least useful first
     (default: those of :data:`DROP_ORDER` present).
     """
-    cells = [[cell if isinstance(cell, Styled) else "" if cell is None else str(cell) for cell in row]
-             for row in rows]
+    cells: List[List[Cell]] = [[cell if isinstance(cell, Styled) else "" if cell is None else str(cell)
+                                for cell in row] for row in rows]
     return FittedTable(columns, cells, title, DROP_ORDER if droppable is None else droppable)
 
 
