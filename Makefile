@@ -37,6 +37,7 @@ demo: install
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/vermin --no-tips --violations -t=3.8- --eval-annotations --backport typing_extensions job_chain
+	$(VENV)/bin/mypy job_chain
 
 test: lint browser
 	$(PY) -m pytest -q

@@ -238,8 +238,8 @@ def parse_spec(raw: Dict[str, Any], source: str = "aiak_job_info.json",
     model_name = _text(raw["MODEL_NAME"])
     model = models.get(model_name)
     if model is None:
-        close = tables.suggest(model_name, list(models))
-        bad("MODEL_NAME", f"unknown model {describe(model_name)}{close}; run aiak-gen --list-models "
+        did_you_mean = tables.suggest(model_name, list(models))
+        bad("MODEL_NAME", f"unknown model {describe(model_name)}{did_you_mean}; run aiak-gen --list-models "
                           "for the supported ones")
     dataset_name = _text(raw["DATASET_NAME"])
     dataset = datasets.get(dataset_name)

@@ -383,7 +383,7 @@ class AIHCClient:
 def pod_names(job: Dict[str, Any]) -> List[str]:
     """Names of a job's pods from its detail answer (``podList.pods[].objectMeta.name``)."""
     pods = ((job.get("podList") or {}).get("pods")) or []
-    return [((p.get("objectMeta") or {}).get("name")) for p in pods if (p.get("objectMeta") or {}).get("name")]
+    return [name for p in pods if (name := (p.get("objectMeta") or {}).get("name"))]
 
 
 @contextlib.contextmanager

@@ -9,9 +9,12 @@ the client never reaches into the local server.
 from __future__ import annotations
 
 import os
-from typing import Any, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Mapping, Optional
 
 from job_chain.errors import UsageError
+
+if TYPE_CHECKING:
+    from job_chain.aihc.client import AIHCClient
 
 
 def resolve_api_version(
@@ -56,7 +59,7 @@ def connect(
     api_version: Optional[str] = None,
     only_credentials_file: Optional[str] = None,
     **client_kwargs: Any,
-) -> Any:
+) -> AIHCClient:
     """An :class:`AIHCClient` (or :class:`AIHCClientV2` for API version v2, see
     :func:`resolve_api_version`). ``only_credentials_file`` takes the host and keys from that file
     alone, whatever the environment says (the local server's own file: see
@@ -65,11 +68,6 @@ def connect(
 
     version = resolve_api_version(api_version, credentials_file=credentials_file, api_config=api_config,
                                   api_config_origin=api_config_origin)
-    if version == "v2":  # imported only when used: every command that signs a request starts here
-        from job_chain.aihc.client_v2 import AIHCClientV2 as cls
-    else:
-        from job_chain.aihc.client import AIHCClient as cls
-
     if only_credentials_file is not None:
         creds = resolve_credentials(credentials_file=only_credentials_file, env={})
     else:
@@ -77,4 +75,11 @@ def connect(
             host=host, ak=ak, sk=sk, credentials_file=credentials_file,
             api_config=api_config, api_config_origin=api_config_origin,
         )
-    return cls(creds, **client_kwargs)
+    # the client's module is imported only when used: every command that signs a request starts here
+    if version == "v2":
+        from job_chain.aihc.client_v2 import AIHCClientV2
+
+        return AIHCClientV2(creds, **client_kwargs)
+    from job_chain.aihc.client import AIHCClient as V1
+
+    return V1(creds, **client_kwargs)

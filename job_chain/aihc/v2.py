@@ -138,7 +138,8 @@ def job_to_v2(view: Dict[str, Any], user_id: str = "", detail: bool = False) -> 
 
 def job_from_v2(item: Dict[str, Any]) -> Dict[str, Any]:
     """A v2 job item as the v1 shape the rest of job-chain reads (``queueId`` is the queue)."""
-    spec = item.get("jobSpec") if isinstance(item.get("jobSpec"), dict) else {}
+    raw_spec = item.get("jobSpec")
+    spec: Dict[str, Any] = raw_spec if isinstance(raw_spec, dict) else {}
     view = {
         "jobId": item.get("jobId"), "name": item.get("name"), "status": item.get("status"),
         "resourcePoolId": item.get("resourcePoolId"), "queue": item.get("queueId") or item.get("queue"),

@@ -44,28 +44,32 @@ class UserError(click.ClickException):
 
     def __init__(self, error: Exception, exit_code: int, prog: str) -> None:
         super().__init__(str(error))
-        self.exit_code = exit_code
+        # click (8.2+) types exit_code as one code per exception class (a ClassVar) but reads it from
+        # the instance; this error carries the code of the JobChainError it shows (unused-ignore: a
+        # click before 8.2 has a plain attribute there)
+        self.exit_code = exit_code  # type: ignore[misc,unused-ignore]
         self.prog = prog  # taken while the context lives: show() runs after it has closed
 
     def show(self, file: Any = None) -> None:
         click.echo(f"{self.prog}: error: {self.message}", err=True)
 
 
-class TranslatesErrors:
-    """Mixin for click commands: expected failures become :class:`UserError` (no traceback), and
-    every error is shown one way (:func:`run_cli`), however the command was called."""
+class Command(click.Command):
+    """A click command whose expected failures become :class:`UserError` (no traceback), and whose
+    every error is shown one way (:func:`run_cli`), however it was called; top-level commands such
+    as aiak-gen are one, and so is :class:`LazyGroup`."""
 
     def main(self, args: Any = None, prog_name: Optional[str] = None, complete_var: Optional[str] = None,
              standalone_mode: bool = True, **extra: Any) -> Any:
         if not standalone_mode:
-            return super().main(args, prog_name, complete_var, False, **extra)  # type: ignore[misc]
-        return run_cli(self, prog_name or self.name or "job-chain", args)  # type: ignore[arg-type,attr-defined]
+            return super().main(args, prog_name, complete_var, False, **extra)
+        return run_cli(self, prog_name or self.name or "job-chain", args)
 
     def invoke(self, ctx: click.Context) -> Any:
         from job_chain.errors import CredentialsMissing, JobChainError
 
         try:
-            return super().invoke(ctx)  # type: ignore[misc]
+            return super().invoke(ctx)
         except JobChainError as exc:
             shown: Exception = exc
             if isinstance(exc, CredentialsMissing) and ctx.invoked_subcommand not in IN_JOB:
@@ -74,12 +78,8 @@ class TranslatesErrors:
             raise UserError(shown, exc.exit_code, ctx.find_root().info_name or "job-chain") from None
 
 
-class Command(TranslatesErrors, click.Command):
-    """A top-level command (like aiak-gen) whose JobChainErrors print as one line."""
-
-
-class LazyGroup(TranslatesErrors, click.Group):
-    """A group whose commands are imported on first use."""
+class LazyGroup(Command, click.Group):
+    """A group whose commands are imported on first use (a :class:`Command`: its errors are one line)."""
 
     def list_commands(self, ctx: click.Context) -> List[str]:
         return list(COMMANDS)
@@ -107,7 +107,7 @@ def cli() -> None:
     """
 
 
-def run_cli(command: click.BaseCommand, prog_name: str, args: Optional[List[str]] = None) -> Any:
+def run_cli(command: click.Command, prog_name: str, args: Optional[List[str]] = None) -> Any:
     """Run a click command, turning expected failures into one line on stderr and an exit code."""
     from job_chain.errors import JobChainError
 

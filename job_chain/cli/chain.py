@@ -241,7 +241,7 @@ def runs(chain_file: str, as_json: bool, delete: Optional[str], **kwargs: Any) -
 
 
 def _damaged(session: Any) -> List[Tuple[str, Exception]]:
-    out = []
+    out: List[Tuple[str, Exception]] = []
     for name in session.records.damaged():
         try:
             session.records.require_run(name)

@@ -136,8 +136,11 @@ class FittedTable:
         gaps), and the (start, end, style) of its styled cells; the title first."""
         if self.title:
             yield self.title, [(0, len(self.title), "table.title")]
-        for number, row in enumerate([self.columns, *self.cells]):
-            parts, spans, at = [], [], 0
+        rows: List[Sequence[Cell]] = [self.columns, *self.cells]
+        for number, row in enumerate(rows):
+            parts: List[str] = []
+            spans: List[Tuple[int, int, str]] = []
+            at = 0
             for i, cell in enumerate(row):
                 text = str(cell)
                 style = "bold" if number == 0 else cell.style if isinstance(cell, Styled) else ""
@@ -195,8 +198,8 @@ def make_table(columns: Sequence[str], rows: Iterable[Sequence[Any]], title: Opt
     ``droppable``: headers that may be hidden on a narrow terminal, least useful first
     (default: those of :data:`DROP_ORDER` present).
     """
-    cells = [[cell if isinstance(cell, Styled) else "" if cell is None else str(cell) for cell in row]
-             for row in rows]
+    cells: List[List[Cell]] = [[cell if isinstance(cell, Styled) else "" if cell is None else str(cell)
+                                for cell in row] for row in rows]
     return FittedTable(columns, cells, title, DROP_ORDER if droppable is None else droppable)
 
 

@@ -9,13 +9,16 @@ import datetime as _dt
 import shlex
 import threading
 import time
-from typing import Any, Dict, Iterable, List, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Sequence
 
 import click
 
 from job_chain.engine.states import FAILED
 from job_chain.spec.model import display_group
 from job_chain.status.types import Outcome, RunStatus, StepStatus, counts_text
+
+if TYPE_CHECKING:
+    from job_chain.cli.render import Cell
 
 
 def quoted(path: str) -> str:
@@ -102,14 +105,15 @@ def needs(step: StepStatus, by_index: Dict[int, StepStatus]) -> str:
 
 
 def _step_row(status: RunStatus, s: StepStatus, fmt: str, with_reason: bool, with_gpus: bool,
-              by_index: Dict[int, StepStatus]) -> List[str]:
+              by_index: Dict[int, StepStatus]) -> List[Cell]:
     from job_chain.cli.render import human_duration, styled_status
     from job_chain.status.cost import hours_text
 
     started = _local(s.started)
-    row = [str(s.index), ("  " if s.group else "") + s.label, styled_status(s.status), str(s.attempt or "-"),
-           "-" if s.exit_code is None else str(s.exit_code), s.job_id or "-",
-           started.strftime(fmt) if started else "-", human_duration(s.duration())]
+    row: List[Cell] = [
+        str(s.index), ("  " if s.group else "") + s.label, styled_status(s.status), str(s.attempt or "-"),
+        "-" if s.exit_code is None else str(s.exit_code), s.job_id or "-",
+        started.strftime(fmt) if started else "-", human_duration(s.duration())]
     if status.graph:  # what each step waits for: the graph, one row per step
         row.insert(2, f"after the run ({s.run_on})" if s.run_on else needs(s, by_index))
     if with_gpus:
@@ -120,7 +124,7 @@ def _step_row(status: RunStatus, s: StepStatus, fmt: str, with_reason: bool, wit
 
 
 def _group_row(status: RunStatus, group: Dict[str, Any], with_reason: bool, with_gpus: bool,
-               by_index: Dict[int, StepStatus]) -> List[str]:
+               by_index: Dict[int, StepStatus]) -> List[Cell]:
     from job_chain.cli.render import Styled, human_duration
 
     points = [by_index[i] for i in sorted(group["steps"]) if i in by_index]
@@ -128,9 +132,9 @@ def _group_row(status: RunStatus, group: Dict[str, Any], with_reason: bool, with
     ends = [p.finished for p in points if p.finished]
     span = (max(ends) - min(starts)).total_seconds() if starts and ends and len(ends) == len(points) else None
     first = _local(min(starts)) if starts else None
-    row = [f"{points[0].index}-{points[-1].index}", f"{group['name']} ×{group['points']}",
-           Styled(counts_text(group["counts"]), "bold"), "-", "-", "-",
-           first.strftime("%H:%M:%S") if first else "-", human_duration(span)]
+    row: List[Cell] = [f"{points[0].index}-{points[-1].index}", f"{group['name']} ×{group['points']}",
+                       Styled(counts_text(group["counts"]), "bold"), "-", "-", "-",
+                       first.strftime("%H:%M:%S") if first else "-", human_duration(span)]
     if status.graph:
         row.insert(2, needs(points[0], by_index))
     if with_gpus:

@@ -1,9 +1,11 @@
-"""A restarted local server takes over the pods of the one before it (part of the Executor).
+"""A restarted local server takes over the pods of the one before it (held by the Executor).
 
 Pods outlive a server that is stopped or killed. At start the new server watches those still
 alive until they end, settles those that ended meanwhile (from their exit-code file, or as lost),
 starts again a pod whose launch a crash cut short unless its process is found, and resumes a
 stop's TERM→KILL sequence; a job it cannot take over is failed with an event saying why.
+What only the executor does (start, track and finish pods, settle a job) it asks of
+:class:`AdoptedPods`.
 """
 
 from __future__ import annotations
@@ -11,9 +13,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, List, Optional, Protocol, Tuple
 
 from job_chain.local import store as st
+from job_chain.local.lifecycle import Lifecycle
 from job_chain.local.pod_process import (
     ADOPTED_POLL,
     LivePod,
@@ -29,16 +32,38 @@ from job_chain.local.store import Store
 log = logging.getLogger("job_chain.local")
 
 
-class Adoption:
-    """The restart half of :class:`~job_chain.local.executor.Executor`, which provides the state
-    below and ``_finish_pod``, ``_settle``, ``_terminate_job``, ``_fail_job``, ``_pod_env``,
-    ``_spawn_pod``."""
+class AdoptedPods(Protocol):
+    """What adoption asks of the executor, which holds the live processes and their lock."""
 
-    store: Store
-    state_dir: str
-    stop_grace: float
-    _exit_lock: threading.Lock
-    _live: Dict[Tuple[str, str], LivePod]
+    def pod_env(self, job: Dict[str, Any], pod: Dict[str, Any], replicas: int,
+                port: int) -> Tuple[Dict[str, str], List[Tuple[str, str]]]:
+        """(the process environment, the part the API shows) of one replica."""
+
+    def spawn_pod(self, job: Dict[str, Any], pod: Dict[str, Any], replicas: int, port: int) -> None:
+        """Start one replica of ``job``."""
+
+    def track(self, live: LivePod) -> None:
+        """Count ``live`` among the job's live pods (a stop signals it)."""
+
+    def finish_pod(self, job_id: str, name: str, code: Optional[int], lost: bool = False) -> None:
+        """Record one replica's end and decide the job's status."""
+
+    def settle_adopted(self, job_id: str) -> None:
+        """Decide the job's status from its pods again, and go on stopping a Stopping job."""
+
+    def fail_job(self, job: Dict[str, Any], why: str, message: str) -> None:
+        """Mark a job Failed with a Warning event saying why."""
+
+
+class Adoption:
+    """The restart half of the local server: ``pods`` (the executor) tracks and finishes what it
+    adopts, ``lifecycle`` takes back the jobs left Scheduled."""
+
+    def __init__(self, store: Store, state_dir: str, pods: AdoptedPods, lifecycle: Lifecycle) -> None:
+        self.store = store
+        self.state_dir = state_dir
+        self.pods = pods
+        self.lifecycle = lifecycle
 
     def adopt(self) -> None:
         """Watch pods of a previous server that still live; settle those that ended meanwhile.
@@ -48,13 +73,13 @@ class Adoption:
         """
         for job in self.store.jobs_with_status(st.ACTIVE):
             try:
-                if job["status"] == st.SCHEDULED and self._adopt_scheduled(job):  # type: ignore[attr-defined]
+                if job["status"] == st.SCHEDULED and self.lifecycle.adopt_scheduled(job):
                     continue
                 self._adopt_job(job)
             except Exception as exc:  # noqa: BLE001
                 log.warning("job %s could not be adopted: %r", job["id"], exc)
-                self._fail_job(job, "FailedAdoption",
-                               f"the restarted local server could not take this job over: {reason(exc)}")
+                self.pods.fail_job(job, "FailedAdoption",
+                                   f"the restarted local server could not take this job over: {reason(exc)}")
 
     def _adopt_job(self, job: Dict[str, Any]) -> None:
         """Adopt or settle the pods of one Running/Stopping job left by a previous server."""
@@ -71,21 +96,16 @@ class Adoption:
                 continue
             code = read_rc(rc_path)
             if code is None:
-                self._finish_pod(job["id"], pod["name"], None, lost=True)
+                self.pods.finish_pod(job["id"], pod["name"], None, lost=True)
             else:
-                self._finish_pod(job["id"], pod["name"], code)
-        with self._exit_lock:  # a crash may have cut a previous settle short
-            self._settle(job["id"], time.time())
-            latest = self.store.get_job(job["id"])
-            if latest and latest["status"] == st.STOPPING:  # resume the TERM→KILL sequence
-                self._terminate_job(job["id"], self.stop_grace)
+                self.pods.finish_pod(job["id"], pod["name"], code)
+        self.pods.settle_adopted(job["id"])  # a crash may have cut a settle or a stop short
 
     def _watch_adopted(self, job: Dict[str, Any], name: str, pid: int, create_time: float,
                        log_path: str) -> None:
         live = LivePod(job["id"], name, pid, create_time, log_path,
                        kill_requested=job["status"] == st.STOPPING)
-        with self._exit_lock:
-            self._live[(job["id"], name)] = live
+        self.pods.track(live)
         self.store.add_event(job["id"], "Adopted", "the restarted local server is watching this pod again",
                              pod=name)
         threading.Thread(target=self._wait_adopted, args=(live,), daemon=True, name=f"adopt-{name}").start()
@@ -102,18 +122,18 @@ class Adoption:
         found = find_pod_process(rc_path)
         if found is not None:
             pid, create_time = found
-            shown = self._pod_env(job, pod, replicas, job["master_port"] or 0)[1]
+            shown = self.pods.pod_env(job, pod, replicas, job["master_port"] or 0)[1]
             self.store.set_pod(job_id, name, status=st.RUNNING, pid=pid, create_time=create_time,
                                started_at=create_time, env=[{"name": k, "value": v} for k, v in shown])
             self._watch_adopted(job, name, pid, create_time, log_path)
             return
         code = read_rc(rc_path)
         if code is not None or job["status"] == st.STOPPING:
-            self._finish_pod(job_id, name, 143 if code is None else code)
+            self.pods.finish_pod(job_id, name, 143 if code is None else code)
             return
         self.store.add_event(job_id, "Restarted", "the local server stopped while starting this pod; "
                              "starting it now", pod=name)
-        self._spawn_pod(job, pod, replicas, job["master_port"] or free_port())
+        self.pods.spawn_pod(job, pod, replicas, job["master_port"] or free_port())
 
     def _wait_adopted(self, live: LivePod) -> None:
         while process_alive(live.pid, live.create_time):
@@ -122,4 +142,4 @@ class Adoption:
         code = read_rc(rc_path)
         if code is None:  # killed by a signal: no rc file was written
             code = 143 if live.kill_requested else 137
-        self._finish_pod(live.job_id, live.name, code)
+        self.pods.finish_pod(live.job_id, live.name, code)

@@ -145,9 +145,9 @@ def start(
                         ("--schedule-delay", schedule_delay or None)):
         if value is not None:
             command += [flag, str(value)]
-    for flag, values in (("--pool", pools), ("--queue", queues)):
-        for value in values:
-            command += [flag, value]
+    for flag, names in (("--pool", pools), ("--queue", queues)):
+        for name in names:
+            command += [flag, name]
     with open_private_log(files["log"]) as log:
         offset = log.seek(0, os.SEEK_END)
         proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log,

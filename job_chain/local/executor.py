@@ -1,5 +1,10 @@
 """Jobs as local processes: scheduling, spawning, exit detection, stop, and adoption.
 
+The executor holds the live pods and the lock over them; two collaborators it holds ask it for
+what only it does: :class:`~job_chain.local.lifecycle.Lifecycle` (Scheduled, the schedule delay,
+fault-tolerance restarts) and :class:`~job_chain.local.adoption.Adoption` (a restarted server
+taking over its predecessor's pods).
+
 Each replica is a process of its own (:mod:`job_chain.local.pod_process`: its session, log,
 exit-code file and mark), so pods outlive a server that is killed; a restarted server adopts
 them. A pod ends with everything it started: when its wrapper exits, whatever is left of its
@@ -49,8 +54,13 @@ def utc_event_time(ts: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S +0000 UTC", time.gmtime(ts))
 
 
-class Executor(Adoption, Lifecycle):
-    """Starts queued jobs as processes and records what happens to them in the store."""
+class Executor:
+    """Starts queued jobs as processes and records what happens to them in the store.
+
+    It is the :class:`~job_chain.local.lifecycle.Pods` of its lifecycle and the
+    :class:`~job_chain.local.adoption.AdoptedPods` of its adoption: ``closing``, ``spawn_pod``,
+    ``fail_job``, ``terminate_job``, ``pod_env``, ``track``, ``finish_pod``, ``settle_adopted``.
+    """
 
     def __init__(
         self, store: Store, state_dir: str, server_url: str, credentials_file: str,
@@ -62,18 +72,19 @@ class Executor(Adoption, Lifecycle):
         self.credentials_file = credentials_file
         self.max_running = max_running if max_running and max_running > 0 else None
         self.stop_grace = stop_grace
-        self.schedule_delay = schedule_delay  # seconds a job stays Scheduled before its pods start
         self._cond = threading.Condition()
         self._woken = False  # set by wake(); the scheduler clears it before each pass
         self._exit_lock = threading.Lock()
         self._closing = False
         self._live: Dict[Tuple[str, str], LivePod] = {}
         self._thread = threading.Thread(target=self._schedule_loop, name="scheduler", daemon=True)
+        self.lifecycle = Lifecycle(store, state_dir, self, stop_grace=stop_grace, schedule_delay=schedule_delay)
+        self.adoption = Adoption(store, state_dir, self, self.lifecycle)
 
-    # -- lifecycle -------------------------------------------------------------------------
+    # -- the executor itself --------------------------------------------------------------
     def start(self) -> None:
         """Adopt pods left by a previous server, then start scheduling."""
-        self.adopt()
+        self.adoption.adopt()
         self._thread.start()
 
     def close(self) -> None:
@@ -81,6 +92,11 @@ class Executor(Adoption, Lifecycle):
         with self._cond:
             self._closing = True
             self._cond.notify_all()
+
+    @property
+    def closing(self) -> bool:
+        """close() was called: no job starts any more (a Scheduled job stays so, for the next server)."""
+        return self._closing
 
     def wake(self) -> None:
         """Ask for a scheduling pass; returns at once, even while a pass is launching pods."""
@@ -127,9 +143,9 @@ class Executor(Adoption, Lifecycle):
             self._launch_job(job)
         except Exception as exc:  # noqa: BLE001 - a bad job must not stall every job behind it
             log.warning("job %s failed to launch: %r", job["id"], exc)
-            self._fail_job(job, "FailedLaunch", f"the local server could not start this job: {reason(exc)}")
+            self.fail_job(job, "FailedLaunch", f"the local server could not start this job: {reason(exc)}")
 
-    def _fail_job(self, job: Dict[str, Any], why: str, message: str) -> None:
+    def fail_job(self, job: Dict[str, Any], why: str, message: str) -> None:
         """Mark a job Failed with a Warning event saying why (from Pending or Running)."""
         job_id, now = job["id"], time.time()
         with self._exit_lock:
@@ -140,7 +156,7 @@ class Executor(Adoption, Lifecycle):
             if self.store.transition(job_id, [st.PENDING, *st.ACTIVE], status=st.FAILED, finished_at=now):
                 self.store.add_event(job_id, why, message, kind="Warning")
                 self.store.add_event(job_id, "JobFailed", f"PyTorchJob {job['name']} is failed: {message}")
-            self._terminate_job(job_id, self.stop_grace)
+            self.terminate_job(job_id, self.stop_grace)
 
     def _launch_job(self, job: Dict[str, Any]) -> None:
         job_id, spec = job["id"], job["spec"]
@@ -161,10 +177,10 @@ class Executor(Adoption, Lifecycle):
         if self.store.transition(job_id, [st.PENDING], **scheduled):
             self.store.add_event(job_id, "JobScheduled", f"PyTorchJob {job['name']} is scheduled; its pods are "
                                  "being created")
-            self._schedule(dict(job, **scheduled))  # the row as just written: not read back
+            self.lifecycle.schedule(dict(job, **scheduled))  # the row as just written: not read back
 
-    def _pod_env(self, job: Dict[str, Any], pod: Dict[str, Any], replicas: int,
-                 port: int) -> Tuple[Dict[str, str], List[Tuple[str, str]]]:
+    def pod_env(self, job: Dict[str, Any], pod: Dict[str, Any], replicas: int,
+                port: int) -> Tuple[Dict[str, str], List[Tuple[str, str]]]:
         """(the process environment, the part the API shows) of one replica."""
         job_spec = job["spec"].get("jobSpec") or {}
         job_envs = [(str(e.get("name")), str(e.get("value", ""))) for e in job_spec.get("envs") or []]
@@ -183,10 +199,10 @@ class Executor(Adoption, Lifecycle):
         env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
         return proctree.marked(env, pod_token(job["id"], pod["name"])), job_envs + platform
 
-    def _spawn_pod(self, job: Dict[str, Any], pod: Dict[str, Any], replicas: int, port: int) -> None:
+    def spawn_pod(self, job: Dict[str, Any], pod: Dict[str, Any], replicas: int, port: int) -> None:
         """Start one replica of ``job`` (at launch, or again after a crash cut its launch short)."""
         job_spec = job["spec"].get("jobSpec") or {}
-        env, shown = self._pod_env(job, pod, replicas, port)
+        env, shown = self.pod_env(job, pod, replicas, port)
         self._spawn(job["id"], pod["name"], job_spec.get("image", ""), str(job_spec.get("command", "")),
                     env, shown)
 
@@ -208,7 +224,7 @@ class Executor(Adoption, Lifecycle):
         except Exception as exc:  # noqa: BLE001 - OSError, or ValueError for a NUL byte or "A=B"
             self.store.add_event(job_id, "Failed", f"Error: cannot start container: {reason(exc)}",
                                  pod=name, kind="Warning")
-            self._finish_pod(job_id, name, 127)
+            self.finish_pod(job_id, name, 127)
             return
         try:
             create_time = psutil.Process(proc.pid).create_time()
@@ -221,10 +237,14 @@ class Executor(Adoption, Lifecycle):
         self.store.add_event(job_id, "Created", "Created container pytorch", pod=name, ts=now)
         self.store.add_event(job_id, "Started", "Started container pytorch", pod=name, ts=now)
         live = LivePod(job_id, name, proc.pid, create_time, log_path, popen=proc)
-        with self._exit_lock:
-            self._live[(job_id, name)] = live
+        self.track(live)
         threading.Thread(target=self._wait_child, args=(live,), name=f"wait-{name}",
                          daemon=True).start()
+
+    def track(self, live: LivePod) -> None:
+        """Count ``live`` among its job's live pods: a stop or a delete signals it from now on."""
+        with self._exit_lock:
+            self._live[(live.job_id, live.name)] = live
 
     def _index_log(self, job_id: str, name: str, ts: float) -> None:
         """Add a time→log-offset point (the sampler adds one per tick while the pod runs)."""
@@ -238,9 +258,9 @@ class Executor(Adoption, Lifecycle):
     def _wait_child(self, live: LivePod) -> None:
         assert live.popen is not None
         code = live.popen.wait()
-        self._finish_pod(live.job_id, live.name, code if code >= 0 else 128 - code)
+        self.finish_pod(live.job_id, live.name, code if code >= 0 else 128 - code)
 
-    def _finish_pod(self, job_id: str, name: str, code: Optional[int], lost: bool = False) -> None:
+    def finish_pod(self, job_id: str, name: str, code: Optional[int], lost: bool = False) -> None:
         """Record one replica's end and decide the job's status; wakes the scheduler.
 
         Whatever the replica left running (a background child, one that called setsid) is killed
@@ -287,16 +307,16 @@ class Executor(Adoption, Lifecycle):
         all_done = all(p["finished_at"] is not None for p in pods)
         failed = [p for p in pods if p["finished_at"] is not None and p["exit_code"] != 0]
         name, status = job["name"], job["status"]
-        if status == st.RUNNING and failed and self._restart(job, failed, now):
+        if status == st.RUNNING and failed and self.lifecycle.restart(job, failed, now):
             status = st.SCHEDULED  # fault tolerance: restarted once every pod has ended
         if status == st.SCHEDULED and all_done:
-            self._relaunch(job, pods)
+            self.lifecycle.relaunch(job, pods)
         elif status == st.RUNNING and failed:
             if self.store.transition(job_id, [st.RUNNING], status=st.FAILED, finished_at=now):
                 kind = "Master" if failed[0]["replica_type"] == "master" else "Worker"
                 self.store.add_event(job_id, "JobFailed", f"PyTorchJob {name} is failed "
                                      f"because 1 {kind} replica(s) failed.")
-                self._terminate_job(job_id, self.stop_grace)
+                self.terminate_job(job_id, self.stop_grace)
         elif status == st.RUNNING and all_done:
             if self.store.transition(job_id, [st.RUNNING], status=st.SUCCEEDED, finished_at=now):
                 self.store.add_event(job_id, "JobSucceeded", f"PyTorchJob {name} is successfully completed.")
@@ -304,9 +324,19 @@ class Executor(Adoption, Lifecycle):
                 job_id, [st.STOPPING], status=st.STOPPED, finished_at=now):
             self.store.add_event(job_id, "JobStopped", f"PyTorchJob {name} is stopped.")
 
-    def _terminate_job(self, job_id: str, grace: float) -> None:
+    def settle_adopted(self, job_id: str) -> None:
+        """A job adopted from a previous server: decide its status from its pods again (a crash may
+        have cut a settle short), and resume the TERM→KILL sequence of a job still Stopping."""
+        with self._exit_lock:
+            self._settle(job_id, time.time())
+            latest = self.store.get_job(job_id)
+            if latest and latest["status"] == st.STOPPING:
+                self.terminate_job(job_id, self.stop_grace)
+
+    def terminate_job(self, job_id: str, grace: float) -> None:
         """SIGTERM every live pod group of a job; after ``grace``, SIGKILL each pod's group and
-        whole process tree (a member that ignores SIGTERM, or left the group with setsid)."""
+        whole process tree (a member that ignores SIGTERM, or left the group with setsid). Callers
+        hold ``_exit_lock``."""
         targets = [p for p in self._live.values() if p.job_id == job_id]
         for pod in targets:
             pod.kill_requested = True
@@ -339,7 +369,7 @@ class Executor(Adoption, Lifecycle):
                 self.store.transition(job_id, [st.RUNNING, st.SCHEDULED], status=st.STOPPING)
                 self.store.add_event(job_id, "JobStopping", f"PyTorchJob {job['name']} is stopping.")
                 if live:
-                    self._terminate_job(job_id, self.stop_grace)
+                    self.terminate_job(job_id, self.stop_grace)
                 elif self.store.transition(job_id, [st.STOPPING], status=st.STOPPED, finished_at=now):
                     self.store.add_event(job_id, "JobStopped", f"PyTorchJob {job['name']} is stopped.")
         self.wake()
@@ -347,6 +377,6 @@ class Executor(Adoption, Lifecycle):
     def delete(self, job_id: str) -> None:
         """Forget a job; its processes get SIGTERM and then SIGKILL after the grace period."""
         with self._exit_lock:
-            self._terminate_job(job_id, self.stop_grace)
+            self.terminate_job(job_id, self.stop_grace)
             self.store.delete_job(job_id)
         self.wake()

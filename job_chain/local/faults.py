@@ -23,15 +23,14 @@ import logging
 import os
 import random
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from job_chain.local.errors import error_body
-from job_chain.local.routes import ASGIApp, Scope, request_id_of, send_json
+from job_chain.local.routes import request_id_of, send_json
 
 log = logging.getLogger("job_chain.local.faults")
-
-Send = Callable[[Dict[str, Any]], Awaitable[Any]]
-Message = Dict[str, Any]
 
 # What uvicorn logs (at ERROR) when an app leaves an answer unfinished: a cut-off on purpose here.
 _UNFINISHED = "ASGI callable returned without completing response."
@@ -93,7 +92,7 @@ class FaultInjector:
         roll, pick = self.random.random(), self.random.randrange(len(FAULTS))
         return FAULTS[pick] if roll < self.rate else None
 
-    async def __call__(self, scope: Scope, receive: Any, send: Send) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or not scope["path"].startswith("/api/"):
             await self.app(scope, receive, send)
             return
@@ -106,9 +105,8 @@ class FaultInjector:
         if not fault.after:
             log.info("injected fault %s: %s", fault.name, what)
             if fault.status is None:
-                body = error_body("ServiceUnavailable", "connection dropped (injected fault)", request_id)
-                await _cut_off(send, 503, [(b"content-type", b"application/json")],
-                               _json_bytes(body))
+                error = error_body("ServiceUnavailable", "connection dropped (injected fault)", request_id)
+                await _cut_off(send, 503, [(b"content-type", b"application/json")], _json_bytes(error))
             else:
                 await _error(send, fault, request_id)
             return

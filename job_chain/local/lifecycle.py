@@ -15,7 +15,8 @@ to ``faultToleranceConfig.faultToleranceLimit`` times (the Go SDK's
 pod's ``restartCount`` one higher and its log continued. When the limit is reached the job fails
 as any other.
 
-Mixed into :class:`~job_chain.local.executor.Executor`; no HTTP here.
+Held by :class:`~job_chain.local.executor.Executor`, which it asks for what only the executor
+does (:class:`Pods`: start a replica, fail a job, stop a job's pods); no HTTP here.
 """
 
 from __future__ import annotations
@@ -24,10 +25,11 @@ import logging
 import os
 import threading
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Protocol
 
 from job_chain.local import store as st
 from job_chain.local.host import HOSTNAME
+from job_chain.local.pod_process import pod_paths
 from job_chain.local.store import Store
 
 log = logging.getLogger("job_chain.local")
@@ -42,17 +44,35 @@ def restart_limit(spec: Dict[str, Any]) -> int:
     return limit if isinstance(limit, int) and not isinstance(limit, bool) else DEFAULT_RESTARTS
 
 
+class Pods(Protocol):
+    """What the lifecycle asks of the executor, which holds the live processes and their lock."""
+
+    @property
+    def closing(self) -> bool:
+        """The server is stopping: a job still Scheduled stays so, for the next server."""
+
+    def spawn_pod(self, job: Dict[str, Any], pod: Dict[str, Any], replicas: int, port: int) -> None:
+        """Start one replica of ``job``."""
+
+    def fail_job(self, job: Dict[str, Any], why: str, message: str) -> None:
+        """Mark a job Failed with a Warning event saying why."""
+
+    def terminate_job(self, job_id: str, grace: float) -> None:
+        """TERM every live pod of a job, KILL after ``grace`` (callers hold the executor's lock)."""
+
+
 class Lifecycle:
-    """Scheduled, the schedule delay, and restarts; the executor supplies pods and signals."""
+    """Scheduled, the schedule delay, and restarts; ``pods`` (the executor) starts and signals pods."""
 
-    # set by the executor, which also has _spawn_pod, _terminate_job and _fail_job
-    store: Store
-    state_dir: str
-    stop_grace: float
-    schedule_delay: float
-    _closing: bool
+    def __init__(self, store: Store, state_dir: str, pods: Pods, *, stop_grace: float,
+                 schedule_delay: float) -> None:
+        self.store = store
+        self.state_dir = state_dir
+        self.pods = pods
+        self.stop_grace = stop_grace
+        self.schedule_delay = schedule_delay  # seconds a job stays Scheduled before its pods start
 
-    def _schedule(self, job: Dict[str, Any], delay: Optional[float] = None, now: bool = True) -> None:
+    def schedule(self, job: Dict[str, Any], delay: Optional[float] = None, now: bool = True) -> None:
         """Start a Scheduled job's pods after ``delay`` (default ``--schedule-delay``): at once
         when there is none and ``now`` (the caller holds no lock and passes the row it has just
         written, so it is not read again), else from a timer (which reads the row when it fires)."""
@@ -68,7 +88,7 @@ class Lifecycle:
         """Scheduled → Running: spawn every pod (a job stopped or deleted meanwhile stays so: the
         compare-and-set below fails). ``job``: its row as of Scheduled, if the caller has it."""
         job = job or self.store.get_job(job_id)
-        if job is None or self._closing:  # a stopping server leaves it Scheduled for the next one
+        if job is None or self.pods.closing:  # a stopping server leaves it Scheduled for the next one
             return
         try:
             now = time.time()
@@ -83,13 +103,13 @@ class Lifecycle:
                 self.store.add_event(job_id, "SuccessfulCreatePod", f"Created pod: {name}", ts=now)
                 self.store.add_event(job_id, "Scheduled", f"Successfully assigned default/{name} to {HOSTNAME}",
                                      pod=name, ts=now)
-                self._spawn_pod(job, pod, len(pods), job["master_port"])
+                self.pods.spawn_pod(job, pod, len(pods), job["master_port"])
             self.store.add_event(job_id, "Started", f"PyTorchJob {job['name']} is running.")
         except Exception as exc:  # noqa: BLE001 - one job that cannot start fails alone
             log.warning("job %s failed to start: %r", job_id, exc)
-            self._fail_job(job, "FailedLaunch", f"the local server could not start this job: {exc}")
+            self.pods.fail_job(job, "FailedLaunch", f"the local server could not start this job: {exc}")
 
-    def _restart(self, job: Dict[str, Any], failed: List[Dict[str, Any]], now: float) -> bool:
+    def restart(self, job: Dict[str, Any], failed: List[Dict[str, Any]], now: float) -> bool:
         """A Running job whose pod failed: True if fault tolerance restarts it (callers hold the lock)."""
         done, limit = job["restarts"] or 0, restart_limit(job["spec"])
         if done >= limit or not self.store.transition(job["id"], [st.RUNNING], status=st.SCHEDULED,
@@ -99,13 +119,11 @@ class Lifecycle:
         self.store.add_event(job["id"], "FaultToleranceRestart", f"PyTorchJob {job['name']}: pod {pod['name']} "
                              f"exited with code {pod['exit_code']}; fault tolerance restarts the job "
                              f"({done + 1} of {limit})", kind="Warning")
-        self._terminate_job(job["id"], self.stop_grace)
+        self.pods.terminate_job(job["id"], self.stop_grace)
         return True
 
-    def _relaunch(self, job: Dict[str, Any], pods: List[Dict[str, Any]]) -> None:
+    def relaunch(self, job: Dict[str, Any], pods: List[Dict[str, Any]]) -> None:
         """Every pod of a restarting job has ended: start them again (callers hold the lock)."""
-        from job_chain.local.pod_process import pod_paths
-
         for pod in pods:
             rc_path = pod_paths(self.state_dir, job["id"], pod["name"])[2]
             for stale in (rc_path, rc_path + ".tmp"):  # a crash now must not read the old exit code
@@ -114,16 +132,16 @@ class Lifecycle:
             self.store.set_pod(job["id"], pod["name"], status=st.PENDING, pid=None, create_time=None,
                                exit_code=None, started_at=None, finished_at=None,
                                restart_count=(pod["restart_count"] or 0) + 1)
-        self._schedule(job, now=False)
+        self.schedule(job, now=False)
 
-    def _adopt_scheduled(self, job: Dict[str, Any]) -> bool:
-        """At start, a Scheduled job: False if pods are still being stopped for a restart (the
-        executor adopts them); else its pods start after what is left of its delay (True)."""
+    def adopt_scheduled(self, job: Dict[str, Any]) -> bool:
+        """At start, a Scheduled job: False if pods are still being stopped for a restart (then
+        they are adopted as a Running job's are); else its pods start after what is left of its delay (True)."""
         pods = self.store.pods(job["id"])
         if any(p["status"] == st.RUNNING and p["finished_at"] is None for p in pods):
             return False
         if all(p["status"] == st.PENDING for p in pods):
-            self._schedule(job, (job["scheduled_at"] or 0) + self.schedule_delay - time.time(), now=False)
+            self.schedule(job, (job["scheduled_at"] or 0) + self.schedule_delay - time.time(), now=False)
         else:  # every pod ended for a restart, or the server stopped while resetting them
-            self._relaunch(job, pods)
+            self.relaunch(job, pods)
         return True

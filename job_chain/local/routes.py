@@ -14,13 +14,14 @@ import functools
 import json
 import os
 import uuid
-from typing import Any, Awaitable, Callable, Dict, Mapping, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from fastapi import FastAPI, Request, WebSocket
 from fastapi.exceptions import RequestValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware import Middleware
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from starlette.websockets import WebSocketDisconnect
 
 from job_chain.local.auth import check_body_hash, verify, wants_body_hash
@@ -33,16 +34,13 @@ from job_chain.local.wire import JSONAnswer as JSONResponse  # never fails to en
 API = "/api/v1/aijobs"
 UNSIGNED_PATHS = frozenset({"/healthz"})
 
-Scope = Dict[str, Any]
-ASGIApp = Callable[[Scope, Callable[..., Awaitable[Any]], Callable[..., Awaitable[Any]]],
-                   Awaitable[None]]
 
 
 def request_id_of(scope: Scope) -> str:
     return scope.setdefault("state", {}).setdefault("request_id", str(uuid.uuid4()))
 
 
-async def send_json(send: Callable[..., Awaitable[Any]], status: int, body: Mapping[str, Any],
+async def send_json(send: Send, status: int, body: Mapping[str, Any],
                     request_id: str) -> None:
     """Answer from a pure ASGI middleware (auth failures, fault injection)."""
     raw = json.dumps(body).encode("utf-8")
@@ -59,13 +57,13 @@ class RequestIdMiddleware:
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
-    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         request_id = request_id_of(scope)
 
-        async def send_with_id(message: Dict[str, Any]) -> None:
+        async def send_with_id(message: Message) -> None:
             if message["type"] == "http.response.start":
                 headers = list(message.get("headers") or [])
                 if not any(k.lower() == b"x-bce-request-id" for k, _ in headers):
@@ -83,7 +81,7 @@ class AuthMiddleware:
         self.app = app
         self.keys = keys
 
-    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"] in UNSIGNED_PATHS:
             await self.app(scope, receive, send)
             return
@@ -109,9 +107,9 @@ class AuthMiddleware:
         await self.app(scope, receive, send)
 
 
-async def read_body(receive: Callable[..., Awaitable[Any]]) -> Any:
+async def read_body(receive: Receive) -> Optional[bytes]:
     """The whole request body (None if the client disconnected first)."""
-    chunks = []
+    chunks: List[bytes] = []
     while True:
         message = await receive()
         if message["type"] == "http.disconnect":
@@ -121,11 +119,11 @@ async def read_body(receive: Callable[..., Awaitable[Any]]) -> Any:
             return b"".join(chunks)
 
 
-def replay(body: bytes, receive: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+def replay(body: bytes, receive: Receive) -> Receive:
     """A ``receive`` that hands the app the body already read, then behaves as the original."""
-    pending = [{"type": "http.request", "body": body, "more_body": False}]
+    pending: List[Message] = [{"type": "http.request", "body": body, "more_body": False}]
 
-    async def again() -> Any:
+    async def again() -> Message:
         return pending.pop() if pending else await receive()
 
     return again

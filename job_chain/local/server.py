@@ -299,7 +299,7 @@ def serve(
     sk = sk or os.environ.pop(SK_ENV, None)
     os.environ.pop(AK_ENV, None)
     os.environ.pop(SK_ENV, None)
-    config = pool_config(pools, queues)  # a mistake here is one line before anything starts
+    pools_and_queues = pool_config(pools, queues)  # a mistake here is one line before anything starts
     state_dir = default_state_dir(state_dir)
     files = prepare_state_dir(state_dir)
     lock = _lock(state_dir)
@@ -315,7 +315,7 @@ def serve(
     write_json_private(files["credentials"], {"host": url, "ak": access_key, "sk": secret_key})
 
     store = open_store(files["db"])
-    store.configure(*config)
+    store.configure(*pools_and_queues)
     executor = Executor(store, state_dir, url, files["credentials"], max_running=max_running,
                         stop_grace=stop_grace, schedule_delay=schedule_delay)
     sampler = Sampler(store, executor, interval=sample_interval)

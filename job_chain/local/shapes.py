@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import os
 import time
-from typing import Any, Dict, Iterable, List, Optional
+from typing import Any, Dict, Iterable, List, Mapping, Optional
 
 from job_chain.local.host import HOSTNAME
 
@@ -128,7 +128,7 @@ def queue_v1(queue: Dict[str, Any], capacity: Optional[int], counts: Counts,
     as Baidu's get_queue example writes them)."""
     whole = machine()
 
-    def amounts(values: Dict[str, float]) -> Dict[str, str]:
+    def amounts(values: Mapping[str, float]) -> Dict[str, str]:
         return {"cpu": _number(values["cpu"]), "memory": _number(values["memoryGi"])}
 
     return {
@@ -160,7 +160,7 @@ def queue_v2(queue: Dict[str, Any], capacity: Optional[int], counts: Counts,
     """Go SDK v2 ``QueueSpec`` (quotas as ``ResourceAmount``: ``milliCPUcores``, ``memoryGi``)."""
     whole = machine()
 
-    def amounts(values: Dict[str, float]) -> Dict[str, Any]:
+    def amounts(values: Mapping[str, float]) -> Dict[str, Any]:
         return {"milliCPUcores": _number(values["cpu"] * 1000), "memoryGi": _number(values["memoryGi"]),
                 "acceleratorCardList": []}
 

@@ -12,9 +12,10 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Awaitable, Callable, Dict, List
+from typing import Any, List
 
 from fastapi.responses import JSONResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from job_chain.errors import UsageError
 from job_chain.local.errors import BadRequest, error_body
@@ -26,9 +27,6 @@ from job_chain.util.safe_text import without_surrogates
 MAX_BODY = 8 * 1024 * 1024
 TOO_LARGE = "RequestEntityTooLarge"
 
-Scope = Dict[str, Any]
-Receive = Callable[[], Awaitable[Dict[str, Any]]]
-Send = Callable[[Dict[str, Any]], Awaitable[None]]
 
 
 class JSONAnswer(JSONResponse):
@@ -45,7 +43,7 @@ class JSONAnswer(JSONResponse):
 class BodyLimitMiddleware:
     """Refuse request bodies over ``limit`` bytes (413 ``RequestEntityTooLarge``) before reading them."""
 
-    def __init__(self, app: Callable[..., Awaitable[None]], limit: int = MAX_BODY) -> None:
+    def __init__(self, app: ASGIApp, limit: int = MAX_BODY) -> None:
         self.app = app
         self.limit = limit
 
@@ -78,9 +76,9 @@ class BodyLimitMiddleware:
             chunks.append(chunk)
             if not message.get("more_body", False):
                 break
-        pending = [{"type": "http.request", "body": b"".join(chunks), "more_body": False}]
+        pending: List[Message] = [{"type": "http.request", "body": b"".join(chunks), "more_body": False}]
 
-        async def replay() -> Dict[str, Any]:
+        async def replay() -> Message:
             return pending.pop() if pending else await receive()
 
         await self.app(scope, replay, send)

@@ -62,7 +62,7 @@ def _read_script(chain_dir: str, name: str,
                  scripts: Optional[Dict[str, str]] = None) -> Tuple[Optional[str], Optional[str]]:
     """(the script's text, None), or (None, why not: ``line:column: ...``, or None if unreadable)."""
     if scripts and name in scripts:
-        text: Optional[str] = scripts[name]
+        text = scripts[name]
     else:
         candidate = name if os.path.isabs(name) else os.path.join(chain_dir, name)
         try:
@@ -70,9 +70,10 @@ def _read_script(chain_dir: str, name: str,
                 raw = handle.read()
         except (OSError, ValueError):  # ValueError: a NUL byte or lone surrogate in the name
             return None, None
-        text, why = decode_utf8(raw)
-        if text is None:
+        decoded, why = decode_utf8(raw)
+        if decoded is None:
             return None, why
+        text = decoded
     at = text.find("\x00")
     if at >= 0:
         line = text.count("\n", 0, at) + 1
@@ -134,7 +135,8 @@ def _check_step(c: _Checker, job: Any, index: int, chain_dir: str, secret: Optio
         if script is not None:
             spec["command"] = script
         body["jobSpec"] = spec
-        envs = spec.get("envs") if isinstance(spec.get("envs"), list) else []
+        raw_envs = spec.get("envs")
+        envs: List[Any] = raw_envs if isinstance(raw_envs, list) else []
         for k, env in enumerate(envs):
             if secret and isinstance(env, dict) and isinstance(env.get("value"), str) and secret in env["value"]:
                 c.problem(f"{sw}.envs[{k}].value", "holds the secret key from api_config; credentials never "

@@ -221,10 +221,10 @@ def check_step_refs(body: Dict[str, Any], where: str, *, script_file: bool, scri
             why = _ref_problem(ref, name, params, matrix, ancestors, steps)
             if why:
                 problems.append(f"{at}: {ref.text}: {why}")
-    if script_file and script and _CANDIDATE.search(script):
-        first = _CANDIDATE.search(script).group(0)  # type: ignore[union-attr]
-        warnings.append(f"{where}.jobSpec.command: the script file contains {first}, which runs as written "
-                        "(script files are never rewritten): read $JOB_CHAIN_PARAM_<NAME> / "
+    candidate = _CANDIDATE.search(script) if script_file and script else None
+    if candidate:
+        warnings.append(f"{where}.jobSpec.command: the script file contains {candidate.group(0)}, which runs as "
+                        "written (script files are never rewritten): read $JOB_CHAIN_PARAM_<NAME> / "
                         "$JOB_CHAIN_MATRIX_<NAME> there, or pass the reference in an env value")
 
 

@@ -124,8 +124,9 @@ def _read_rules(rules: Any, where: str, problems: List[str]) -> Tuple[FailureRul
         explanation = rule.get("explanation", "")
         if not isinstance(explanation, str) or len(explanation) > 500:
             problems.append(f"{at}.explanation: must be a text of at most 500 characters")
-        if len(problems) == before:
-            good.append(FailureRule(name, cls, pattern, explanation))  # type: ignore[arg-type]
+        # (the isinstance checks repeat what a problem above said, for the type checker)
+        if len(problems) == before and isinstance(cls, str) and isinstance(pattern, str):
+            good.append(FailureRule(name, cls, pattern, explanation))
     return tuple(good)
 
 
@@ -145,9 +146,10 @@ def _read_checkpoint(value: Any, where: str, problems: List[str]) -> Optional[Ch
             or len(tracker) > 255):
         problems.append(f"{where}.tracker: must be a file name in dir, e.g. \"latest_checkpointed_iteration.txt\", "
                         f"found {describe(tracker)}")
-    if len(problems) != before:
+    # (the isinstance checks repeat what a problem above said, for the type checker)
+    if len(problems) != before or not isinstance(folder, str) or not isinstance(tracker, str):
         return None
-    return Checkpoint(folder, tracker)  # type: ignore[arg-type]
+    return Checkpoint(folder, tracker)
 
 
 def _read_metrics(metrics: Any, where: str, problems: List[str]) -> Dict[str, str]:

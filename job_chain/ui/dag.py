@@ -70,7 +70,7 @@ def layout(steps: Sequence[StepStatus]) -> Dag:
     graph = [s for s in steps if not s.run_on]
     handlers = [s for s in steps if s.run_on]
     known = {s.index for s in graph}
-    edges_in = {s.index: [d for d in s.depends_on if d in known] for s in graph}
+    edges_in: Dict[int, Sequence[int]] = {s.index: [d for d in s.depends_on if d in known] for s in graph}
     depth = depths_of(edges_in)
     columns: Dict[int, List[StepStatus]] = {}
     for step in graph:

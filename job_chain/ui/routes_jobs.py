@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse
@@ -88,11 +88,14 @@ def register(app: FastAPI, pages: Pages) -> None:
             raise NotFoundError(say(exc)) from None
         events: List[Dict[str, Any]] = []
         pod_events: Dict[str, List[Dict[str, Any]]] = {}
+        # not a JobsAPI call: AIHC's clients have it, another client shows no pod events
+        events_of_pod: Optional[Callable[..., Dict[str, Any]]] = getattr(client, "pod_events", None)
         try:
             events = list(client.job_events(pool, job_id).get("events") or [])
-            for pod in pod_names(job):
-                pod_events[pod] = list(client.pod_events(pool, job_id, pod).get("events") or [])  # type: ignore[attr-defined]
-        except (JobChainError, AttributeError):
+            if events_of_pod is not None:
+                for pod in pod_names(job):
+                    pod_events[pod] = list(events_of_pod(pool, job_id, pod).get("events") or [])
+        except JobChainError:
             pass
         pods = ((job.get("podList") or {}).get("pods")) or []
         shown = redact({k: v for k, v in job.items() if k != "podList"}, pages.secrets_of(found))
