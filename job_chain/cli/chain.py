@@ -182,6 +182,7 @@ def _dry_run(session: Any, first: str, mode: str, secret: Optional[str], params:
         click.echo("# first wave (the caps allow): " + ", ".join(s.display for s in now) + f"; {len(later)} more "
                    "wait for a slot and start as steps end", err=True)
     first_step = chain.named(plans[0]["step"])
+    assert first_step is not None  # the plans were made from this chain's steps
     added = tail_size(plans[0]["body"]["jobSpec"]["command"], first_step.script)
     click.echo(f"# the run id is chosen at submission; job-chain adds {added} bytes around your script", err=True)
 

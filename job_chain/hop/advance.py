@@ -356,10 +356,11 @@ class _Hop:
         dependents = self.chain.dependents(me.index)
         joins = any(set(d.depends_on) - {me.index} for d in dependents)
         watchers = bool(self.chain.handlers or self.chain.notify)
-        capped = self.records is not None and me_facts.capped
-        if capped:
-            slots.release(self.chain, self.records, self.run_id, me)  # before looking at the run
-            quick = slots.hand_on(self.chain, self.records, self.run_id, me, origin=f"{me.name}/{attempt}",
+        records = self.records if me_facts.capped else None  # slots are kept in the run record
+        capped = records is not None
+        if records is not None:
+            slots.release(self.chain, records, self.run_id, me)  # before looking at the run
+            quick = slots.hand_on(self.chain, records, self.run_id, me, origin=f"{me.name}/{attempt}",
                                   submit=lambda s, a: self.slot_submit(s, a, (me.name, attempt)))
             if quick is not None:  # points of its matrix still to start: nothing else can be ready
                 log(f"step {me.name} ended; points of {me.group} still wait: started {len(quick[0])} of them")
@@ -392,7 +393,7 @@ class _Hop:
             return EXIT_ADVANCE_FAILED if succeeded else 1
         if not succeeded:
             self._step_failed(me)
-        again = slots.requeued(self.chain, *slots.claims(self.records, self.run_id), states) if capped else []
+        again = slots.requeued(self.chain, *slots.claims(records, self.run_id), states) if records else []
         for step in again:  # resumed steps that wait for a slot again
             del states[step.index]
         plan = plan_.plan(self.chain, states, stopped=stopped)
@@ -403,9 +404,9 @@ class _Hop:
             if direct:
                 code = self.submit([(s.name, s.first_attempt) for s in direct], (me.name, attempt),
                                    0 if succeeded else 1)
-            if capped and len(direct) < len(ready):  # the capped ones: as many as there are free slots
+            if records is not None and len(direct) < len(ready):  # the capped ones: as many as slots are free
                 nexts = {s.name: next_attempt(s, self.latest[s.name].attempt) for s in again}
-                _, lost = slots.fill(self.chain, self.records, self.run_id, ready, nexts, origin=f"{me.name}/{attempt}",
+                _, lost = slots.fill(self.chain, records, self.run_id, ready, nexts, origin=f"{me.name}/{attempt}",
                                      submit=lambda s, a: self.slot_submit(s, a, (me.name, attempt)))
                 code = EXIT_ADVANCE_FAILED if lost and succeeded else code
         elif succeeded and not dependents and not plan.ended:

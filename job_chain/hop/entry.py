@@ -178,7 +178,7 @@ def reconnect_from_credentials_file() -> Optional[Any]:
     """
     from job_chain.aihc.client import AIHCClient
     from job_chain.aihc.credentials import CREDENTIALS_ENV, resolve_credentials
-    from job_chain.hop.submitting import log
+    from job_chain.util.log import log
 
     path = os.environ.get(CREDENTIALS_ENV)
     if not path:

@@ -44,7 +44,7 @@ def _pools_of(chain: Chain) -> Dict[int, List[Tuple[str, int]]]:
     """Every step's pools, worked out once per chain (status asks for each step)."""
     key = (id(chain.steps), len(chain.steps), chain.max_running)
     if chain._pools is not None and chain._pools[0] == key:
-        return chain._pools[1]  # type: ignore[no-any-return]
+        return chain._pools[1]
     counted = [s for s in chain.steps if not s.is_handler and not s.excluded]
     sizes: Dict[str, int] = {}
     for step in chain.steps:
@@ -152,7 +152,7 @@ def release(chain: Chain, records: Optional[RunRecords], run_id: str, me: Step) 
         held = [tuple(h) for h in claim.get("slots") or []]
     except TypeError:
         return
-    _free(records, run_id, held, e)  # type: ignore[arg-type]
+    _free(records, run_id, held, e)
 
 
 def requeued(chain: Chain, epoch_: int, claimed: Set[str], states: Dict[int, str]) -> List[Step]:
