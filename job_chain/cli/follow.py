@@ -92,6 +92,7 @@ def follow_logs(client: Any, pool: str, job_id: str, pod: str, tail: Optional[in
     from job_chain.engine.states import is_terminal
     from job_chain.util.safe_text import for_stream  # a log's control sequences are shown, not obeyed
 
+    engine = as_engine(client)
     shown: Deque[str] = deque(maxlen=FOLLOW_ANCHOR)
 
     def emit(lines: Iterable[str]) -> None:
@@ -100,10 +101,10 @@ def follow_logs(client: Any, pool: str, job_id: str, pod: str, tail: Optional[in
             shown.append(line)
 
     def stream(done: bool, **params: Any) -> Iterator[str]:
-        return _complete(lines_of(log_records(as_engine(client), pool, job_id, pod, **params)), done)
+        return _complete(lines_of(log_records(engine, pool, job_id, pod, **params)), done)
 
     if tail is None and not follow:  # the whole log as it comes, record by record
-        for record in log_records(as_engine(client), pool, job_id, pod):
+        for record in log_records(engine, pool, job_id, pod):
             click.echo(for_stream(record), nl=False)
         return
     if tail is None:
@@ -112,7 +113,7 @@ def follow_logs(client: Any, pool: str, job_id: str, pod: str, tail: Optional[in
         emit(deque(stream(not follow, max_lines=tail), maxlen=tail))  # at most tail lines held
     since = time.time()
     while follow:
-        done = is_terminal(client.get_job(pool, job_id).get("status"))
+        done = is_terminal(engine.job(pool, job_id).status)
         asked = time.time()
         resume = Resume(list(shown))
         for line in stream(done, start_time=max(0, int(since - FOLLOW_OVERLAP))):

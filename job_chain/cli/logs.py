@@ -65,39 +65,43 @@ def _where(state: Any, chosen: Any) -> str:
 def _print_attempt(client: Any, pool: str, state: Any, chosen: Any, pod: Optional[str], tail: Optional[int],
                    follow: bool) -> None:
     """One attempt's log; with ``follow``, an attempt still queued (no pod yet) is waited for."""
-    from job_chain.aihc.client import naming_pods, pod_names
+    from job_chain.aihc.client import naming_pods
+    from job_chain.aihc.engine import as_engine
     from job_chain.cli.follow import follow_logs
-    from job_chain.cli.jobs import _first_pod
     from job_chain.engine.states import is_terminal
+    from job_chain.errors import UsageError
 
+    engine = as_engine(client)
+    job = engine.job(pool, chosen.job_id)
     if pod is None and follow:
-        job = client.get_job(pool, chosen.job_id)
-        if not pod_names(job) and not is_terminal(job.get("status")):
-            click.echo(f"{_where(state, chosen)} · {job.get('status')}: waiting for its pod", err=True)
-        while not pod_names(job) and not is_terminal(job.get("status")):
+        if not job.pods and not is_terminal(job.status):
+            click.echo(f"{_where(state, chosen)} · {job.status}: waiting for its pod", err=True)
+        while not job.pods and not is_terminal(job.status):
             time.sleep(2.0)
-            job = client.get_job(pool, chosen.job_id)
-    pod_name = _first_pod(client, pool, chosen.job_id, pod)
+            job = engine.job(pool, chosen.job_id)
+    if pod is None and not job.pods:
+        raise UsageError(f"job {chosen.job_id} has no pods yet; pass --pod NAME once it is scheduled")
+    pod_name = pod or job.pod_names[0]
     click.echo(f"{_where(state, chosen)} · pod {pod_name}", err=True)
     with naming_pods(client, pool, chosen.job_id, pod_name):
-        follow_logs(client, pool, chosen.job_id, pod_name, tail, follow)
+        follow_logs(engine, pool, chosen.job_id, pod_name, tail, follow)
 
 
 def _print_all_pods(client: Any, pool: str, state: Any, chosen: Any, tail: Optional[int]) -> None:
     """Every pod's log (or its last ``tail`` lines), each line prefixed with its pod, page by page."""
     from collections import deque
 
-    from job_chain.aihc.client import pod_names
     from job_chain.aihc.engine import as_engine
     from job_chain.engine.logs import lines_of, log_records
     from job_chain.errors import UsageError
     from job_chain.util.safe_text import for_stream
 
-    names = pod_names(client.get_job(pool, chosen.job_id))
+    engine = as_engine(client)
+    names = engine.job(pool, chosen.job_id).pod_names
     if not names:
         raise UsageError(f"job {chosen.job_id} has no pods yet")
     click.echo(_where(state, chosen), err=True)
     for name in names:
-        lines = lines_of(log_records(as_engine(client), pool, chosen.job_id, name, max_lines=tail))
+        lines = lines_of(log_records(engine, pool, chosen.job_id, name, max_lines=tail))
         for line in lines if tail is None else deque(lines, maxlen=tail):
             click.echo(for_stream(f"[{name}] {line.rstrip(chr(10))}"))

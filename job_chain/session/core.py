@@ -253,5 +253,13 @@ class ChainSession:
         """
         return logs.log(self.context, run_id, step, attempt, pod, tail)
 
+    def pods(self, run: Union[Run, str], job_id: str) -> Tuple[str, ...]:
+        """The pod names of one of the run's jobs (the master first)."""
+        return logs.pods(self.context, run if isinstance(run, Run) else self.run(run), job_id)
+
+    def pod_log(self, run: Union[Run, str], job_id: str, pod: str, **params: Any) -> Iterator[str]:
+        """The records of one pod's log, page by page (``max_lines``, ``chunk``, ``start_time``, …)."""
+        return logs.pod_log(self.context, run if isinstance(run, Run) else self.run(run), job_id, pod, **params)
+
     def __repr__(self) -> str:
         return f"ChainSession({os.path.relpath(self.path)!r})"

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Optional, Tuple, Union
+from typing import Any, Iterator, Optional, Tuple, Union
 
 from job_chain.errors import UsageError
 from job_chain.session.context import RunContext, find_run, frozen
 from job_chain.session.look import status
 from job_chain.session.plan import step_of
+from job_chain.session.runs import Run
 from job_chain.status.types import Attempt, StepStatus
 
 
@@ -38,24 +39,34 @@ def attempt(ctx: RunContext, run_id: Optional[str] = None, step: Union[int, str,
     return chosen, tries[wanted_number]
 
 
-def log(ctx: RunContext, run_id: Optional[str] = None, step: Union[int, str, None] = None,
-        number: Optional[int] = None, pod: Optional[str] = None, tail: Optional[int] = None) -> str:
-    """The log text of one attempt's pod (default: the master pod of the latest attempt); with
-    ``tail``, only the last ``tail`` lines are asked of the API (its ``maxLines``)."""
+def pods(ctx: RunContext, run: Run, job_id: str) -> Tuple[str, ...]:
+    """The pod names of one of the run's jobs, as its engine lists them (the master first)."""
+    from job_chain.aihc.engine import as_engine
+
+    return as_engine(ctx.places.client_for(run)).job(frozen(ctx, run).pool, job_id).pod_names
+
+
+def pod_log(ctx: RunContext, run: Run, job_id: str, pod: str, **params: Any) -> Iterator[str]:
+    """The records of one pod's log, page by page (``params``: ``max_lines``, ``chunk``, …)."""
     from job_chain.aihc.engine import as_engine
     from job_chain.engine.logs import log_records
 
+    return log_records(as_engine(ctx.places.client_for(run)), frozen(ctx, run).pool, job_id, pod, **params)
+
+
+def log(ctx: RunContext, run_id: Optional[str] = None, step: Union[int, str, None] = None,
+        number: Optional[int] = None, pod: Optional[str] = None, tail: Optional[int] = None) -> str:
+    """The log text of one attempt's pod (default: the master pod of the latest attempt); with
+    ``tail``, only the last ``tail`` lines are asked of the engine (its ``maxLines``)."""
     run = find_run(ctx, run_id)
     _, chosen = attempt(ctx, run.run_id, step, number)
-    engine = as_engine(ctx.places.client_for(run))
-    pool = frozen(ctx, run).pool
-    names = engine.job(pool, chosen.job_id).pod_names
     if pod is None:
+        names = pods(ctx, run, chosen.job_id)
         if not names:
             raise UsageError(f"job {chosen.job_id} has no pods yet")
         pod = names[0]
-    # the server cuts the tail (maxLines); a whole log comes page by page
-    text = "".join(log_records(engine, pool, chosen.job_id, pod, max_lines=tail))
+    # the engine cuts the tail (maxLines); a whole log comes page by page
+    text = "".join(pod_log(ctx, run, chosen.job_id, pod, max_lines=tail))
     if tail is not None:
         text = "".join(text.splitlines(True)[-tail:]) if tail else ""
     return text

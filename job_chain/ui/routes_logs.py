@@ -9,10 +9,7 @@ from typing import Any, Callable, Dict, List, Optional
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 
-from job_chain.aihc.client import pod_names
-from job_chain.aihc.engine import as_engine
 from job_chain.aihc.timefmt import parse_time
-from job_chain.engine.logs import log_records
 from job_chain.errors import JobChainError
 from job_chain.ui import views
 from job_chain.ui.curves import parse_curves, patterns_for
@@ -38,15 +35,13 @@ def register(app: FastAPI, pages: Pages) -> None:
             error = "not submitted yet"
         else:
             try:
-                client = session.client_for(run)
-                pool = session.frozen(run).pool
                 if pod is None:
-                    names = pod_names(client.get_job(pool, chosen.job_id))
+                    names = session.pods(run, chosen.job_id)
                     pod = names[0] if names else None
                 if pod is None:
                     error = f"job {chosen.job_id} has no pod yet"
                 else:
-                    text = "".join(log_records(as_engine(client), pool, chosen.job_id, pod, max_lines=lines))
+                    text = "".join(session.pod_log(run, chosen.job_id, pod, max_lines=lines))
                     text = "".join(text.splitlines(True)[-lines:])
             except JobChainError as exc:
                 error = say(exc)
@@ -63,16 +58,14 @@ def register(app: FastAPI, pages: Pages) -> None:
         session = pages.session(found)
         if chosen is None:
             raise NotFoundError(f"step {step_key} of run {run_id} has not been submitted")
-        client = session.client_for(run)
-        pool = session.frozen(run).pool
         try:
             if not pod:
-                names = pod_names(client.get_job(pool, chosen.job_id))
+                names = session.pods(run, chosen.job_id)
                 pod = names[0] if names else None
             if pod is None:
                 raise NotFoundError(f"job {chosen.job_id} has no pod yet")
             # page by page (nextMarker), records of 2000 lines: never the whole log in memory
-            stream = views.log_download(log_records(as_engine(client), pool, chosen.job_id, pod, chunk=2000),
+            stream = views.log_download(session.pod_log(run, chosen.job_id, pod, chunk=2000),
                                         pages.secrets_of(found, run))
         except JobChainError as exc:
             raise NotFoundError(say(exc)) from None
@@ -90,11 +83,8 @@ def register(app: FastAPI, pages: Pages) -> None:
         if chosen is None:
             return JSONResponse({"curves": {}, "live": False})
         try:
-            client = session.client_for(run)
-            pool = session.frozen(run).pool
-            names = pod_names(client.get_job(pool, chosen.job_id))
-            text = "".join(log_records(as_engine(client), pool, chosen.job_id, names[0], max_lines=CURVE_LINES)) \
-                if names else ""
+            names = session.pods(run, chosen.job_id)
+            text = "".join(session.pod_log(run, chosen.job_id, names[0], max_lines=CURVE_LINES)) if names else ""
         except JobChainError as exc:
             return JSONResponse({"curves": {}, "error": say(exc), "live": step.active})
         return JSONResponse({"curves": parse_curves(text.splitlines(), patterns), "live": step.active})

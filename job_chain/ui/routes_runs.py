@@ -9,7 +9,6 @@ from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse
 from starlette.concurrency import run_in_threadpool
 
-from job_chain.aihc.client import pod_names
 from job_chain.errors import JobChainError
 from job_chain.ui import dag, views
 from job_chain.ui.catalog import Entry
@@ -94,7 +93,7 @@ def register(app: FastAPI, pages: Pages) -> None:
         pod_error = ""
         if chosen is not None:
             try:
-                pods = pod_names(session.client_for(run).get_job(session.frozen(run).pool, chosen.job_id))
+                pods = list(session.pods(run, chosen.job_id))
             except JobChainError as exc:
                 pod_error = say(exc)
         return pages.page("_step.html", entry=found, run=run, step=step, chosen=chosen, pods=pods,
