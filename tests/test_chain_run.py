@@ -95,8 +95,8 @@ def test_stop_stops_the_running_step_and_no_later_step_starts(tmp_path: Path, lo
 
 
 def test_repeated_advance_creates_the_next_step_once(tmp_path: Path, local_server: Any) -> None:
-    chain = make_chain(tmp_path, [{"script": "echo a"}, {"script": "sleep 5"}], local_server.pool)
-    cli("run", str(chain), "--follow", server=local_server, timeout=60)
+    chain = make_chain(tmp_path, [{"script": "echo a"}, {"script": "echo b"}], local_server.pool)
+    cli("run", str(chain), "--follow", server=local_server, timeout=60, check=True)
     run_id = latest_run(chain)
     # a pod restart, a fault-tolerance re-run or a retried call: advance again for step 0
     for _ in range(3):
