@@ -84,8 +84,6 @@ class MemoryAPI:
     """The training-job calls of :class:`~job_chain.aihc.api.JobsAPI` over a dict, thread-safe.
 
     ``clock``: the time jobs are created, started and ended at (default ``time.time``).
-    ``fail_creates``: errors the next create calls raise, in order, before doing anything (a
-    create that fails after its job was committed: ``fail_creates_after``).
     """
 
     endpoint = "memory://aihc"
@@ -95,8 +93,6 @@ class MemoryAPI:
         self.clock = clock
         self.jobs: Dict[str, MemoryJob] = {}
         self.creates: List[Create] = []
-        self.fail_creates: List[AIHCError] = []
-        self.fail_creates_after: List[AIHCError] = []
         self._order: List[str] = []  # ids, oldest first
         self._lock = threading.RLock()
 
@@ -109,8 +105,6 @@ class MemoryAPI:
             raise AIHCError("request body must be a job with a name", status=400, code="InappropriateJSON")
         body = json.loads(json.dumps(body))  # what was sent, never the caller's object
         with self._lock:
-            if self.fail_creates:
-                raise self.fail_creates.pop(0)
             digest = _digest(body)
             job = next((j for j in self.jobs.values() if client_token and j.token == client_token), None)
             if job is not None:
@@ -129,8 +123,6 @@ class MemoryAPI:
                 self.jobs[job.id] = job
                 self._order.append(job.id)
                 self.creates.append(Create(pool, body, client_token, job.id, created=True))
-            if self.fail_creates_after:
-                raise self.fail_creates_after.pop(0)
             return {"jobId": job.id, "jobName": job.name}
 
     def iter_jobs(self, pool: str, *, queue: Optional[str] = None, order_by: Optional[str] = None,
@@ -197,17 +189,6 @@ class MemoryAPI:
             else:
                 self._end(job, "Succeeded", events + [
                     ("JobSucceeded", f"PyTorchJob {job.name} is successfully completed.", "Normal")])
-
-    def by_label(self, **wanted: str) -> List[MemoryJob]:
-        """The jobs whose labels include ``wanted`` (``run=..., step=...``: the ``job-chain/`` labels), oldest first."""
-        with self._lock:
-            jobs = [self.jobs[i] for i in self._order]
-        found = []
-        for job in jobs:
-            labels = {x["key"]: x["value"] for x in job.body.get("labels") or []}
-            if all(labels.get(f"job-chain/{k}") == v for k, v in wanted.items()):
-                found.append(job)
-        return found
 
     # -- inside ---------------------------------------------------------------------------------
     def _find(self, pool: str, job_id: str) -> MemoryJob:
