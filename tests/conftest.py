@@ -108,6 +108,16 @@ def private_run_index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None
 
 
 @pytest.fixture
+def no_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
+    """job-chain's API client retries as it does (the same errors, as many times), without waiting
+    its jittered back-off between tries (0.15 s doubling up to 8 s): for tests whose calls go to a
+    port nobody answers, where the wait is all that the retries would cost."""
+    from job_chain.aihc import client
+
+    monkeypatch.setattr(client._RetryPolicy, "get_delay_before_next_retry_in_millis", lambda *args: 0.0)
+
+
+@pytest.fixture
 def local_server_factory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., LocalServer]]:
     servers: List[LocalServer] = []
 

@@ -95,8 +95,8 @@ def test_stop_stops_the_running_step_and_no_later_step_starts(tmp_path: Path, lo
 
 
 def test_repeated_advance_creates_the_next_step_once(tmp_path: Path, local_server: Any) -> None:
-    chain = make_chain(tmp_path, [{"script": "echo a"}, {"script": "sleep 5"}], local_server.pool)
-    cli("run", str(chain), "--follow", server=local_server, timeout=60)
+    chain = make_chain(tmp_path, [{"script": "echo a"}, {"script": "echo b"}], local_server.pool)
+    cli("run", str(chain), "--follow", server=local_server, timeout=60, check=True)
     run_id = latest_run(chain)
     # a pod restart, a fault-tolerance re-run or a retried call: advance again for step 0
     for _ in range(3):
@@ -192,14 +192,26 @@ def test_inline_mode_needs_no_chain_file_in_the_job(tmp_path: Path, local_server
 
 def test_logs_follow_goes_through_every_later_step(tmp_path: Path, local_server: Any) -> None:
     flaky = 'if [ ! -f "$SHARED/tried" ]; then touch "$SHARED/tried"; echo first-try; exit 7; fi\necho second-try'
-    chain = make_chain(tmp_path, [{"script": "sleep 3; echo from-step-0"}, {"script": flaky, "retries": 1},
+    gate = 'while [ ! -e "$SHARED/go" ]; do sleep 0.05; done; echo from-step-0'  # ends once logs follows it
+    chain = make_chain(tmp_path, [{"script": gate}, {"script": flaky, "retries": 1},
                                   {"script": "echo from-step-2; exit 5"}], local_server.pool)
     cli("run", str(chain), server=local_server, check=True)
-    done = cli("logs", str(chain), "--follow", server=local_server, timeout=60)
-    assert done.returncode == 1, done.stderr  # the run failed at its last step
-    out = done.stdout
+    env = dict(os.environ, JOB_CHAIN_CREDENTIALS=local_server.credentials_file)
+    for name in ("AIHC_HOST", "AIHC_AK", "AIHC_SK", "AK", "SK"):
+        env.pop(name, None)
+    follow = subprocess.Popen([*JOB_CHAIN, "logs", str(chain), "--follow"], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        header = follow.stderr.readline()  # type: ignore[union-attr]
+        (tmp_path / "shared" / "go").touch()
+        out, err = follow.communicate(timeout=60)
+    finally:
+        follow.kill()
+        follow.wait()
+    assert follow.returncode == 1, header + err  # the run failed at its last step
+    assert header.startswith("# step 0 "), header  # it was following step 0 before step 0 printed
     assert out.index("from-step-0") < out.index("first-try") < out.index("second-try") < out.index("from-step-2")
-    assert done.stderr.count("# step 1 ") == 2 and f"# run {latest_run(chain)}: failed" in done.stderr
+    assert err.count("# step 1 ") == 2 and f"# run {latest_run(chain)}: failed" in err
 
 
 def test_local_flag_keeps_every_step_off_cluster_paths(tmp_path: Path) -> None:

@@ -152,9 +152,12 @@ def test_run_outlasts_a_burst_of_faults_without_a_duplicate(tmp_path: Path, loca
     retries (and leaving a committed step 0 to advance a run the user was told had failed).
     """
     server = local_server_factory(extra_args=["--inject-faults", "0.7", "--fault-seed", "19"])
-    # step 0 sleeps, so that its own advance does not join the first API calls
-    chain = make_chain(tmp_path, [{"script": "sleep 8"}, {"script": "true"}], server.pool)
+    # step 0 waits until run has returned, so that its own advance does not join the first API calls
+    gate = 'while [ ! -e "$SHARED/go" ]; do sleep 0.05; done'
+    chain = make_chain(tmp_path, [{"script": gate}, {"script": "true"}], server.pool)
     done = cli("run", str(chain), server=server)
+    (tmp_path / "shared").mkdir(exist_ok=True)
+    (tmp_path / "shared" / "go").touch()
     assert done.returncode == 0, done.stdout + done.stderr
     assert "retrying in" in done.stderr
     lines = [line for line in (server.state_dir / "server.log").read_text().splitlines() if "injected" in line]

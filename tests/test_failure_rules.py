@@ -144,6 +144,21 @@ def test_status_sums_gpu_hours_per_step_and_run_and_keeps_lost_ones_apart() -> N
     assert [a["gpuHours"] for a in data["steps"][0]["attempts"]] == [16.0, 8.0]
 
 
+def test_a_2x8_gpu_steps_hours_use_the_records_clocks_to_the_millisecond() -> None:
+    """What tests/test_failures_run.py checks against the wall clock, exactly: each attempt runs from
+    the middle of its runningAt second to its advance's end (the record's, to the millisecond)."""
+    the_chain = chain({"retries": {"infra": 1}}, replicas=2, resources=[{"name": "nvidia.com/gpu", "quantity": 8}])
+    attempts = [Attempt("train", 1, "j1", "Failed", at(101), at(60), 1, running=at(100)),
+                Attempt("train", 2, "j2", "Succeeded", at(51), at(10), 0, running=at(50))]
+    facts = RunFacts(started=NOW - 102, submitted={("train", 1): NOW - 100.6, ("train", 2): NOW - 50.4},
+                     ended={("train", 1): NOW - 60 + 0.8, ("train", 2): NOW - 10 + 0.3})
+    status = summarize(the_chain, attempts, facts, run_id="r", now=NOW)
+    first, second = 16 * (100 - 0.5 - 59.2) / 3600, 16 * (50 - 0.5 - 9.7) / 3600
+    assert status.steps[0].gpu_hours == pytest.approx(first + second, abs=1e-9)
+    assert status.steps[0].lost_gpu_hours == pytest.approx(first, abs=1e-9)
+    assert status.as_json()["gpuHours"] == round(first + second, 4)
+
+
 def test_notifications_say_why_and_what_it_cost() -> None:
     the_chain = chain({})
     failure = Failure("infra", "ecc-uncorrectable", "RuntimeError: …", "train-worker-0")

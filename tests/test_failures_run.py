@@ -131,7 +131,9 @@ def test_a_retry_is_told_the_last_complete_checkpoint(tmp_path: Path, shared_ser
 
 def test_gpu_hours_of_a_2x8_gpu_step_with_a_failed_first_attempt_match_the_wall_clock(
         tmp_path: Path, shared_server: LocalServer) -> None:
-    twice = ('sleep 12\nif [ ! -f "$SHARED/tried-$RANK" ]; then touch "$SHARED/tried-$RANK"\n'
+    # 4 s a run: long enough that GPU-hours off by 40% exceed the 1.5 s slack below, short enough
+    # for every commit (the arithmetic itself, exact to the millisecond: tests/test_failure_rules.py)
+    twice = ('sleep 4\nif [ ! -f "$SHARED/tried-$RANK" ]; then touch "$SHARED/tried-$RANK"\n'
              '  echo "RuntimeError: CUDA error: uncorrectable ECC error encountered" >&2; exit 1; fi\n')
     chain = write_chain(tmp_path, shared_server.pool, [
         {"name": "train", "script": twice, "replicas": 2, "resources": [{"name": "nvidia.com/gpu", "quantity": 8}],

@@ -10,7 +10,9 @@ import json
 import os
 import shlex
 import subprocess
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Dict, List
 
@@ -194,10 +196,12 @@ def test_stop_on_a_finished_run_is_refused_and_its_outcome_stays(tmp_path: Path,
 
 
 def test_simultaneous_runs_start_exactly_one(tmp_path: Path, shared_server: LocalServer) -> None:
+    """Four ``job-chain run`` processes at once, twice: one starts the run, the others say it is going.
+    (The same race 20 more times in-process: the next test.)"""
     env = dict(os.environ, JOB_CHAIN_CREDENTIALS=shared_server.credentials_file)
     for name in ("AIHC_HOST", "AIHC_AK", "AIHC_SK"):
         env.pop(name, None)
-    for round_ in range(10):
+    for round_ in range(2):
         chain = write_chain(tmp_path / f"r{round_}", shared_server.pool, [{"name": "hold", "script": "sleep 60"}])
         racers = [subprocess.Popen([*JOB_CHAIN, "run", str(chain)], env=env, stdout=subprocess.PIPE,
                                    stderr=subprocess.PIPE, text=True) for _ in range(4)]
@@ -212,6 +216,37 @@ def test_simultaneous_runs_start_exactly_one(tmp_path: Path, shared_server: Loca
         assert len(runs) == 1
         assert jobs_by_step(shared_server, runs[0].name) == {"hold/1": 1}
         session(chain, shared_server).stop(runs[0].name)
+
+
+def test_simultaneous_starts_race_on_the_start_lock_and_make_one_run(tmp_path: Path) -> None:
+    """Four sessions of one chain file start at the same instant, 20 times over, on one in-memory API:
+    the start lock (a file lock, as between processes) lets exactly one run and one create through."""
+    from memory_api import MemoryAPI
+
+    from job_chain.errors import RunStillActive
+
+    for round_ in range(20):
+        chain = write_chain(tmp_path / f"r{round_}", "pool-local", [{"name": "hold", "script": "sleep 60"}])
+        api = MemoryAPI()
+        barrier = threading.Barrier(4)
+
+        def start(api: MemoryAPI = api, chain: Path = chain, barrier: threading.Barrier = barrier) -> Any:
+            s = ChainSession.from_file(str(chain), client=api)
+            barrier.wait()
+            try:
+                return s.start().run_id
+            except RunStillActive as exc:
+                return exc
+
+        with ThreadPoolExecutor(4) as pool:
+            outcomes = list(pool.map(lambda _: start(), range(4)))
+        started = [o for o in outcomes if isinstance(o, str)]
+        refused = [o for o in outcomes if isinstance(o, RunStillActive)]
+        assert len(started) == 1 and len(refused) == 3, outcomes
+        assert all("is still going" in str(error) and error.run_id == started[0] for error in refused)
+        runs = [p.name for p in (chain.parent / "chain_info.json.runs").iterdir() if p.name[0] != "."]
+        assert runs == started
+        assert [(c.labels["job-chain/step"], c.created) for c in api.creates] == [("hold", True)]
 
 
 def test_a_failed_graph_run_names_the_failed_step_everywhere(tmp_path: Path, shared_server: LocalServer) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import http.client
 import json
+import math
 import os
 import stat
 import time
@@ -298,24 +299,29 @@ def test_tail_of_a_huge_log_reads_only_the_end(local_server: LocalServer) -> Non
     assert grown < 100 * 2**20, f"bounded answers took the server's peak memory up {grown / 2**20:.0f} MB"
 
 
-def test_follow_fetches_only_new_lines(local_server: LocalServer, capsys: pytest.CaptureFixture) -> None:
+def test_follow_fetches_only_new_lines(local_server_factory: Any, tmp_path: Path,
+                                      capsys: pytest.CaptureFixture) -> None:
     from job_chain.aihc.credentials import Credentials
-    from job_chain.cli.follow import follow_logs
+    from job_chain.cli.follow import FOLLOW_OVERLAP, follow_logs
 
+    local_server = local_server_factory(sample_interval=0.05)  # the log's time index, sampled often
     sizes: List[int] = []
+    gate = tmp_path / "go"
 
     class CountingClient(AIHCClient):
-        """job-chain's client, noting how much log text each answer carried."""
+        """job-chain's client, noting how much log text each answer carried; the job's new lines
+        begin once the first answer (the last line before following) is in."""
 
         def pod_logs(self, *args: Any, **kwargs: Any) -> Dict[str, Any]:
             answer = super().pod_logs(*args, **kwargs)
             sizes.append(sum(len(r) for r in answer.get("logs") or []))
+            gate.touch()
             return answer
 
     creds = local_server.creds()
     client = CountingClient(Credentials(local_server.url, creds["ak"], creds["sk"]), max_retries=0)
     pool = local_server.pool
-    cmd = "sleep 7; for i in 1 2 3 4 5 6; do echo line-$i; sleep 0.2; done"
+    cmd = f"while [ ! -e {gate} ]; do sleep 0.05; done; for i in 1 2 3 4 5 6; do echo line-$i; sleep 0.2; done"
     job_id = client.create_job(pool, job_body("follow", cmd))["jobId"]
     local_server.wait_status(job_id, "Running")
     log = local_server.state_dir / "jobs" / job_id / "follow-master-0.log"
@@ -324,7 +330,16 @@ def test_follow_fetches_only_new_lines(local_server: LocalServer, capsys: pytest
         time.sleep(0.02)
     with open(log, "ab") as handle:
         handle.write((b"p" * 99 + b"\n") * 30_000 + b"prefix-end\n")  # 3 MB written before following
-    time.sleep(5.5)  # the server's time index (a sample every 0.5 s) has samples past the prefix
+    prefix = log.stat().st_size
+    sampled = None
+    while sampled is None:  # the server's time index has a sample past the prefix ...
+        assert time.monotonic() < deadline, "the server did not sample the log"
+        time.sleep(0.05)
+        with local_server.db() as conn:
+            sampled = conn.execute("SELECT MIN(ts) FROM log_index WHERE job_id=? AND pos>=?",
+                                   (job_id, prefix)).fetchone()[0]
+    # ... at or before the first poll's startTime (whole seconds, FOLLOW_OVERLAP before it starts)
+    time.sleep(max(0.0, math.ceil(sampled) + FOLLOW_OVERLAP + 0.1 - time.time()))
     follow_logs(client, pool, job_id, "follow-master-0", tail=1, follow=True, interval=0.3)
     out = capsys.readouterr().out
     assert out == "prefix-end\n" + "".join(f"line-{i}\n" for i in range(1, 7))

@@ -112,10 +112,23 @@ def test_a_local_run_is_steered_without_repeating_local(tmp_path: Path) -> None:
 
 
 def test_status_watch_reopens_the_live_view(tmp_path: Path, local_server: Any) -> None:
-    chain = make_chain(tmp_path, [{"script": "sleep 2"}, {"script": "echo b"}], local_server.pool)
+    gate = 'while [ ! -e "$SHARED/go" ]; do sleep 0.05; done'  # step 0 runs until the watch is open
+    chain = make_chain(tmp_path, [{"script": gate}, {"script": "echo b"}], local_server.pool)
     cli("run", str(chain), server=local_server, check=True)
-    done = cli("status", str(chain), "--watch", server=local_server, timeout=60)
-    assert done.returncode == 0, done.stderr
-    assert f"run {latest_run(chain)}: succeeded" in done.stdout
-    assert "step 1 step-1: Succeeded" in done.stdout
+    env = dict(os.environ, JOB_CHAIN_CREDENTIALS=local_server.credentials_file)
+    for name in ("AIHC_HOST", "AIHC_AK", "AIHC_SK", "AK", "SK"):
+        env.pop(name, None)
+    watch = subprocess.Popen([*JOB_CHAIN, "status", str(chain), "--watch"], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        first = watch.stdout.readline()  # type: ignore[union-attr]
+        (tmp_path / "shared" / "go").touch()
+        out, err = watch.communicate(timeout=60)
+    finally:
+        watch.kill()
+        watch.wait()
+    assert watch.returncode == 0, err
+    assert "step-0: Running" in first or "step-0: Pending" in first, first  # it opened on a running run
+    assert f"run {latest_run(chain)}: succeeded" in out
+    assert "step 1 step-1: Succeeded" in out
     wait_outcome(chain, local_server, "succeeded")

@@ -88,13 +88,16 @@ def test_unknown_runs_are_errors_that_list_the_known_ones(tmp_path: Path, shared
 
 
 def test_wait_times_out_without_stopping_the_run(tmp_path: Path, shared_server: LocalServer) -> None:
-    chain = make_chain(tmp_path, [{"script": "sleep 3"}], shared_server.pool)
+    gate = 'while [ ! -e "$SHARED/go" ]; do sleep 0.05; done'  # runs until the test lets it end
+    chain = make_chain(tmp_path, [{"script": gate}], shared_server.pool)
     s = session(chain, shared_server)
     run = s.start()
     with pytest.raises(RunTimeout):
         s.wait(run.run_id, timeout=0.3, interval=0.1)
     with pytest.raises(TimeoutError):  # RunTimeout is also the builtin TimeoutError
         s.wait(run.run_id, timeout=0.1, interval=0.1)
+    assert s.status(run.run_id).outcome is Outcome.RUNNING  # neither wait stopped it
+    (tmp_path / "shared" / "go").touch()
     assert s.wait(run.run_id, timeout=30, interval=0.2).outcome is Outcome.SUCCEEDED
 
 

@@ -45,8 +45,9 @@ def test_graph_dry_run_prints_a_request_for_each_step_of_the_first_wave(tmp_path
     assert "# wave 0: 0 data, 1 weights" in result.output and "# after the run (failure): 3 alert" in result.output
 
 
-def test_runs_says_why_a_run_cannot_be_read(tmp_path: Path) -> None:
-    """A run on a server that does not answer is 'unknown' with the reason in the table itself."""
+def test_runs_says_why_a_run_cannot_be_read(tmp_path: Path, no_backoff: None) -> None:
+    """A run on a server that does not answer is 'unknown' with the reason in the table itself
+    (after the client's retries, here without their back-off)."""
     chain = graph(tmp_path)
     records = RunRecords(str(chain))
     run_id = time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-abcd"
