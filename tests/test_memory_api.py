@@ -11,6 +11,7 @@ import pytest
 from conftest import LocalServer, job_body
 from memory_api import MemoryAPI
 
+from job_chain.aihc.engine import event_of, job_of
 from job_chain.aihc.errors import AIHCError
 from job_chain.status.types import attempt_of, explain
 
@@ -77,11 +78,11 @@ def test_jobs_read_back_with_their_labels_pods_times_and_how_they_ended(backend:
     job = api.get_job(pool, job_id)
     assert {x["key"]: x["value"] for x in job["labels"]}.items() >= labels.items()
     assert [p["objectMeta"]["name"] for p in job["podList"]["pods"]] == ["ends-master-0"]
-    item = attempt_of(job, "r1")
+    item = attempt_of(job_of(job), "r1")  # as the AIHC engine reads it
     assert item is not None and (item.step, item.attempt, item.job_id, item.status) == ("train", 2, job_id, "Failed")
     assert item.started is not None and item.finished is not None and item.finished >= item.started
     assert abs(item.finished.timestamp() - time.time()) < 60  # cut to the second, in UTC
-    explained = explain(item, api.job_events(pool, job_id)["events"])
+    explained = explain(item, [event_of(e) for e in api.job_events(pool, job_id)["events"]])
     assert explained.exit_code == 3 and "is failed because 1 Master replica(s) failed" in explained.reason
     assert api.stop_job(pool, job_id) == {"jobId": job_id}  # stopping an ended job: harmless
     assert api.get_job(pool, job_id)["status"] == "Failed"
