@@ -77,6 +77,26 @@ def test_stop_terms_then_kills(local_server: LocalServer, tmp_path: Path) -> Non
     assert time.monotonic() - t0 < 1.5
 
 
+def test_a_stop_right_after_the_create_stops_every_pod(local_server: LocalServer) -> None:
+    """A stop that lands while the job's pods are being started leaves none behind: each pod is
+    started and counted among the job's live pods under the lock a stop takes (a pod started
+    outside it outlived a job already Stopped, or held it Stopping, in about half of the tries)."""
+    client, pool = local_server.client(), local_server.pool
+    for round_no in range(8):
+        job_id = client.create_job(pool, job_body(f"race{round_no}", "while :; do sleep 0.05; done",
+                                                  replicas=2))["jobId"]
+        client.stop_job(pool, job_id)
+        local_server.wait_status(job_id, "Stopped", timeout=8)
+        db = local_server.db()
+        try:
+            pids = [row[0] for row in db.execute("SELECT pid FROM pods WHERE job_id = ?", (job_id,))]
+        finally:
+            db.close()
+        alive = [pid for pid in pids if pid and psutil.pid_exists(pid)
+                 and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+        assert alive == [], f"round {round_no}: pods of a Stopped job still run: {alive}"
+
+
 def test_failing_replica_fails_job_and_stops_others(local_server: LocalServer) -> None:
     client, pool = local_server.client(), local_server.pool
     cmd = 'if [ "$RANK" = 1 ]; then sleep 0.2; echo boom; exit 3; fi; sleep 30'

@@ -220,26 +220,51 @@ class Executor:
             for stale in (rc_path, rc_path + ".tmp"):
                 if os.path.exists(stale):
                     os.unlink(stale)
-            proc = start_process(command, paths, env)
-        except Exception as exc:  # noqa: BLE001 - OSError, or ValueError for a NUL byte or "A=B"
-            self.store.add_event(job_id, "Failed", f"Error: cannot start container: {reason(exc)}",
-                                 pod=name, kind="Warning")
-            self.finish_pod(job_id, name, 127)
+        except Exception as exc:  # noqa: BLE001 - OSError
+            self._cannot_start(job_id, name, exc)
             return
-        try:
-            create_time = psutil.Process(proc.pid).create_time()
-        except psutil.Error:
-            create_time = time.time()
+        # The process starts and is counted among the job's live pods under the lock a stop takes:
+        # a stop that came first leaves nothing to start, and one that comes after finds the pod
+        # to signal (started outside it, a pod could outlive a job that a stop already settled).
+        with self._exit_lock:
+            current = self.store.get_job(job_id)
+            if current is None:
+                return  # deleted while it was being scheduled
+            if current["status"] not in (st.SCHEDULED, st.RUNNING):  # stopped meanwhile: it never starts
+                now = time.time()
+                self.store.set_pod(job_id, name, status=st.FAILED, exit_code=143, finished_at=now)
+                self.store.add_event(job_id, "Killing", "the job was stopped before this pod started",
+                                     pod=name)
+                self._settle(job_id, now)  # a Stopping job whose other pods ended is Stopped now
+                return
+            try:
+                proc = start_process(command, paths, env)
+            except Exception as exc:  # noqa: BLE001 - OSError, or ValueError for a NUL byte or "A=B"
+                failed: Optional[BaseException] = exc
+            else:
+                failed = None
+                try:
+                    create_time = psutil.Process(proc.pid).create_time()
+                except psutil.Error:
+                    create_time = time.time()
+                live = LivePod(job_id, name, proc.pid, create_time, log_path, popen=proc)
+                self._live[(job_id, name)] = live
+        if failed is not None:
+            self._cannot_start(job_id, name, failed)
+            return
         now = time.time()
         self._index_log(job_id, name, now)
         self.store.set_pod(job_id, name, status=st.RUNNING, pid=proc.pid, create_time=create_time,
                            started_at=now, env=[{"name": k, "value": v} for k, v in shown])
         self.store.add_event(job_id, "Created", "Created container pytorch", pod=name, ts=now)
         self.store.add_event(job_id, "Started", "Started container pytorch", pod=name, ts=now)
-        live = LivePod(job_id, name, proc.pid, create_time, log_path, popen=proc)
-        self.track(live)
         threading.Thread(target=self._wait_child, args=(live,), name=f"wait-{name}",
                          daemon=True).start()
+
+    def _cannot_start(self, job_id: str, name: str, exc: BaseException) -> None:
+        self.store.add_event(job_id, "Failed", f"Error: cannot start container: {reason(exc)}",
+                             pod=name, kind="Warning")
+        self.finish_pod(job_id, name, 127)
 
     def track(self, live: LivePod) -> None:
         """Count ``live`` among its job's live pods: a stop or a delete signals it from now on."""
