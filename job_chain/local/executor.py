@@ -24,6 +24,7 @@ import signal
 import sys
 import threading
 import time
+from collections import OrderedDict
 from typing import Any, Dict, List, Optional, Tuple
 
 from job_chain.local import store as st
@@ -47,6 +48,7 @@ from job_chain.local.store import Store
 from job_chain.util import proctree
 
 log = logging.getLogger("job_chain.local")
+HALTED_KEPT = 4096  # stopped or deleted jobs remembered so that none of their pods starts late
 
 
 def utc_event_time(ts: float) -> str:
@@ -77,6 +79,10 @@ class Executor:
         self._exit_lock = threading.Lock()
         self._closing = False
         self._live: Dict[Tuple[str, str], LivePod] = {}
+        # jobs a stop or a delete reached while their pods may still be starting: none of theirs starts
+        # any more (kept here, not read from the store: a launch does not read its job back). The
+        # newest HALTED_KEPT are enough: a launch in flight is seconds old.
+        self._halted: OrderedDict[str, None] = OrderedDict()
         self._thread = threading.Thread(target=self._schedule_loop, name="scheduler", daemon=True)
         self.lifecycle = Lifecycle(store, state_dir, self, stop_grace=stop_grace, schedule_delay=schedule_delay)
         self.adoption = Adoption(store, state_dir, self, self.lifecycle)
@@ -227,10 +233,9 @@ class Executor:
         # a stop that came first leaves nothing to start, and one that comes after finds the pod
         # to signal (started outside it, a pod could outlive a job that a stop already settled).
         with self._exit_lock:
-            current = self.store.get_job(job_id)
-            if current is None:
-                return  # deleted while it was being scheduled
-            if current["status"] not in (st.SCHEDULED, st.RUNNING):  # stopped meanwhile: it never starts
+            if job_id in self._halted:  # stopped (or deleted) meanwhile: this pod never starts
+                if self.store.get_job(job_id) is None:
+                    return
                 now = time.time()
                 self.store.set_pod(job_id, name, status=st.FAILED, exit_code=143, finished_at=now)
                 self.store.add_event(job_id, "Killing", "the job was stopped before this pod started",
@@ -383,25 +388,39 @@ class Executor:
         """Stop a job: queued → Stopped at once; running → Stopping, then Stopped (idempotent)."""
         now = time.time()
         with self._exit_lock:
-            job = self.store.get_job(job_id)
-            if job is None:
-                return
-            live = any(p.job_id == job_id for p in self._live.values())
-            if job["status"] == st.PENDING or job["status"] == st.SCHEDULED and not live:
-                if self.store.transition(job_id, [st.PENDING, st.SCHEDULED], status=st.STOPPED, finished_at=now):
+            self._halt(job_id)
+            for _ in range(3):  # a launch moves Scheduled → Running without this lock: look again then
+                job = self.store.get_job(job_id)
+                if job is None:
+                    return
+                live = any(p.job_id == job_id for p in self._live.values())
+                if job["status"] == st.PENDING or job["status"] == st.SCHEDULED and not live:
+                    if not self.store.transition(job_id, [st.PENDING, st.SCHEDULED], status=st.STOPPED,
+                                                 finished_at=now):
+                        continue
                     self.store.add_event(job_id, "JobStopped", f"PyTorchJob {job['name']} is stopped.")
-            elif job["status"] in (st.RUNNING, st.SCHEDULED):  # Scheduled with pods: stopping for a restart
-                self.store.transition(job_id, [st.RUNNING, st.SCHEDULED], status=st.STOPPING)
-                self.store.add_event(job_id, "JobStopping", f"PyTorchJob {job['name']} is stopping.")
-                if live:
-                    self.terminate_job(job_id, self.stop_grace)
-                elif self.store.transition(job_id, [st.STOPPING], status=st.STOPPED, finished_at=now):
-                    self.store.add_event(job_id, "JobStopped", f"PyTorchJob {job['name']} is stopped.")
+                elif job["status"] in (st.RUNNING, st.SCHEDULED):  # Scheduled with pods: stopping for a restart
+                    if not self.store.transition(job_id, [st.RUNNING, st.SCHEDULED], status=st.STOPPING):
+                        continue
+                    self.store.add_event(job_id, "JobStopping", f"PyTorchJob {job['name']} is stopping.")
+                    if live:
+                        self.terminate_job(job_id, self.stop_grace)
+                    elif self.store.transition(job_id, [st.STOPPING], status=st.STOPPED, finished_at=now):
+                        self.store.add_event(job_id, "JobStopped", f"PyTorchJob {job['name']} is stopped.")
+                break
         self.wake()
+
+    def _halt(self, job_id: str) -> None:
+        """No pod of ``job_id`` starts from now on (callers hold ``_exit_lock``)."""
+        self._halted[job_id] = None
+        self._halted.move_to_end(job_id)
+        while len(self._halted) > HALTED_KEPT:
+            self._halted.popitem(last=False)
 
     def delete(self, job_id: str) -> None:
         """Forget a job; its processes get SIGTERM and then SIGKILL after the grace period."""
         with self._exit_lock:
+            self._halt(job_id)
             self.terminate_job(job_id, self.stop_grace)
             self.store.delete_job(job_id)
         self.wake()
