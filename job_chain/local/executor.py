@@ -24,7 +24,6 @@ import signal
 import sys
 import threading
 import time
-from collections import OrderedDict
 from typing import Any, Dict, List, Optional, Tuple
 
 from job_chain.local import store as st
@@ -82,7 +81,7 @@ class Executor:
         # jobs a stop or a delete reached while their pods may still be starting: none of theirs starts
         # any more (kept here, not read from the store: a launch does not read its job back). The
         # newest HALTED_KEPT are enough: a launch in flight is seconds old.
-        self._halted: OrderedDict[str, None] = OrderedDict()
+        self._halted: Dict[str, None] = {}  # in the order they were halted
         self._thread = threading.Thread(target=self._schedule_loop, name="scheduler", daemon=True)
         self.lifecycle = Lifecycle(store, state_dir, self, stop_grace=stop_grace, schedule_delay=schedule_delay)
         self.adoption = Adoption(store, state_dir, self, self.lifecycle)
@@ -412,10 +411,10 @@ class Executor:
 
     def _halt(self, job_id: str) -> None:
         """No pod of ``job_id`` starts from now on (callers hold ``_exit_lock``)."""
+        self._halted.pop(job_id, None)
         self._halted[job_id] = None
-        self._halted.move_to_end(job_id)
         while len(self._halted) > HALTED_KEPT:
-            self._halted.popitem(last=False)
+            del self._halted[next(iter(self._halted))]
 
     def delete(self, job_id: str) -> None:
         """Forget a job; its processes get SIGTERM and then SIGKILL after the grace period."""
