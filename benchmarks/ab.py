@@ -1,6 +1,6 @@
 """Two commits side by side in one run: floor.py's core figures of this checkout and of REF.
 
-``python benchmarks/ab.py REF [--rounds 4] [-- floor.py options]`` checks REF out beside this
+``python benchmarks/ab.py REF [--rounds 4] [floor.py options]`` checks REF out beside this
 checkout (a detached git worktree in a temporary directory, removed afterwards), then alternates:
 one round of ``floor.py --only core`` from each tree (its own benchmark scripts, its own
 ``job_chain`` first on PYTHONPATH, so its local server and every hop run that code), the first
@@ -48,9 +48,8 @@ def main() -> int:
     p.add_argument("ref", help="the commit to compare this checkout with (e.g. the one before a change)")
     p.add_argument("--rounds", type=int, default=4, help="rounds per tree (default 4)")
     p.add_argument("--quick", action="store_true", help="floor.py's small sizes: a check that it works")
-    p.add_argument("floor_args", nargs=argparse.REMAINDER, help="after --: more floor.py options")
-    args = p.parse_args()
-    extra = [a for a in args.floor_args if a != "--"]
+    args, extra = p.parse_known_args()  # the rest goes to floor.py (e.g. --fan-out 32)
+    extra = [a for a in extra if a != "--"]
     work = Path(tempfile.mkdtemp(prefix="job-chain-ab-"))
     try:
         trees = {"this": harness.ROOT, args.ref: checkout(args.ref, work)}
