@@ -18,9 +18,9 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple, Union
 
+from job_chain.engine.deadline import submit_with_deadline
 from job_chain.errors import JobChainError
 from job_chain.hop.submitting import DEFAULT_DEADLINE, EXIT_ADVANCE_FAILED, SUBMIT_WIDTH
-from job_chain.submit.create import submit_with_deadline
 from job_chain.submit.plans import Finishing
 from job_chain.util.log import log
 
@@ -87,11 +87,10 @@ class _Hop:
 
     def __init__(self, chain: ChainSource, client: JobsAPI, run_id: str, records: Optional[RunRecords], mode: str,
                  deadline: float, reconnect: Optional[Callable[[], Any]], resume_hint: str) -> None:
-        from job_chain.aihc.engine import as_engine
-
         self._chain: Optional[Chain] = None if callable(chain) else chain
         self._thaw: Optional[Callable[[], Chain]] = chain if callable(chain) else None
-        self.client, self.run_id, self.records, self.mode = as_engine(client), run_id, records, mode
+        self._given, self._engine = client, None  # the engine is made when a call needs it
+        self.run_id, self.records, self.mode = run_id, records, mode
         self.deadline, self.reconnect, self.resume_hint = deadline, reconnect, resume_hint
         self.plan: Optional[Dict[str, Any]] = None  # what the submitter planned this step's success to do
         self.followed_plan = False
@@ -110,6 +109,15 @@ class _Hop:
             assert self._thaw is not None
             self._chain = self._thaw()
         return self._chain
+
+    @property
+    def client(self) -> Any:
+        """The engine this hop calls (made on first use: a join that is not ready calls none)."""
+        if self._engine is None:
+            from job_chain.aihc.engine import as_engine
+
+            self._engine = as_engine(self._given)
+        return self._engine
 
     @property
     def started(self) -> Optional[float]:
@@ -241,7 +249,7 @@ class _Hop:
         fresh = as_engine(self.reconnect()) if self.reconnect is not None else None
         if fresh is not None and fresh.endpoint != self.client.endpoint:
             log(f"the API moved to {fresh.endpoint}; using it")
-            self.client = fresh
+            self._engine = fresh
 
     def job_id(self, name: str, attempt: int) -> Optional[str]:
         """The job of (step, attempt): from the record, else by its labels."""

@@ -114,7 +114,8 @@ def submit(ctx: RunContext, run: Run, name: str, attempt: int, mode: str,
     the job was committed, and that job would then advance a run the user believes failed.
     """
     from job_chain.aihc.errors import AIHCError
-    from job_chain.submit.create import submit_step, submit_with_deadline
+    from job_chain.engine.deadline import submit_with_deadline
+    from job_chain.submit.create import submit_step
 
     chain = frozen(ctx, run)
     client = ctx.places.client_for(run)

@@ -5,11 +5,7 @@ of it, the stop race (:func:`create_once`); and building its request when no pla
 
 from __future__ import annotations
 
-import time
-from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Tuple
-
-from job_chain.engine.jobs import EngineError
-from job_chain.util.log import log
+from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple
 
 if TYPE_CHECKING:
     from job_chain.engine.jobs import Job
@@ -143,27 +139,3 @@ def _stop_again(client: Any, pool: str, run_id: str, job_id: str) -> None:
         log(f"run {run_id} was stopped meanwhile, and job {job_id} could not be stopped again: {exc}")
         return
     log(f"run {run_id} was stopped meanwhile; stopped job {job_id} again")
-
-
-def submit_with_deadline(
-    submit: Callable[[], Any], deadline: float, sleep: Callable[[float], None] = time.sleep,
-    on_unreachable: Optional[Callable[[], None]] = None,
-) -> Any:
-    """Call ``submit`` until it works, a non-retryable error occurs, or ``deadline`` passes.
-
-    ``on_unreachable`` runs after a connection failure, before the next try: the in-job advance
-    uses it to re-read where the API is (a restarted local server may listen elsewhere).
-    """
-    end = time.monotonic() + deadline
-    delay = 1.0
-    while True:
-        try:
-            return submit()
-        except EngineError as exc:
-            if not exc.retryable or time.monotonic() + delay > end:
-                raise
-            log(f"{exc}; retrying in {delay:.0f}s")
-            sleep(delay)
-            delay = min(delay * 2, 30.0)
-            if exc.status is None and on_unreachable is not None:
-                on_unreachable()
