@@ -103,8 +103,10 @@ class Lifecycle:
                 self.store.add_event(job_id, "SuccessfulCreatePod", f"Created pod: {name}", ts=now)
                 self.store.add_event(job_id, "Scheduled", f"Successfully assigned default/{name} to {HOSTNAME}",
                                      pod=name, ts=now)
-                self.pods.spawn_pod(job, pod, len(pods), job["master_port"])
+            # said before any pod starts: a pod that ends at once must not tell its exit before the job runs
             self.store.add_event(job_id, "Started", f"PyTorchJob {job['name']} is running.")
+            for pod in pods:
+                self.pods.spawn_pod(job, pod, len(pods), job["master_port"])
         except Exception as exc:  # noqa: BLE001 - one job that cannot start fails alone
             log.warning("job %s failed to start: %r", job_id, exc)
             self.pods.fail_job(job, "FailedLaunch", f"the local server could not start this job: {exc}")
