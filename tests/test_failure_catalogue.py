@@ -165,3 +165,19 @@ def test_diagnose_tries_a_chains_failure_rules_first(tmp_path: Path) -> None:
     assert missing.exit_code == 2 and "no step named 'nope' (steps: train, eval)" in missing.output
     alone = CliRunner().invoke(job_chain_cli, ["diagnose", str(log), "--step", "train"])
     assert alone.exit_code == 2 and "pass --chain CHAIN.json too" in alone.output
+
+
+def test_a_catastrophic_failure_rule_is_stopped_and_the_catalogue_still_decides() -> None:
+    # ^(a+)+$ over a line of 40 a's and a stop backtracks for hours in Python's re: the step would
+    # stay Running with its advance at 100% CPU. It runs in a child process killed at the limit.
+    import time
+
+    rules = [FailureRule("slow", "nan", r"^(a+)+$"), FailureRule("quick", "data", r"bad shard \d+")]
+    log = "a" * 40 + "!\ntorch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n"
+    started = time.monotonic()
+    failure = classify([("pod-0", log)], rules, seconds=1.0)
+    assert time.monotonic() - started < 4
+    assert failure.cls == "oom"
+    assert "failureRules were not applied" in failure.explanation and "(a+)+" in failure.explanation
+    quick = classify([("pod-0", "x\nbad shard 12\n")], rules[1:], seconds=5.0)
+    assert (quick.cls, quick.signature, quick.line) == ("data", "quick", "bad shard 12")

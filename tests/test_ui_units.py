@@ -4,13 +4,14 @@ redaction, the loader's jobChain.metrics and the local server's backwards tail r
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
 
 from job_chain.spec.loader import ChainFileError, check_chain_data
 from job_chain.ui.catalog import find_chain_files
-from job_chain.ui.curves import parse_curves, patterns_for
+from job_chain.ui.curves import parse_curves
 from job_chain.ui.views import annotate, json_lines, split_problem
 from job_chain.util.redaction import REDACTED, redact
 
@@ -20,18 +21,30 @@ MEGATRON = (" [2026-11-23 08:00:00] iteration       20/    1000 | consumed sampl
 
 
 def test_megatron_lines_give_loss_lr_and_throughput_by_iteration() -> None:
-    curves = parse_curves([MEGATRON, "noise", MEGATRON.replace("20/", "30/").replace("2.345678E+00", "2.1E+00")],
-                          patterns_for(None))
+    curves, problem = parse_curves([MEGATRON, "noise",
+                                    MEGATRON.replace("20/", "30/").replace("2.345678E+00", "2.1E+00")])
+    assert problem == ""
     assert curves["loss"] == {"x": [20.0, 30.0], "y": [2.345678, 2.1]}
     assert curves["learning rate"]["y"] == [2.5e-05, 2.5e-05]
     assert curves["throughput"]["y"] == [187.3, 187.3]
 
 
 def test_step_patterns_add_curves_and_lines_without_iteration_count_up() -> None:
-    patterns = patterns_for({"acc": r"acc=([0-9.]+)", "loss": r"my loss ([0-9.]+)"})
-    curves = parse_curves(["acc=0.5", "my loss 3.0", "lm loss: 9.0E+00", "acc=0.75"], patterns)
+    curves, _ = parse_curves(["acc=0.5", "my loss 3.0", "lm loss: 9.0E+00", "acc=0.75"],
+                             {"acc": r"acc=([0-9.]+)", "loss": r"my loss ([0-9.]+)"})
     assert curves["acc"] == {"x": [1.0, 3.0], "y": [0.5, 0.75]}
     assert curves["loss"]["y"] == [3.0]  # the step's pattern replaced the default one
+
+
+def test_a_catastrophic_metrics_pattern_is_stopped_and_the_built_in_curves_still_drawn(monkeypatch) -> None:
+    from job_chain.util import user_regex
+
+    monkeypatch.setattr(user_regex, "SECONDS", 1.0)
+    started = time.monotonic()
+    curves, problem = parse_curves([MEGATRON, "a" * 40 + "!"], {"acc": r"^(a+)+$"})
+    assert time.monotonic() - started < 4  # without the bound: hours, holding the interpreter
+    assert "were not applied" in problem and "(a+)+" in problem
+    assert curves["loss"]["y"] == [2.345678]
 
 
 def test_the_loader_checks_jobchain_metrics(tmp_path: Path) -> None:

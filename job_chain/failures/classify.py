@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Dict, Iterable, List, Optional, Pattern, Sequence, Tuple
 
 from job_chain.failures.signatures import CLASSES, SIGNATURES, VERDICT
+from job_chain.util.user_regex import PatternTimeout, compile_user, first_matches
 
 TAIL_BYTES = 256 * 1024  # of each pod's log: failures are worded at the end
 LINE_CHARS = 500  # of the matching line, kept and shown
@@ -87,11 +88,10 @@ def builtin_rules() -> List[_Rule]:
     return _BUILTIN
 
 
-def rules_for(user_rules: Iterable[Any] = ()) -> List[_Rule]:
-    """The user's rules (:class:`~job_chain.spec.model.FailureRule`), then the catalogue."""
-    own = [_Rule(r.name, r.cls, RULE_TIER, re.compile(r.pattern, re.MULTILINE),
-                 r.explanation or f"matched the step's own failure rule {r.name}") for r in user_rules]
-    return own + builtin_rules()
+def _user_rules(user_rules: Iterable[Any]) -> List[_Rule]:
+    """The user's rules (:class:`~job_chain.spec.model.FailureRule`), run by :mod:`job_chain.util.user_regex`."""
+    return [_Rule(r.name, r.cls, RULE_TIER, compile_user(r.pattern, multiline=True),
+                  r.explanation or f"matched the step's own failure rule {r.name}") for r in user_rules]
 
 
 @dataclass(frozen=True)
@@ -119,27 +119,52 @@ def _stamp(text: str) -> Optional[float]:
         + float(f"0.{frac or 0}")
 
 
-def _scan(text: str, pod_rank: int, rules: Sequence[_Rule]) -> List[_Hit]:
-    """Each rule's first match in one pod's text (skipping job-chain's own lines)."""
+def _hit(rule: _Rule, order: int, pod_rank: int, text: str, at: int, groups: Dict[str, str]) -> _Hit:
+    """The hit of ``rule`` whose match starts at ``at`` in one pod's text."""
+    start = text.rfind("\n", 0, at) + 1
+    end = text.find("\n", at)
+    line = text[start:len(text) if end < 0 else end]
+    return _Hit(rule, order, pod_rank, text.count("\n", 0, start), line.strip()[:LINE_CHARS],
+                _when(text, start, line), groups)
+
+
+def _scan(text: str, pod_rank: int, rules: Sequence[_Rule], first: int = 0) -> List[_Hit]:
+    """Each built-in rule's first match in one pod's text (skipping job-chain's own lines)."""
     hits = []
-    for order, rule in enumerate(rules):
+    for order, rule in enumerate(rules, start=first):
         pos = 0
         while True:
             found = rule.regex.search(text, pos)
             if found is None:
                 break
-            start = text.rfind("\n", 0, found.start()) + 1
             end = text.find("\n", found.start())
             end = len(text) if end < 0 else end
-            line = text[start:end]
+            line = text[text.rfind("\n", 0, found.start()) + 1:end]
             if line.lstrip().startswith(_OWN) and rule.tier != VERDICT:
                 pos = end + 1
                 continue
-            line_no = text.count("\n", 0, start)
-            hits.append(_Hit(rule, order, pod_rank, line_no, line.strip()[:LINE_CHARS],
-                             _when(text, start, line), {k: v for k, v in found.groupdict().items() if v}))
+            hits.append(_hit(rule, order, pod_rank, text, found.start(),
+                             {k: v for k, v in found.groupdict().items() if v}))
             break
     return hits
+
+
+def _scan_user(logs: Sequence[Tuple[str, str]], rules: Sequence[_Rule],
+               seconds: Optional[float]) -> Tuple[List[_Hit], str]:
+    """The user's rules' first matches in every pod's text, in bounded time; when they ran out of it,
+    no hits and the sentence that says so."""
+    if not rules:
+        return [], ""
+    try:
+        found = first_matches([r.regex.pattern for r in rules], [text for _, text in logs], _OWN, seconds)
+    except PatternTimeout as exc:
+        return [], f"the step's failureRules were not applied: they {exc}"
+    hits = []
+    for order, (rule, per_pod) in enumerate(zip(rules, found)):
+        for rank, hit in enumerate(per_pod):
+            if hit is not None:
+                hits.append(_hit(rule, order, rank, logs[rank][1], hit[0], hit[1]))
+    return hits, ""
 
 
 def _when(text: str, start: int, line: str) -> Optional[float]:
@@ -155,13 +180,23 @@ def _when(text: str, start: int, line: str) -> Optional[float]:
 
 
 def classify(logs: Sequence[Tuple[str, str]], user_rules: Iterable[Any] = (),
-             exit_code: Optional[int] = None) -> Failure:
+             exit_code: Optional[int] = None, seconds: Optional[float] = None) -> Failure:
     """The first root cause in ``logs`` — (pod name, log tail) pairs, the pod that failed first
-    first — or ``unknown`` when nothing matched."""
-    rules = rules_for(user_rules)
-    hits: List[_Hit] = []
+    first — or ``unknown`` when nothing matched. The user's rules run in at most ``seconds``
+    (:data:`job_chain.util.user_regex.SECONDS`); when they do not finish, the catalogue decides
+    and the explanation says the rules were not applied."""
+    own = _user_rules(user_rules)
+    hits, skipped = _scan_user(logs, own, seconds)
+    builtin = builtin_rules()
     for rank, (_, text) in enumerate(logs):
-        hits += _scan(text, rank, rules)
+        hits += _scan(text, rank, builtin, first=len(own))
+    failure = _best(logs, hits, exit_code)
+    if skipped:
+        failure = replace(failure, explanation=f"{failure.explanation} ({skipped})".lstrip())
+    return failure
+
+
+def _best(logs: Sequence[Tuple[str, str]], hits: List[_Hit], exit_code: Optional[int]) -> Failure:
     if not hits:
         return Failure("unknown", explanation=_unknown_explanation(exit_code))
     tier = min(h.rule.tier for h in hits)

@@ -15,6 +15,7 @@ from job_chain.aihc.keys import hint, key_path
 from job_chain.spec.graph import GRAPH_SETTINGS, GraphSettings, read_settings
 from job_chain.spec.model import Checkpoint, FailureRule
 from job_chain.util.jsonfile import describe, json_type
+from job_chain.util.user_regex import compile_user
 
 SETTINGS_KEYS = frozenset({"retries", "generatedBy", "metrics", "failureRules", "checkpoint", "matrix", "maxParallel"}
                           | GRAPH_SETTINGS)
@@ -112,7 +113,7 @@ def _read_rules(rules: Any, where: str, problems: List[str]) -> Tuple[FailureRul
             problems.append(f"{at}.match: must be a regex of 1 to 2000 characters, found {describe(pattern)}")
         else:
             try:
-                re.compile(pattern)
+                compile_user(pattern, multiline=True)
             except re.error as exc:
                 problems.append(f"{at}.match: is not a valid regex: {exc}")
         if not isinstance(cls, str) or not _CLASS_NAME.fullmatch(cls):
@@ -163,7 +164,7 @@ def _read_metrics(metrics: Any, where: str, problems: List[str]) -> Dict[str, st
             problems.append(f"{key_path(where, name)}: must be a regex string, found {json_type(pattern)}")
             continue
         try:
-            groups = re.compile(pattern).groups
+            groups = compile_user(pattern).groups
         except re.error as exc:
             problems.append(f"{key_path(where, name)}: is not a valid regex: {exc}")
             continue

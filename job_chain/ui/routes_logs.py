@@ -12,7 +12,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingRes
 from job_chain.aihc.timefmt import parse_time
 from job_chain.errors import JobChainError
 from job_chain.ui import views
-from job_chain.ui.curves import parse_curves, patterns_for
+from job_chain.ui.curves import parse_curves
 from job_chain.ui.pages import NotFoundError, Pages, say
 from job_chain.util.redaction import redact
 
@@ -79,7 +79,6 @@ def register(app: FastAPI, pages: Pages) -> None:
         found, run, step, chosen = pages.located(cid, run_id, step_key, attempt)
         session = pages.session(found)
         chain_step = session.frozen(run).named(step.name)
-        patterns = patterns_for(chain_step.metrics if chain_step else None)
         if chosen is None:
             return JSONResponse({"curves": {}, "live": False})
         try:
@@ -87,7 +86,11 @@ def register(app: FastAPI, pages: Pages) -> None:
             text = "".join(session.pod_log(run, chosen.job_id, names[0], max_lines=CURVE_LINES)) if names else ""
         except JobChainError as exc:
             return JSONResponse({"curves": {}, "error": say(exc), "live": step.active})
-        return JSONResponse({"curves": parse_curves(text.splitlines(), patterns), "live": step.active})
+        curves, problem = parse_curves(text.splitlines(), chain_step.metrics if chain_step else None)
+        answer: Dict[str, Any] = {"curves": curves, "live": step.active}
+        if problem:
+            answer["error"] = problem
+        return JSONResponse(answer)
 
     @app.get("/api/metrics/{cid}/{job_id}")
     def metrics(cid: str, job_id: str, run: Optional[str] = None) -> JSONResponse:

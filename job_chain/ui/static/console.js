@@ -75,6 +75,7 @@
         drawn++;
       });
       if (!drawn) say(box, "muted", "No training curves in this log (loss, learning rate, throughput as Megatron prints them, or the patterns in jobChain.metrics)" + (data.error ? ": " + data.error : "."));
+      else if (data.error) { var note = document.createElement("p"); note.className = "muted"; note.textContent = data.error; box.appendChild(note); }
     } else {
       Object.keys(data.metrics || {}).forEach(function (metric) {
         var joined = alignPods(data.metrics[metric]);
