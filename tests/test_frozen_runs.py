@@ -310,3 +310,25 @@ def test_a_run_that_never_started_says_so(tmp_path: Path, local_server_factory: 
     assert "the run never started" in table and "unknown" not in table
     assert invoke(server, "runs", str(chain), "--delete", entry["run"]).exit_code == 0
     assert json.loads(invoke(server, "runs", str(chain), "--json").output) == []
+
+
+def test_each_failed_round_notifies_once_without_exit_handlers(tmp_path: Path, shared_server: LocalServer) -> None:
+    """Issue 29 item 11: a resumed run that fails again sends ``failed`` again though it has no exit
+    handler (the round moved on only when a handler had run, so the second claim was the first's)."""
+    hooks = Hooks()
+    try:
+        chain = write_chain(tmp_path, shared_server.pool, [{"name": "train", "script": "exit 3"}],
+                            notify=[{"url": hooks.url, "on": ["failed", "stepFailed"]}])
+        s = session(chain, shared_server)
+        run = s.start()
+        for round_ in (1, 2):
+            if round_ == 2:
+                s.resume(run.run_id)
+            assert s.wait(run.run_id, timeout=90, interval=0.3).outcome is Outcome.FAILED
+            end = time.monotonic() + 10
+            while len(hooks.bodies) < 2 * round_ and time.monotonic() < end:
+                time.sleep(0.1)
+        assert sorted(b["event"] for b in hooks.bodies) == ["failed", "failed", "stepFailed", "stepFailed"]
+        assert jobs_by_step(shared_server, run.run_id) == {"train/1": 1, "train/2": 1}
+    finally:
+        hooks.server.shutdown()

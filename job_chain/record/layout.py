@@ -78,3 +78,8 @@ def claim_name(epoch: int, step: str) -> str:
 def notified_name(round_: int, event: str, step: Optional[str]) -> str:
     """Created once by whoever sends ``event`` (about ``step``, or the run) in resume round ``round_``."""
     return f"notified-r{round_}-{event}-{'run' if step is None else step}.json"
+
+
+def notified_prefix(round_: int) -> str:
+    """What every :func:`notified_name` of round ``round_`` starts with."""
+    return f"notified-r{round_}-"

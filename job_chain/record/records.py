@@ -608,6 +608,11 @@ class RunRecords:
         os.close(fd)
         return True
 
+    def notified(self, run_id: str, round_: int) -> bool:
+        """Whether any notification was claimed in round ``round_`` (the round's end was told)."""
+        prefix = layout.notified_prefix(round_)
+        return any(name.startswith(prefix) for name in self.names(run_id) or [])
+
     def round(self, run_id: str, run: Optional[Dict[str, Any]] = None) -> int:
         """How many times the run was resumed: exit handlers and notifications happen once per round."""
         value = (run if run is not None else self.get_run(run_id) or {}).get("round", 0)

@@ -106,8 +106,11 @@ def apply(ctx: RunContext, run_id: Optional[str] = None, *, mode: Optional[str] 
     chosen = mode or run.mode
     now = status(ctx, run.run_id)
     record = dict(ctx.records.require_run(run.run_id))
-    handlers_ran = any(s.submitted for s in now.steps if s.is_handler)
-    changes: Dict[str, Any] = {"mode": chosen, "round": int(record.get("round") or 0) + (1 if handlers_ran else 0),
+    round_ = ctx.records.round(run.run_id, record)
+    # a new round once this one's end was acted on (its handlers ran, or it was notified): each
+    # round's handlers and notifications happen once, and a round that ended unseen is not skipped
+    ended = any(s.submitted for s in now.steps if s.is_handler) or ctx.records.notified(run.run_id, round_)
+    changes: Dict[str, Any] = {"mode": chosen, "round": round_ + (1 if ended else 0),
                                "epoch": int(record.get("epoch") or 0) + 1}  # every slot free again
     if plan.revision != run.revision:
         why = "resumed with " + ", ".join(c.line()[2:] for c in plan.changes if c.applied)
