@@ -57,6 +57,8 @@ def step_differences(old_chain: Chain, old: Step, new_chain: Chain, new: Step) -
     if old.script != new.script:
         origin = new.script_origin if new.script_origin != "inline" else "jobSpec.command"
         what.append(f"script content ({origin})" if new.script_origin != "inline" else "jobSpec.command")
+    if old.script_runner != new.script_runner:
+        what.append(f"script runner ({new.script_runner or 'its #! line'}, was {old.script_runner or 'its #! line'})")
     body_old = {k: v for k, v in old.body.items() if k != "jobSpec"}
     body_new = {k: v for k, v in new.body.items() if k != "jobSpec"}
     spec_old = {k: v for k, v in (old.body.get("jobSpec") or {}).items() if k != "command"}

@@ -29,6 +29,8 @@ def freeze(chain: Chain, *, steps: Optional[Iterable[Step]] = None) -> Dict[str,
             settings["dependsOn"] = [names[d] for d in step.depends_on]
         item: Dict[str, Any] = {"index": step.index, "name": step.name, "body": step.body,
                                 SETTINGS_KEY: settings, "scriptOrigin": step.script_origin}
+        if step.script_runner:
+            item["scriptRunner"] = step.script_runner
         if step.first_attempt != 1:
             item["firstAttempt"] = step.first_attempt
         if step.excluded:
@@ -76,7 +78,8 @@ def thaw(data: Dict[str, Any], path: str, *, revision: int = 0, digest_: str = "
             body = item["body"]
             point = item.get("point") or {}
             steps.append(Step(index=index, body=body, script=str(body["jobSpec"]["command"]),
-                              script_origin=str(item.get("scriptOrigin") or "inline"), settings_raw=settings,
+                              script_origin=str(item.get("scriptOrigin") or "inline"),
+                              script_runner=str(item.get("scriptRunner") or ""), settings_raw=settings,
                               first_attempt=int(item.get("firstAttempt", 1)), excluded=item.get("excluded"),
                               changed_in=int(item.get("changedIn", 1)), group=str(point.get("group") or ""),
                               point={str(k): str(v) for k, v in (point.get("values") or {}).items()},

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 from typing import Any, Dict, List, Optional, Tuple
 
 from job_chain.aihc.keys import closest, join_path, key_path
@@ -21,6 +22,9 @@ from job_chain.util.jsonfile import decode_utf8, describe, json_type, load_json_
 TOP_LEVEL_KEYS = {"scrips_path", "config_path", "api_config", "resourcePoolId", "jobs", "notify", "params",
                   "maxRunning", SETTINGS_KEY}
 _SCRIPT_TOKEN = re.compile(r"\S+\.sh")  # use with fullmatch
+_RUNNERS = ("bash", "sh")  # `bash X` / `sh X`: the script runs with that shell
+# a word of a command or script that may be a relative path: no quote, operator, `=` or `$`
+_WORD = re.compile(r"[^\s'\"`;|&<>()=${}]+")
 TAIL_ROOM = 4096  # bytes job-chain's tail may add to a step's script (~1.4 KB with every option)
 
 
@@ -39,6 +43,7 @@ class _Checker:
         self.path = path
         self.problems: List[str] = []
         self.warnings: List[str] = []
+        self.beside: Dict[str, bool] = {}  # words of commands that name a file beside the chain
 
     def problem(self, where: str, message: str) -> None:
         self.problems.append(f"{where}: {message}")
@@ -82,9 +87,27 @@ def _read_script(chain_dir: str, name: str,
     return text, None
 
 
+def script_call(command: str) -> Optional[Tuple[str, str, bool]]:
+    """(file, runner, required) when ``command`` only runs one script file: ``X.sh`` (required: it
+    must be beside the chain), ``./X``, ``bash X``, ``sh X`` (frozen when X is beside the chain).
+    ``runner`` is ``bash``/``sh``, or "" for a file that is executed (its ``#!`` line decides)."""
+    text = command.strip()
+    if _SCRIPT_TOKEN.fullmatch(text):
+        return text, "", True
+    try:
+        words = shlex.split(text)
+    except ValueError:
+        return None
+    if len(words) == 1 and words[0].startswith("./") and len(words[0]) > 2:
+        return words[0], "", False
+    if len(words) == 2 and words[0] in _RUNNERS and not words[1].startswith(("-", "/")):
+        return words[1], words[0], False
+    return None
+
+
 def _resolve_script(c: _Checker, spec: Dict[str, Any], sw: str, chain_dir: str,
-                    scripts: Optional[Dict[str, str]]) -> Tuple[Optional[str], str, bool]:
-    """The step's command text from ``scriptFile`` or ``command``: (text, origin, reported).
+                    scripts: Optional[Dict[str, str]]) -> Tuple[Optional[str], str, str, bool]:
+    """The step's command text from ``scriptFile`` or ``command``: (text, origin, runner, reported).
 
     ``reported`` says a problem about the command was recorded here (chain-only: script files),
     so the shared body rules need not repeat it.
@@ -94,27 +117,61 @@ def _resolve_script(c: _Checker, spec: Dict[str, Any], sw: str, chain_dir: str,
     if script_file is not None:
         if not isinstance(script_file, str) or not script_file.strip():
             c.problem(f"{sw}.scriptFile", "must be a file name")
-            return None, "inline", True
+            return None, "inline", "", True
         script, why = _read_script(chain_dir, script_file, scripts)
         if script is None:
             c.problem(f"{sw}.scriptFile", f"script file {shown(script_file)}:{why}" if why else
                       f"script file {shown(script_file)} not found or unreadable (looked in {chain_dir})")
-        return script, script_file, script is None
+        return script, script_file, "", script is None
     if command is None or (isinstance(command, str) and not command.strip()):
         c.problem(f"{sw}.command", "required: a script file name next to the chain file "
                                    "(e.g. \"job1.sh\") or the command itself")
-        return None, "inline", True
-    if isinstance(command, str) and _SCRIPT_TOKEN.fullmatch(command.strip()):
-        name = command.strip()
+        return None, "inline", "", True
+    call = script_call(command) if isinstance(command, str) else None
+    if call is not None:
+        name, runner, required = call
+        if not required and not os.path.isfile(os.path.join(chain_dir, name)) and name not in (scripts or {}):
+            return command, "inline", "", False  # a file of the image (or a typo the pod will report)
         script, why = _read_script(chain_dir, name, scripts)
         if script is None:
             c.problem(f"{sw}.command", f"names script file {shown(name)}:{why}" if why else
                       f"names script file {shown(name)}, which is not found or unreadable (looked in {chain_dir})")
-        return script, name, script is None
-    return (command if isinstance(command, str) else None), "inline", False
+        return script, name, runner, script is None
+    return (command if isinstance(command, str) else None), "inline", "", False
 
 
-def _check_step(c: _Checker, job: Any, index: int, chain_dir: str, secret: Optional[str],
+def _stay_behind(where: str, text: str, origin: str, chain_dir: str, chain_name: str,
+                 beside: Dict[str, bool]) -> List[str]:
+    """Warnings for relative paths in a command or script that name a file beside the chain: only a
+    step's own script travels with its job (a pod's working directory is not the chain's folder)."""
+    out: List[str] = []
+    seen = set()
+    for number, line in enumerate(text.splitlines(), 1):
+        code = line.split("#", 1)[0] if not line.lstrip().startswith("#!") else ""
+        for match in _WORD.finditer(code):
+            word = match.group(0)
+            if (word in seen or word.startswith(("/", "~", "-")) or word in (origin, chain_name)
+                    or not ("." in word or "/" in word)):
+                continue
+            if word not in beside:  # one look per word for the whole chain
+                try:
+                    beside[word] = os.path.isfile(os.path.join(chain_dir, word))
+                except (OSError, ValueError):
+                    beside[word] = False
+            if not beside[word]:
+                continue
+            seen.add(word)
+            at = f"{where} ({origin} line {number})" if origin != "inline" else where
+            bare = word[2:] if word.startswith("./") else word
+            out.append(f"{at}: {shown(word)} is a file beside the chain, but only the step's own script travels "
+                       f"with its job (the pod does not run in the chain's folder): put {shown(bare)} on storage the "
+                       f"pods mount and name it by its absolute path" +
+                       (f" (or, if it is all the step runs, \"command\": \"bash {bare}\")"
+                        if bare.endswith(".sh") else ""))
+    return out
+
+
+def _check_step(c: _Checker, job: Any, index: int, chain_dir: str, chain_name: str, secret: Optional[str],
                 scripts: Optional[Dict[str, str]] = None,
                 graph: Optional[Dict[int, GraphSettings]] = None,
                 matrices: Optional[Dict[int, Dict[str, List[str]]]] = None) -> Optional[Step]:
@@ -127,10 +184,12 @@ def _check_step(c: _Checker, job: Any, index: int, chain_dir: str, secret: Optio
     body = {k: v for k, v in job.items() if k != SETTINGS_KEY}
     spec = body.get("jobSpec")
     script: Optional[str] = None
-    origin, reported = "inline", False
+    origin, runner, reported = "inline", "", False
     if isinstance(spec, dict):
         sw = f"{where}.jobSpec"
-        script, origin, reported = _resolve_script(c, spec, sw, chain_dir, scripts)
+        script, origin, runner, reported = _resolve_script(c, spec, sw, chain_dir, scripts)
+        if script is not None and scripts is None:
+            c.warnings.extend(_stay_behind(f"{sw}.command", script, origin, chain_dir, chain_name, c.beside))
         spec = {k: v for k, v in spec.items() if k != "scriptFile"}
         if script is not None:
             spec["command"] = script
@@ -165,8 +224,8 @@ def _check_step(c: _Checker, job: Any, index: int, chain_dir: str, secret: Optio
                                                           "(the top-level \"maxRunning\" caps the whole run)")
     if len(c.problems) > before or script is None:
         return None
-    return Step(index=index, body=body, script=script, script_origin=origin, settings_raw=dict(settings),
-                **step_fields(parsed))
+    return Step(index=index, body=body, script=script, script_origin=origin, script_runner=runner,
+                settings_raw=dict(settings), **step_fields(parsed))
 
 
 def check_chain_data(data: Dict[str, Any], path: str, *, local: bool = False,
@@ -222,7 +281,7 @@ def check_chain_data(data: Dict[str, Any], path: str, *, local: bool = False,
     else:
         seen: Dict[str, int] = {}
         for index, job in enumerate(jobs):
-            step = _check_step(c, job, index, chain_dir, secret, scripts, graph, matrices)
+            step = _check_step(c, job, index, chain_dir, os.path.basename(path), secret, scripts, graph, matrices)
             if step is not None:
                 steps.append(step)
                 if step.name in seen:

@@ -47,6 +47,7 @@ class Step:
     body: Dict[str, Any]
     script: str
     script_origin: str  # "inline" or the script file's path, for messages
+    script_runner: str = ""  # "bash"/"sh" (`bash X`, `sh X`), or "": the script's `#!` line, else bash
     retries: int = 0
     depends_on: Tuple[int, ...] = ()  # indexes of the steps that must succeed first
     run_on: Optional[str] = None  # "failure" | "always": an exit handler, run once after the run ended

@@ -6,6 +6,7 @@ chain's length (except with ``inline``, which embeds a snapshot of the remaining
 
 from __future__ import annotations
 
+import os
 import shlex
 from typing import Optional
 
@@ -44,6 +45,34 @@ def _runtime_check(scrips_path: Optional[str]) -> str:
     )
 
 
+def script_runner(script: str, runner: str = "") -> str:
+    """The shell words that run a step's script: ``bash``/``sh`` as the command said (``bash X``,
+    ``sh X``); else the script's ``#!`` line when it names another interpreter (``./train.py``),
+    else bash."""
+    if runner:
+        return runner
+    first = script.split("\n", 1)[0]
+    if not first.startswith("#!"):
+        return "bash"
+    words = first[2:].strip().split(None, 1)  # as Linux reads it: the interpreter and one argument
+    interpreter = os.path.basename(words[0]) if words else "bash"
+    if interpreter == "bash" or (interpreter == "env" and words[1:] == ["bash"]):
+        return "bash"
+    return " ".join(shlex.quote(w) for w in words)
+
+
+def launch(script: str, runner: str) -> str:
+    """A step's command in watch mode (no tail): the script itself when bash runs it, else the
+    script written to a file and run by its runner."""
+    if runner == "bash":
+        return script
+    delimiter = _delimiter(script)
+    body = script if script.endswith("\n") else script + "\n"
+    return (f"jc_script=$(mktemp \"${{TMPDIR:-/tmp}}/job-chain-script.XXXXXX\") || exit 1\n"
+            f"cat > \"$jc_script\" <<'{delimiter}'\n{body}{delimiter}\n"
+            f"exec {runner} \"$jc_script\"\n")
+
+
 def step_command(
     script: str,
     *,
@@ -55,6 +84,7 @@ def step_command(
     snapshot: Optional[str] = None,
     timeout: Optional[float] = None,
     hang_timeout: Optional[float] = None,
+    runner: str = "bash",
 ) -> str:
     """Wrap ``script`` so that success (RANK 0) submits the next step and failure stops the chain.
 
@@ -62,11 +92,10 @@ def step_command(
     advance (``python3 -m job_chain.hop``) instead of reading the chain file from shared storage.
     """
     delimiter = _delimiter(script)
-    runner = "bash"
     if timeout is not None or hang_timeout is not None:  # the step's timeouts, enforced in the job
         limits = "".join(f" --{flag} {value:g}" for flag, value in (("timeout", timeout),
                                                                     ("hang-timeout", hang_timeout)) if value)
-        runner = f"{'env ' if scrips_path else ''}{runtime_invocation(scrips_path)} watchdog{limits} -- bash"
+        runner = f"{'env ' if scrips_path else ''}{runtime_invocation(scrips_path)} watchdog{limits} -- {runner}"
     body = script if script.endswith("\n") else script + "\n"
     # a heredoc always ends in a newline; drop it again when the script had none
     trim = "" if script.endswith("\n") else "truncate -s -1 \"$jc_script\"\n"

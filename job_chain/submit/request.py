@@ -9,7 +9,7 @@ from typing import Any, Dict, List, Mapping, Optional
 
 from job_chain.engine.jobs import LABEL_ATTEMPT, LABEL_RUN, LABEL_STEP
 from job_chain.spec.model import Chain, Step
-from job_chain.submit.command import step_command
+from job_chain.submit.command import launch, script_runner, step_command
 from job_chain.submit.snapshot import encode_snapshot
 
 
@@ -62,12 +62,15 @@ def build_request(
     ours = step_env(run_id, step, context, chain.params)
     taken = {e["name"] for e in ours}
     spec["envs"] = [e for e in spec.get("envs") or [] if e.get("name") not in taken] + ours
-    if mode != "watch":
+    runner = script_runner(step.script, step.script_runner) if script_file else "bash"
+    if mode == "watch":
+        spec["command"] = launch(spec["command"], runner)
+    else:
         spec["command"] = step_command(
             step.script if script_file else spec["command"], run_id=run_id, step=step.name, attempt=attempt,
             config_path=chain.cluster_config_path, scrips_path=chain.scrips_path,
             snapshot=encode_snapshot(chain, step, host) if mode == "inline" else None,
-            timeout=step.timeout, hang_timeout=step.hang_timeout,
+            timeout=step.timeout, hang_timeout=step.hang_timeout, runner=runner,
         )
     body["labels"] = _labels(body, run_id, step.name, attempt)
     return body
