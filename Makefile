@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTHON ?= python3
 
-.PHONY: install browser demo test lint bench
+.PHONY: install browser slurm demo test lint bench
 
 $(VENV)/.installed: pyproject.toml requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,16 @@ browser:
 	    $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; \
 	fi
 
+# A real Slurm for the Slurm engine's tests (tests/slurm_cluster.py starts a private one-host cluster
+# of munged, slurmctld and two slurmd on loopback; nothing is configured system-wide). Debian's
+# slurm-wlm (22.05) and munge; skipped when present. The tests fail, never skip, without them.
+slurm:
+	@if ! command -v sbatch >/dev/null || [ ! -x /usr/sbin/slurmctld ] || [ ! -x /usr/sbin/munged ]; then \
+	    echo "installing slurm-wlm and munge (Slurm engine tests)"; \
+	    $(SUDO) apt-get update -qq >/dev/null && \
+	    $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm munge >/dev/null; \
+	fi
+
 demo: install
 	$(VENV)/bin/job-chain run examples/hello/chain_info.json --local --follow
 	$(VENV)/bin/job-chain logs examples/hello/chain_info.json --local --step 2
@@ -44,7 +54,7 @@ lint: install
 # worker, in its order, with its module-scoped servers and browser started once. The 10 slowest
 # tests are listed at the end, so a test that starts waiting on something shows.
 # One worker, as before: $(PY) -m pytest -q
-test: lint browser
+test: lint browser slurm
 	$(PY) -m pytest -q -n 3 --dist loadscope --durations=10
 
 bench: install
