@@ -10,7 +10,7 @@ import json
 import os
 from pathlib import Path
 
-from chain_helpers import cli
+from chain_helpers import cli, latest_run, write_chain
 from conftest import LocalServer
 
 
@@ -62,3 +62,24 @@ def test_a_script_runs_by_its_runner_in_watch_mode_too(tmp_path: Path) -> None:
     done = subprocess.run(["bash", "-c", launch(script, script_runner(script))], capture_output=True, text=True,
                           env=dict(os.environ, TMPDIR=str(tmp_path)))
     assert done.stdout == "42\n", done.stderr
+
+
+def test_resume_by_run_id_alone_continues_the_run_as_frozen(tmp_path: Path, shared_server: LocalServer) -> None:
+    chain = write_chain(tmp_path, shared_server.pool, [
+        {"name": "first", "script": "echo first-ran"},
+        {"name": "second", "script": 'test -f "$SHARED/ok" || exit 3\necho second-as-frozen'},
+    ])
+    failed = cli("run", str(chain), "--follow", server=shared_server)
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    run_id = latest_run(chain)
+    (tmp_path / "second.sh").write_text("echo second-edited")  # the file changed since: not read
+    (tmp_path / "shared" / "ok").write_text("")
+    dry = cli("resume", "--run", run_id, "--dry-run", server=shared_server)
+    assert dry.returncode == 0, dry.stderr
+    assert f"run {run_id} continues as frozen (revision 1)" in dry.stdout, dry.stdout
+    assert "would submit: second (attempt 2)" in dry.stdout and "changes in the chain file" not in dry.stdout
+    resumed = cli("resume", "--run", run_id, "--follow", server=shared_server)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    log = cli("logs", "--run", run_id, "--step", "second", server=shared_server, check=True).stdout
+    assert "second-as-frozen" in log and "second-edited" not in log, log
+    assert not list((tmp_path / "chain_info.json.runs" / run_id).glob("revision-2.json"))

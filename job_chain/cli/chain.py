@@ -39,18 +39,18 @@ def open_session(chain_file: str, kwargs: Dict[str, Any], warnings: bool = False
 
 
 def open_runs(chain_file: Optional[str], run_id: Optional[str], kwargs: Dict[str, Any],
-              read_only: bool = False) -> Any:
+              read_only: bool = False, quiet: bool = False) -> Any:
     """A ChainSession for steering recorded runs: the chain file may be broken, changed or gone (the
     runs have their frozen copies; say so in one line), and may be left out when ``--run`` names a
     run recorded in one place only. ``read_only`` (status, runs, logs): a stopped local server is
-    reported, never started."""
+    reported, never started. ``quiet``: the file's state is not said (a resume from the record alone)."""
     from job_chain.session import ChainSession
 
     if chain_file is None:
         chain_file = _locate(run_id)
     session = ChainSession.from_file(chain_file, strict=False, start_local=not read_only,
                                      **_session_kwargs(kwargs))
-    if session.chain_problem is not None:
+    if session.chain_problem is not None and not quiet:
         import os
 
         what = "is gone" if not os.path.exists(chain_file) else "cannot be used now"
@@ -266,7 +266,7 @@ def stop(chain_file: Optional[str], run_id: Optional[str], **kwargs: Any) -> Non
 
 
 @click.command()
-@CHAIN_FILE
+@OPTIONAL_CHAIN_FILE
 @RUN_OPTION
 @click.option("--rerun", "rerun", multiple=True, metavar="NAME",
               help="Run this succeeded step again, with what the file says now, and everything that depends "
@@ -277,14 +277,16 @@ def stop(chain_file: Optional[str], run_id: Optional[str], **kwargs: Any) -> Non
               help="Advance mode for the rest of the run (default: as the run started).")
 @PARAM_OPTION
 @api_options
-def resume(chain_file: str, run_id: Optional[str], rerun: Tuple[str, ...], dry_run: bool, follow: bool,
+def resume(chain_file: Optional[str], run_id: Optional[str], rerun: Tuple[str, ...], dry_run: bool, follow: bool,
            advance_mode: Optional[str], params: Tuple[str, ...], **kwargs: Any) -> None:
     """Apply CHAIN_FILE's changes to a run (by step name, to steps that did not succeed) and start it
     again at the steps that did not succeed, never creating a step twice.
 
+    Without CHAIN_FILE (--run ID alone), the run continues from its record as it was frozen.
     A run in --advance watch mode whose watcher was stopped (Ctrl-C) is watched from here again.
     """
-    session = open_runs(chain_file, run_id, kwargs)
+    as_frozen = chain_file is None
+    session = open_runs(chain_file, run_id, kwargs, quiet=as_frozen)
     run = session.run(run_id)
     if run.mode == "watch" and advance_mode != "job" and not (rerun or params):
         going = [s for s in session.status(run.run_id).steps if s.active]
@@ -300,11 +302,11 @@ def resume(chain_file: str, run_id: Optional[str], rerun: Tuple[str, ...], dry_r
     from job_chain.spec.params import parse_param_args
 
     given = parse_param_args(params)
-    plan = session.preview_resume(run.run_id, rerun=rerun, params=given)
+    plan = session.preview_resume(run.run_id, rerun=rerun, params=given, as_frozen=as_frozen)
     _print_plan(plan, run.revision)
     if dry_run:
         return
-    submitted = session.resume(run.run_id, mode=mode, rerun=rerun, params=given)
+    submitted = session.resume(run.run_id, mode=mode, rerun=rerun, params=given, as_frozen=as_frozen)
     if not submitted:
         click.echo(f"run {run.run_id}: every step succeeded; nothing to resume")
         return
@@ -357,7 +359,7 @@ def _print_plan(plan: Any, revision: int) -> None:
             click.echo(f"  {line}")
         if plan.revision != revision:
             click.echo(f"the run becomes revision {plan.revision}")
-    elif revision:
+    elif revision and not plan.note:
         click.echo(f"the file matches the run as frozen (revision {revision})")
     if plan.targets:
         click.echo("would submit: " + ", ".join(f"{name} (attempt {attempt})" for name, attempt in plan.targets))

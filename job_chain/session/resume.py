@@ -23,9 +23,11 @@ from job_chain.status.summarize import resume_targets, summarize
 from job_chain.status.types import StepStatus
 
 
-def preview(ctx: RunContext, run: Run, rerun: Tuple[str, ...], params: Dict[str, str]) -> Tuple[ResumePlan, Chain]:
+def preview(ctx: RunContext, run: Run, rerun: Tuple[str, ...], params: Dict[str, str],
+            as_frozen: bool = False) -> Tuple[ResumePlan, Chain]:
     """(what a resume of ``run`` would do, the chain it would run): the file's changes by step name
-    and what it would submit. :class:`RunStillActive` while a step is going."""
+    and what it would submit. :class:`RunStillActive` while a step is going. ``as_frozen``: the
+    file is not read; the run continues as frozen (``--rerun`` and ``--param`` still apply)."""
     from dataclasses import replace
 
     from job_chain.record import slots
@@ -41,12 +43,16 @@ def preview(ctx: RunContext, run: Run, rerun: Tuple[str, ...], params: Dict[str,
     old = frozen(ctx, run)
     note = ""
     new: Optional[Chain]
-    if ctx.file.gone():
+    if as_frozen:
+        new, note = None, (f"run {run.run_id} continues as frozen (revision {run.revision}): the chain file's "
+                           f"changes are not read (name it to apply them: job-chain resume {shlex.quote(ctx.path)} "
+                           f"--run {run.run_id})")
+    elif ctx.file.gone():
         new, note = None, f"{ctx.path} is gone: the run resumes as it was frozen"
     else:
         new = as_placed(ctx.file.reload(), run.local)  # raises the file's problems: a fix must be valid to go in
     rerun = tuple(rerun_names(ctx, new or old, rerun))
-    if new is not None or params:  # the run keeps the values it was given; --param sets new ones
+    if new is not None or params or rerun:  # the run keeps the values it was given; --param sets new ones
         base = new or old
         defaults = base.params
         given = {k: v for k, v in old.params_set.items() if k in defaults}
@@ -91,13 +97,14 @@ def rerun_names(ctx: RunContext, chain: Chain, rerun: Tuple[str, ...]) -> List[s
 
 
 def apply(ctx: RunContext, run_id: Optional[str] = None, *, mode: Optional[str] = None,
-          rerun: Tuple[str, ...] = (), params: Optional[Dict[str, str]] = None) -> List[Submitted]:
+          rerun: Tuple[str, ...] = (), params: Optional[Dict[str, str]] = None,
+          as_frozen: bool = False) -> List[Submitted]:
     """Resume the run (see :meth:`job_chain.session.ChainSession.resume`): keep what :func:`preview`
     decides as a new revision, and submit its targets."""
     from job_chain.spec.frozen import freeze
 
     run = find_run(ctx, run_id)
-    plan, chain = preview(ctx, run, tuple(rerun), dict(params or {}))
+    plan, chain = preview(ctx, run, tuple(rerun), dict(params or {}), as_frozen)
     if not plan.targets:
         return []
     check_mode(chain, mode or run.mode)
