@@ -19,7 +19,7 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     "ChainSession": "job_chain.session", "Run": "job_chain.session", "Submitted": "job_chain.session",
-    "SubmitInterrupted": "job_chain.session",
+    "SubmitInterrupted": "job_chain.session", "RunSummary": "job_chain.session",
     "RunStatus": "job_chain.status.types", "StepStatus": "job_chain.status.types",
     "Attempt": "job_chain.status.types", "Outcome": "job_chain.status.types",
     "JobsAPI": "job_chain.aihc.api", "AIHCClient": "job_chain.aihc.client", "AIHCError": "job_chain.aihc.errors",

@@ -10,7 +10,7 @@ import click
 
 from job_chain.cli.options import api_options, echo_json
 from job_chain.cli.run_view import quoted
-from job_chain.errors import JobChainError, UsageError
+from job_chain.errors import UsageError
 
 CHAIN_FILE = click.argument("chain_file", metavar="CHAIN_FILE", type=click.Path(dir_okay=False))
 # steering commands find a run by --run alone when the chain file is not given
@@ -214,41 +214,37 @@ def status(chain_file: Optional[str], run_id: Optional[str], as_json: bool, watc
 @click.command()
 @CHAIN_FILE
 @click.option("--json", "as_json", is_flag=True, help="Print the runs as JSON.")
+@click.option("--limit", "limit", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Only the N newest runs.")
+@click.option("--since", "since", default=None, metavar="WHEN",
+              help="Only runs started since WHEN: an age (30m, 12h, 7d, 2w) or a UTC date or time "
+                   "(2026-11-01, 2026-11-01T08:00).")
 @click.option("--delete", "delete", default=None, metavar="RUN",
               help="Forget run RUN (its record; its jobs stay in AIHC). Refused while it is going.")
 @api_options
-def runs(chain_file: str, as_json: bool, delete: Optional[str], **kwargs: Any) -> None:
+def runs(chain_file: str, as_json: bool, limit: Optional[int], since: Optional[str], delete: Optional[str],
+         **kwargs: Any) -> None:
     """List every run of CHAIN_FILE, newest first: id, start, outcome, what failed or is going, where."""
     from job_chain.cli.render import print_table
-    from job_chain.cli.run_view import RUNS_COLUMNS, run_entry, runs_rows
+    from job_chain.cli.run_view import runs_columns, runs_rows
+    from job_chain.session.summaries import parse_since
 
+    since_at = parse_since(since) if since is not None else None
     session = open_runs(chain_file, None, kwargs, read_only=delete is None)
     if delete is not None:
         session.delete_run(delete)
         click.echo(f"run {delete} of {chain_file} deleted (its jobs stay in AIHC)")
         return
-    entries = [run_entry(session, item) for item in session.runs()]
-    entries += [{"run": name, "started": None, "outcome": "unknown", "reason": str(exc), "current": [],
-                 "local": False, "endpoint": None} for name, exc in _damaged(session)]
+    entries = [found.as_json() for found in session.summaries(limit=limit, since=since_at)]
     if as_json:
         echo_json(entries)
     elif not entries:
-        click.echo(f"no run of {chain_file} is recorded here: start one with 'job-chain run {quoted(chain_file)}'")
+        if limit is None and since is None:
+            click.echo(f"no run of {chain_file} is recorded here: start one with 'job-chain run {quoted(chain_file)}'")
+        else:
+            click.echo(f"no run of {chain_file} started since {since}")
     else:
-        columns = list(RUNS_COLUMNS)
-        if any(e.get("params") for e in entries):
-            columns.insert(3, "PARAMS")
-        print_table(columns, runs_rows(entries))
-
-
-def _damaged(session: Any) -> List[Tuple[str, Exception]]:
-    out: List[Tuple[str, Exception]] = []
-    for name in session.records.damaged():
-        try:
-            session.records.require_run(name)
-        except JobChainError as exc:
-            out.append((name, exc))
-    return out
+        print_table(runs_columns(entries), runs_rows(entries))
 
 
 @click.command()

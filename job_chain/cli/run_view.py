@@ -278,33 +278,23 @@ def _narration(status: RunStatus, said: Dict[str, int]) -> List[str]:
     return out
 
 
-def run_entry(session: Any, run: Any) -> Dict[str, Any]:
-    """One run as ``runs`` lists it; a run whose status cannot be read says why (outcome unknown)."""
-    from job_chain.errors import JobChainError
-    from job_chain.status.types import iso
-
-    entry: Dict[str, Any] = {"run": run.run_id, "started": iso(run.started), "local": run.local,
-                             "endpoint": run.endpoint or None, "mode": run.mode, "firstStep": run.first_step,
-                             "revision": run.revision or None}
-    try:
-        entry["params"] = session.frozen(run).params
-        found = session.status(run.run_id)
-        entry.update(outcome=found.outcome.value, reason=found.reason or None, current=current_json(found.current),
-                     failedSteps=current_json(found.failed_steps), gpuHours=round(found.gpu_hours, 4),
-                     lostGpuHours=round(found.lost_gpu_hours, 4))
-    except JobChainError as exc:
-        entry.update(outcome="unknown", reason=f"cannot read its status: {exc}", current=[], failedSteps=[],
-                     gpuHours=None, lostGpuHours=None)
-    return entry
-
-
 RUNS_COLUMNS = ["RUN", "STARTED", "OUTCOME", "FAILED / CURRENT", "GPU-H", "WHERE", "NOTE"]
 
 
+def runs_columns(entries: Sequence[Dict[str, Any]]) -> List[str]:
+    """The runs table's columns: PARAMS when any run listed has parameters."""
+    columns = list(RUNS_COLUMNS)
+    if any(e.get("params") for e in entries):
+        columns.insert(3, "PARAMS")
+    return columns
+
+
 def runs_rows(entries: Sequence[Dict[str, Any]]) -> List[List[Any]]:
+    """One row per run (``RunSummary.as_json``), as :func:`runs_columns` names them."""
     from job_chain.cli.render import styled_status
     from job_chain.status.cost import hours_text
 
+    with_params = any(e.get("params") for e in entries)  # once: not once per row
     rows = []
     for entry in entries:
         started = _dt.datetime.fromisoformat(entry["started"]).astimezone() if entry.get("started") else None
@@ -322,7 +312,7 @@ def runs_rows(entries: Sequence[Dict[str, Any]]) -> List[List[Any]]:
         row = [entry["run"], started.strftime("%Y-%m-%d %H:%M:%S") if started else "-",
                styled_status(entry["outcome"]), current, gpus, "local" if entry.get("local") else
                (entry.get("endpoint") or "cloud"), note]
-        if any(e.get("params") for e in entries):
+        if with_params:
             row.insert(3, " ".join(f"{k}={v}" for k, v in (entry.get("params") or {}).items()) or "-")
         rows.append(row)
     return rows
@@ -336,10 +326,3 @@ def _grouped(items: List[Any]) -> str:
         groups.setdefault((base, what), []).append(label)
     return ", ".join(f"{labels[0] if len(labels) == 1 else f'{base} ×{len(labels)}'} {what}"
                      for (base, what), labels in groups.items())
-
-
-def current_json(steps: Iterable[StepStatus]) -> List[Dict[str, Any]]:
-    return [{"step": s.index, "name": s.name, "display": s.label, "status": s.status, "attempt": s.attempt or None,
-             "exitCode": s.exit_code, "reason": s.reason or None,
-             "failure": s.failure.as_json() if s.failure is not None else None,
-             "cause": s.failure.summary() if s.failure is not None else None} for s in steps]

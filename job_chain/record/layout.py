@@ -4,8 +4,9 @@ A new kind of file is added here and nowhere else: the rest of the code asks
 :class:`~job_chain.record.records.RunRecords` (or a module of :mod:`job_chain.record`) for the fact,
 never for a path. Imported by every hop, so it holds names and patterns only (``re``, nothing else).
 
-``FILE.runs/`` holds one directory per run (named by its id, :data:`RUN_ID`) and the start
-:data:`LOCK`. A run's directory holds:
+``FILE.runs/`` holds one directory per run (named by its id, :data:`RUN_ID`), the start
+:data:`LOCK` and :data:`SUMMARIES` (one summary per run, :func:`summary_name`: what ``runs`` and the
+console list, :mod:`job_chain.record.summary`). A run's directory holds:
 
 * once per run: :data:`RUN` (where and how it started, its revision, round and epoch),
   ``revision-N.json`` (:func:`revision_name`, the chain frozen at each revision),
@@ -27,6 +28,7 @@ from typing import Optional, Tuple
 
 RUNS_SUFFIX = ".runs"  # FILE's runs are kept in FILE.runs/
 LOCK = ".lock"  # in FILE.runs/: held while a run is checked for and recorded
+SUMMARIES = ".summaries"  # in FILE.runs/: RUN.json per run, outside the run's directory (whose mtime dates it)
 RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")  # what may name a run's directory
 
 RUN = "run.json"
@@ -46,6 +48,11 @@ _FACT = re.compile(rf"({'|'.join(KINDS)})-({STEP})-attempt-(\d+)\.json")
 SLOT = re.compile(r"slot\.([a-z0-9-]+)\.(\d+)\.(\d+)\.(\d+)")  # pool, epoch, slot, generation
 FREE = re.compile(r"free\.([a-z0-9-]+)\.(\d+)\.(\d+)\.(\d+)")  # the same, given back
 CLAIM = re.compile(rf"claim\.(\d+)\.({STEP})")  # epoch, step
+
+
+def summary_name(run_id: str) -> str:
+    """The summary of run ``run_id``, in :data:`SUMMARIES`."""
+    return f"{run_id}.json"
 
 
 def revision_name(number: int) -> str:

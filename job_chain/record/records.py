@@ -105,6 +105,7 @@ class RunRecords:
         self.chain_path = chain_path
         self.root = os.path.abspath(chain_path) + layout.RUNS_SUFFIX
         self._frozen: Dict[Tuple[str, int], Any] = {}
+        self.summary_memo: Dict[str, Any] = {}  # record/summary.py's parsed summaries, by run
 
     def _dir(self, run_id: str) -> str:
         if not isinstance(run_id, str) or not layout.RUN_ID.fullmatch(run_id):
@@ -120,7 +121,7 @@ class RunRecords:
     def _path(self, run_id: str, name: str) -> str:
         return os.path.join(self._dir(run_id), name)
 
-    def _check_root(self) -> None:
+    def check_root(self) -> None:
         if os.path.lexists(self.root) and not os.path.isdir(self.root):
             raise UsageError(f"{self.root} is not a directory: job-chain keeps the runs of {self.chain_path} "
                              "there; move that file away")
@@ -198,7 +199,7 @@ class RunRecords:
 
     # -- runs --------------------------------------------------------------------------------
     def create_run(self, run_id: str, **meta: Any) -> Dict[str, Any]:
-        self._check_root()
+        self.check_root()
         run = {"id": run_id, "started": time.time(), **meta}
         os.makedirs(self._dir(run_id), mode=0o700, exist_ok=True)
         write_json_private(self._path(run_id, layout.RUN), run)
@@ -216,6 +217,8 @@ class RunRecords:
         import shutil
 
         shutil.rmtree(self._dir(run_id), ignore_errors=True)
+        with contextlib.suppress(OSError):
+            os.unlink(os.path.join(self.root, layout.SUMMARIES, layout.summary_name(run_id)))
 
     def get_run(self, run_id: str) -> Optional[Dict[str, Any]]:
         return self.read(run_id, layout.RUN)
@@ -246,7 +249,7 @@ class RunRecords:
 
     def runs(self) -> List[Dict[str, Any]]:
         """Every recorded run, newest first (by :func:`run_start`)."""
-        self._check_root()
+        self.check_root()
         try:
             names = os.listdir(self.root)
         except OSError:
@@ -269,7 +272,7 @@ class RunRecords:
         """Held while a run is checked for and recorded: two starts never both pass "no run is going"."""
         import fcntl
 
-        self._check_root()
+        self.check_root()
         os.makedirs(self.root, mode=0o700, exist_ok=True)
         fd = os.open(os.path.join(self.root, layout.LOCK), os.O_CREAT | os.O_RDWR, 0o600)
         try:

@@ -33,11 +33,11 @@ from job_chain.session import logs, look, plan, resume, start, stop, watch
 from job_chain.session.chainfile import ChainFile
 from job_chain.session.context import RunContext, all_runs, find_run, frozen
 from job_chain.session.places import Places
-from job_chain.session.runs import ResumePlan, Run, SubmitInterrupted, Submitted
+from job_chain.session.runs import ResumePlan, Run, RunSummary, SubmitInterrupted, Submitted
 from job_chain.spec.model import Chain, Step
 from job_chain.status.types import Attempt, RunStatus, StepStatus
 
-__all__ = ["ChainSession", "Run", "Submitted", "SubmitInterrupted", "ResumePlan"]
+__all__ = ["ChainSession", "Run", "RunSummary", "Submitted", "SubmitInterrupted", "ResumePlan"]
 
 
 def _ignore(message: str) -> None:
@@ -144,6 +144,15 @@ class ChainSession:
     def runs(self) -> List[Run]:
         """Every recorded run of this chain, newest first."""
         return all_runs(self.context)
+
+    def summaries(self, *, limit: Optional[int] = None, since: Optional[float] = None) -> List[RunSummary]:
+        """The runs of this chain as ``runs`` lists them, newest first: outcome, why, the steps failed or
+        going, GPU-hours, parameters (:class:`RunSummary`). Those started at or after ``since`` (epoch
+        seconds), at most ``limit``. Each is read from the summary its last look wrote; a run whose
+        summary is missing or older than its record (or that is still going) is looked at, once."""
+        from job_chain.session.summaries import summaries
+
+        return summaries(self.context, limit=limit, since=since)
 
     def run(self, run_id: Optional[str] = None) -> Run:
         """One recorded run (default: the latest); :class:`RunNotFound` lists the known ones."""

@@ -26,9 +26,13 @@ def status(ctx: RunContext, run_id: Optional[str] = None, *, now: Optional[float
 
     Each step's outputs come from the run record; an inline run keeps them in its jobs' logs,
     which ``outputs=True`` reads (once per step: what was read is kept in the record)."""
+    from job_chain.record import summary
     from job_chain.status.look import may_hide_a_job, run_attempts
 
     run = find_run(ctx, run_id)
+    before = summary.basis(ctx.records, run.run_id)  # the summary this look writes is dated by it
+    record = ctx.records.get_run(run.run_id)
+    run = Run.from_record(ctx.path, record) if record is not None else run
     chain = frozen(ctx, run)
     walked = False
     while True:
@@ -54,6 +58,10 @@ def status(ctx: RunContext, run_id: Optional[str] = None, *, now: Optional[float
     if outputs and run.mode == "inline":
         _read_logged_outputs(ctx, run, chain, found)
     found.revisions = ctx.records.revisions(run.run_id)
+    if record is not None:
+        from job_chain.status.summary import fields
+
+        summary.keep(ctx.records, run.run_id, record, fields(found), before)
     return found
 
 

@@ -35,6 +35,69 @@ class Run:
 
 
 @dataclass(frozen=True)
+class RunSummary:
+    """A run as ``runs`` and the console list it, from its summary (:mod:`job_chain.record.summary`)
+    or, where that was missing or stale, a look at it. ``outcome`` is ``unknown`` (and ``error`` says
+    why) for a run that could not be looked at; ``run`` is None for a damaged record."""
+
+    run_id: str
+    run: Optional[Run]
+    outcome: str
+    reason: str = ""
+    current: List[Dict[str, Any]] = field(default_factory=list)  # the steps that matter now (status.summary.steps_json)
+    failed: List[Dict[str, Any]] = field(default_factory=list)  # the failed steps, with their causes
+    gpu_hours: Optional[float] = None
+    lost_gpu_hours: Optional[float] = None
+    params: Dict[str, Any] = field(default_factory=dict)
+    first_start: Optional[float] = None  # the first attempt's start (or the run's), epoch seconds
+    ended: Optional[float] = None  # the last attempt's end; None while anything goes
+    error: str = ""
+
+    @property
+    def started(self) -> Optional[_dt.datetime]:
+        return self.run.started if self.run is not None else None
+
+    def duration(self, now: Optional[float] = None) -> Optional[float]:
+        """From the first start to the last end (or now, while it goes)."""
+        if self.first_start is None:
+            return None
+        import time
+
+        return max(0.0, (self.ended if self.ended is not None else (now or time.time())) - self.first_start)
+
+    @classmethod
+    def of(cls, run_id: str, run: Optional[Run], fields: Dict[str, Any]) -> RunSummary:
+        def number(key: str) -> Optional[float]:
+            value = fields.get(key)
+            return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+        def steps(key: str) -> List[Dict[str, Any]]:
+            return [s for s in fields.get(key) or [] if isinstance(s, dict)]
+
+        params = fields.get("params")
+        return cls(run_id, run, str(fields.get("outcome") or "unknown"), str(fields.get("reason") or ""),
+                   steps("current"), steps("failedSteps"), number("gpuHours"), number("lostGpuHours"),
+                   dict(params) if isinstance(params, dict) else {}, number("firstStart"), number("ended"))
+
+    def as_json(self) -> Dict[str, Any]:
+        """What ``runs --json`` prints of it."""
+        from job_chain.status.types import iso
+
+        run = self.run
+        data: Dict[str, Any] = {"run": self.run_id, "started": iso(run.started) if run else None,
+                                "local": run.local if run else False,
+                                "endpoint": (run.endpoint or None) if run else None}
+        if run is not None:
+            data.update(mode=run.mode, firstStep=run.first_step, revision=run.revision or None)
+        data.update(params=self.params, outcome=self.outcome,
+                    reason=(f"cannot read its status: {self.error}" if run is not None else self.error)
+                    if self.error else (self.reason or None),
+                    current=self.current, failedSteps=self.failed, gpuHours=self.gpu_hours,
+                    lostGpuHours=self.lost_gpu_hours)
+        return data
+
+
+@dataclass(frozen=True)
 class Submitted:
     """One step a call submitted (or found already submitted, ``created`` False)."""
 

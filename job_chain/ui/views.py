@@ -16,6 +16,7 @@ from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 from job_chain.aihc.keys import key_path
 from job_chain.engine.jobs import LABEL_RUN
 from job_chain.engine.states import FAILED, STOPPED, SUCCEEDED
+from job_chain.status.summary import run_span
 from job_chain.status.types import NOT_SUBMITTED, SKIPPED, RunStatus, StepStatus
 
 LABEL_PREFIX = LABEL_RUN.split("/")[0] + "/"  # job-chain's own labels: job-chain/run, /step, /attempt
@@ -61,18 +62,6 @@ def duration(seconds: Optional[float]) -> str:
 def when(moment: Optional[_dt.datetime]) -> str:
     """Date and time in UTC, to the second."""
     return moment.strftime("%Y-%m-%d %H:%M:%S UTC") if moment else ""
-
-
-def run_span(status: RunStatus, now: Optional[float] = None) -> Tuple[Optional[float], Optional[float]]:
-    """(first start, last end or now) over every attempt of the run."""
-    starts = [a.started.timestamp() for s in status.steps for a in s.attempts if a.started]
-    if status.started is not None:
-        starts.append(status.started.timestamp())
-    if not starts:
-        return None, None
-    now = time.time() if now is None else now
-    ends = [a.finished.timestamp() if a.finished else now for s in status.steps for a in s.attempts]
-    return min(starts), max(ends + [min(starts)])
 
 
 def run_duration(status: RunStatus) -> Optional[float]:

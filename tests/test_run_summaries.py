@@ -1,0 +1,160 @@
+"""A summary per run (issue 35): ``runs``, the console and ``ChainSession.summaries`` read it, and a
+run whose summary is missing or older than its record is looked at once and its summary written.
+
+In-process on the in-memory jobs API (the moto pattern): what is checked is which runs are looked at,
+not the wire; the CLI through CliRunner over summaries the library wrote.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Any, List, Tuple
+
+import pytest
+from chain_helpers import write_chain
+from click.testing import CliRunner
+from memory_api import MemoryAPI
+
+from job_chain import ChainSession
+from job_chain.cli import cli as job_chain_cli
+from job_chain.session import look
+
+
+def _age(run_dir: Path, seconds: float = 60.0) -> None:
+    """Date the run's directory back, as a run that ended a while ago (its summary's basis settles)."""
+    when = time.time_ns() - int(seconds * 1e9)
+    for path in [*run_dir.iterdir(), run_dir]:
+        os.utime(path, ns=(when, when))
+
+
+def _finished(tmp_path: Path, count: int, exit_codes: Tuple[int, ...] = (0,)) -> Tuple[Path, List[str], MemoryAPI]:
+    chain = write_chain(tmp_path, "pool-local", [{"name": "train", "script": "true"}])
+    api = MemoryAPI()
+    session = ChainSession.from_file(str(chain), client=api)
+    ids = []
+    for number in range(count):
+        run = session.start()
+        job_id = next(j for j, job in api.jobs.items() if job.status not in ("Succeeded", "Failed"))
+        api.finish(job_id, exit_codes[number % len(exit_codes)])
+        ids.append(run.run_id)
+        time.sleep(0.002)  # distinct start times
+    return chain, ids, api
+
+
+@pytest.fixture
+def looks(monkeypatch: pytest.MonkeyPatch) -> List[str]:
+    """The runs a listing looked at (worked out a status for)."""
+    seen: List[str] = []
+    real = look.status
+
+    def counting(ctx: Any, run_id: Any = None, **kwargs: Any) -> Any:
+        seen.append(run_id)
+        return real(ctx, run_id, **kwargs)
+
+    monkeypatch.setattr(look, "status", counting)
+    return seen
+
+
+def test_a_listing_reads_summaries_and_looks_once_at_a_run_that_changed(tmp_path: Path, looks: List[str]) -> None:
+    chain, ids, api = _finished(tmp_path, 3, exit_codes=(0, 3))
+    looks.clear()
+    session = ChainSession.from_file(str(chain), client=api)
+    runs_dir = chain.parent / "chain_info.json.runs"
+    for run_id in ids:
+        _age(runs_dir / run_id)
+    first = session.summaries()
+    assert [s.run_id for s in first] == ids[::-1]  # newest first
+    assert [s.outcome for s in first] == ["succeeded", "failed", "succeeded"]
+    assert sorted(looks) == sorted(ids)  # missing: each worked out once, and written
+    assert sorted(p.name for p in (runs_dir / ".summaries").iterdir()) == sorted(f"{i}.json" for i in ids)
+
+    looks.clear()
+    again = ChainSession.from_file(str(chain), client=api).summaries()
+    assert looks == [] and [(s.run_id, s.outcome, s.failed and s.failed[0]["exitCode"]) for s in again] == \
+        [(s.run_id, s.outcome, s.failed and s.failed[0]["exitCode"]) for s in first]
+
+    (runs_dir / ids[0] / "note.json").write_text("{}")  # the record changed: its summary is stale
+    session.summaries()
+    assert looks == [ids[0]]
+    _age(runs_dir / ids[0])
+    looks.clear()
+    session.summaries()
+    assert looks == [ids[0]]  # the look after the change was dated by the change: once more, then settled
+    looks.clear()
+    session.summaries()
+    assert looks == []
+
+
+def test_a_run_copied_in_by_hand_is_found_and_a_damaged_one_listed(tmp_path: Path, looks: List[str]) -> None:
+    chain, ids, api = _finished(tmp_path, 1)
+    runs_dir = chain.parent / "chain_info.json.runs"
+    _age(runs_dir / ids[0])
+    ChainSession.from_file(str(chain), client=api).summaries()
+    copy = "20200101-000000-beef"
+    shutil.copytree(runs_dir / ids[0], runs_dir / copy)
+    record = json.loads((runs_dir / copy / "run.json").read_text())
+    (runs_dir / copy / "run.json").write_text(json.dumps(dict(record, id=copy, started=1577836800.0)))
+    (runs_dir / "20190101-000000-dead").mkdir()
+    looks.clear()
+    found = ChainSession.from_file(str(chain), client=api).summaries()
+    assert [s.run_id for s in found] == [ids[0], copy, "20190101-000000-dead"]
+    assert looks == [copy] and found[1].outcome == "succeeded"
+    assert found[2].outcome == "unknown" and "is damaged" in found[2].error
+
+
+def test_limit_and_since_narrow_the_listing_and_look_only_at_what_is_shown(tmp_path: Path, looks: List[str]) -> None:
+    chain, ids, api = _finished(tmp_path, 3)
+    looks.clear()
+    session = ChainSession.from_file(str(chain), client=api)
+    assert [s.run_id for s in session.summaries(limit=2)] == ids[:0:-1]
+    assert sorted(looks) == sorted(ids[1:])
+    runs_dir = chain.parent / "chain_info.json.runs"
+    record = json.loads((runs_dir / ids[0] / "run.json").read_text())
+    (runs_dir / ids[0] / "run.json").write_text(json.dumps(dict(record, started=time.time() - 3 * 86400)))
+    assert [s.run_id for s in session.summaries(since=time.time() - 86400)] == ids[:0:-1]
+
+
+def test_runs_table_decides_its_params_column_once_not_once_per_row() -> None:
+    """The quadratic ``any(e.get("params") for e in entries)`` inside the loop over every run."""
+    from job_chain.cli.run_view import runs_columns, runs_rows
+
+    asked = []
+
+    class Entry(dict):
+        def get(self, key: str, default: Any = None) -> Any:
+            if key == "params":
+                asked.append(1)
+            return super().get(key, default)
+
+    entries = [Entry(run=f"r{i}", started=None, outcome="succeeded", params={"lr": "1"} if i == 399 else {},
+                     current=[], failedSteps=[], gpuHours=None) for i in range(400)]
+    rows = runs_rows(entries)
+    assert len(rows) == 400 and rows[-1][3] == "lr=1" and rows[0][3] == "-"
+    assert len(asked) <= 3 * len(entries), len(asked)
+    assert "PARAMS" in runs_columns(entries)
+
+
+def test_runs_cli_limit_since_and_a_bad_since(tmp_path: Path, looks: List[str]) -> None:
+    chain, ids, api = _finished(tmp_path, 3)
+    runs_dir = chain.parent / "chain_info.json.runs"
+    ChainSession.from_file(str(chain), client=api).summaries()
+    for run_id in ids:
+        _age(runs_dir / run_id)
+    ChainSession.from_file(str(chain), client=api).summaries()  # settled summaries: no API is asked below
+    env = {"JOB_CHAIN_CREDENTIALS": None, "AIHC_HOST": "127.0.0.1:9", "AIHC_AK": "a", "AIHC_SK": "b"}
+    listed = CliRunner().invoke(job_chain_cli, ["runs", str(chain), "--json", "--limit", "2"], env=env)
+    assert listed.exit_code == 0, listed.output
+    assert [e["run"] for e in json.loads(listed.output)] == ids[:0:-1]
+    assert all(e["outcome"] == "succeeded" for e in json.loads(listed.output))
+    table = CliRunner().invoke(job_chain_cli, ["runs", str(chain), "--since", "1h"], env=env)
+    assert table.exit_code == 0 and all(i in table.output for i in ids), table.output
+    none = CliRunner().invoke(job_chain_cli, ["runs", str(chain), "--since", "2999-01-01"], env=env)
+    assert none.exit_code == 0 and "no run of" in none.output and "started since 2999-01-01" in none.output
+    bad = CliRunner().invoke(job_chain_cli, ["runs", str(chain), "--since", "yesterday"], env=env)
+    assert bad.exit_code == 2 and "Traceback" not in bad.output
+    assert "--since 'yesterday' is neither an age (30m, 12h, 7d, 2w) nor a UTC date" in bad.output
+    assert len(bad.output.strip().splitlines()) == 1
