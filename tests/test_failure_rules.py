@@ -69,9 +69,12 @@ def test_a_number_keeps_its_meaning_and_retry_on_exit_codes_applies_to_budgets_t
 def test_a_retry_is_said_in_one_sentence() -> None:
     step = chain({"retries": {"infra": 5}, "checkpoint": {"dir": "/ckpt"}}).steps[0]
     failure = Failure("infra", "nccl-watchdog-timeout", "…", "train-worker-0")
-    assert retry_sentence(step, 1, decide(step, 1, 1, ["infra"]), failure, 200) == (
+    assert retry_sentence(step, 1, decide(step, 1, 1, ["infra"]), failure, (200, "/ckpt/iter_0000200"), "/ckpt") == (
         "attempt 1 failed: infra (nccl-watchdog-timeout on pod train-worker-0); retrying as attempt 2 from "
-        "iteration 200; infra budget 4 left")
+        "iteration 200 (/ckpt/iter_0000200); infra budget 4 left")
+    assert retry_sentence(step, 1, decide(step, 1, 1, ["infra"]), failure, None, "/ckpt") == (
+        "attempt 1 failed: infra (nccl-watchdog-timeout on pod train-worker-0); retrying as attempt 2 from "
+        "the start (no complete checkpoint in /ckpt); infra budget 4 left")
     plain = chain({"retries": 1}).steps[0]
     assert retry_sentence(plain, 1, decide(plain, 1, 1), None) == (
         "attempt 1 failed: cause not known; retrying as attempt 2; 0 retries left")
@@ -186,7 +189,8 @@ def test_new_settings_are_checked_at_their_json_paths() -> None:
                          "digits, - and _), found 'NaN'"]
     assert problems({"failureRules": "x"})[0].startswith("jobs[0].jobChain.failureRules: must be a list")
     assert problems({"checkpoint": {"dir": "ckpt", "tracker": "a/b"}}) == [
-        "jobs[0].jobChain.checkpoint.dir: must be an absolute path (where the job saves its checkpoints), found 'ckpt'",
+        "jobs[0].jobChain.checkpoint.dir: must be an absolute path (where the job saves its checkpoints; it may use "
+            "${params.NAME}, ${matrix.NAME}, ${run.id}), found 'ckpt'",
         "jobs[0].jobChain.checkpoint.tracker: must be a file name in dir, e.g. \"latest_checkpointed_iteration.txt\", "
         "found 'a/b'"]
 

@@ -126,7 +126,30 @@ def test_a_retry_is_told_the_last_complete_checkpoint(tmp_path: Path, shared_ser
     first, second = data["steps"][0]["attempts"]
     assert first["checkpointIteration"] == 200 and first["failure"]["signature"] == "storage-io-error"
     assert second["resumeFrom"] == {"iteration": 200, "checkpoint": str(checkpoints / "iter_0000200")}
-    assert "retrying as attempt 2 from iteration 200; infra budget 1 left" in s.log(run.run_id, step=0, attempt=1)
+    said = f"retrying as attempt 2 from iteration 200 ({checkpoints / 'iter_0000200'}); infra budget 1 left"
+    assert said in s.log(run.run_id, step=0, attempt=1)
+    assert said in invoke(shared_server, "status", str(chain)).output
+
+
+def test_a_checkpoint_dir_with_params_and_the_run_id_is_where_the_retry_resumes(
+        tmp_path: Path, shared_server: LocalServer) -> None:
+    # issue 29 item 1: the directory was frozen with ${params.tag} literally, and the retry was told nothing
+    saves = ('d="$SHARED/$JOB_CHAIN_PARAM_TAG/$JOB_CHAIN_RUN_ID"\n'
+             'if [ -n "$JOB_CHAIN_RESUME_ITERATION" ]; then\n'
+             '  echo "$JOB_CHAIN_RESUME_ITERATION $JOB_CHAIN_RESUME_CHECKPOINT" > "$SHARED/resumed"; exit 0; fi\n'
+             'mkdir -p "$d/iter_0000060" && echo 60 > "$d/latest_checkpointed_iteration.txt"\n'
+             'echo "OSError: [Errno 5] Input/output error" >&2; exit 1\n')
+    chain = write_chain(tmp_path, shared_server.pool, [
+        {"name": "train", "script": saves, "jobChain": {
+            "retries": {"infra": 1}, "checkpoint": {"dir": str(tmp_path / "shared/${params.tag}/${run.id}")}}}],
+        params={"tag": "base"})
+    assert invoke(shared_server, "validate", str(chain)).exit_code == 0
+    followed = invoke(shared_server, "run", str(chain), "--param", "tag=v7", "--follow")
+    assert followed.exit_code == 0, followed.output
+    run_id = json.loads(invoke(shared_server, "status", str(chain), "--json").output)["run"]
+    folder = tmp_path / "shared" / "v7" / run_id
+    assert (tmp_path / "shared" / "resumed").read_text().split() == ["60", str(folder / "iter_0000060")]
+    assert f"retrying as attempt 2 from iteration 60 ({folder / 'iter_0000060'})" in followed.output
 
 
 def test_gpu_hours_of_a_2x8_gpu_step_with_a_failed_first_attempt_match_the_wall_clock(

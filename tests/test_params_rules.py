@@ -108,10 +108,46 @@ def test_point_names_are_valid_job_names_unique_and_stable() -> None:
     ([job("a")], {"params": {"lr": "1", "LR": "2"}}, "params.LR: 'LR' and 'lr' would both be JOB_CHAIN_PARAM_LR"),
     ([job("a")], {"maxRunning": "2"}, "maxRunning: must be a whole number"),
     ([job("a"), job("h", runOn="failure", matrix={"x": [1]})], {}, "an exit handler (runOn) runs once"),
+    # issue 29 item 1: a reference in jobChain is replaced (checkpoint) or refused, never kept as written
+    ([job("a", checkpoint={"dir": "/pfs/${params.tga}/ckpt"})], {"params": {"tag": "x"}},
+     "jobs[0].jobChain.checkpoint.dir: ${params.tga}: no parameter 'tga' (did you mean 'tag'?)"),
+    ([job("a", checkpoint={"dir": "/pfs/${matrix.lr}"})], {}, "jobs[0].jobChain.checkpoint.dir: ${matrix.lr}: "
+                                                             "this job has no jobChain.matrix"),
+    ([job("a", checkpoint={"dir": "/pfs/$JOB_CHAIN_RUN_ID"})], {},
+     "jobs[0].jobChain.checkpoint.dir: $JOB_CHAIN_RUN_ID is a shell variable, and no shell reads this path: "
+     "write ${run.id}"),
+    ([job("a", checkpoint={"dir": "/pfs/${HOME}/c"})], {}, "checkpoint.dir: ${HOME} is a shell variable"),
+    ([job("a"), job("b", checkpoint={"dir": "/pfs/${steps.a.outputs.k}"})], {},
+     "jobs[1].jobChain.checkpoint.dir: ${steps.a.outputs.k}: a step's outputs are not known"),
+    ([job("a", checkpoint={"dir": "${params.root}/ckpt"})], {"params": {"root": "pfs"}},
+     "jobs[0].jobChain.checkpoint: a: dir becomes 'pfs/ckpt', not an absolute path"),
+    ([job("a", failureRules=[{"match": "x", "class": "nan", "explanation": "see /pfs/${params.tag}"}])],
+     {"params": {"tag": "x"}}, "jobs[0].jobChain.failureRules[0].explanation: ${params.tag}: references are "
+                               "replaced only in the job's create body and in jobChain.checkpoint"),
+    ([job("a", matrix={"data": ["/pfs/${params.tag}"]})], {"params": {"tag": "x"}},
+     "jobs[0].jobChain.matrix.data[0]: ${params.tag}: references are replaced only"),
+    ([job("a", metrics={"loss": "${run.id} ([0-9.]+)"})], {}, "jobs[0].jobChain.metrics.loss: ${run.id}"),
 ])
 def test_references_and_settings_are_checked_at_their_json_path(jobs: List[Dict[str, Any]], top: Dict[str, Any],
                                                                 expected: str) -> None:
     assert any(expected in p for p in problems(jobs, **top)), problems(jobs, **top)
+
+
+def test_a_checkpoint_is_read_where_its_params_matrix_values_and_run_id_say() -> None:
+    from job_chain.spec.params import checkpoint_of
+
+    chain = load([job("train", "echo ${run.id}", matrix={"lr": ["1e-4", "3e-4"]},
+                      checkpoint={"dir": "${params.root}/${params.tag}/${run.id}/${matrix.lr}",
+                                  "tracker": "latest-${matrix.lr}.txt"})],
+                 params={"root": "/pfs", "tag": "base"})
+    run = replace(chain, params={"root": "/pfs", "tag": "v7"})  # --param tag=v7
+    spec = checkpoint_of(run, run.steps[1], "20260101-000000-abcd")
+    assert spec is not None and (spec.dir, spec.tracker) == ("/pfs/v7/20260101-000000-abcd/3e-4", "latest-3e-4.txt")
+    assert run.steps[1].checkpoint.dir == "${params.root}/${params.tag}/${run.id}/${matrix.lr}"  # as written, frozen
+    thawed = thaw(freeze(run), run.path)
+    assert checkpoint_of(thawed, thawed.steps[0], "R").dir == "/pfs/v7/R/1e-4"
+    body = build_request(run, run.steps[0].name, "20260101-000000-abcd", 1, mode="watch")
+    assert body["jobSpec"]["command"] == "echo 20260101-000000-abcd"
 
 
 def test_a_script_file_with_a_reference_is_a_warning(tmp_path: Path) -> None:

@@ -168,13 +168,24 @@ def print_status(status: RunStatus, points: bool = True) -> None:
     revision = revision_line(status)
     if revision:
         click.echo(revision)
-    for line in [gpu_line(status)] + advice_lines(status):
+    for line in [gpu_line(status)] + retry_lines(status) + advice_lines(status):
         if line:
             click.echo(line)
     click.echo(outcome_line(status))
     hint = log_hint(status)
     if hint:
         click.echo(f"read its log: {hint}")
+
+
+def retry_lines(status: RunStatus) -> List[str]:
+    """``step train: attempt 1 failed: …; retrying as attempt 2 from iteration 200 (/pfs/…)``: each
+    retried step's latest retry, with the checkpoint it was told."""
+    out = []
+    for step in status.steps:
+        note = step.retried()
+        if note:
+            out.append(f"step {step.label}: {note}")
+    return out
 
 
 def status_json(status: RunStatus) -> Dict[str, Any]:

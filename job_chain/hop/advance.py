@@ -190,10 +190,12 @@ class _Hop:
             known = Failure("user", "unusable-outputs", outputs[1], explanation="write KEY=VALUE lines to "
                             "$JOB_CHAIN_OUTPUTS (docs/graphs.md, Outputs), then resume the run")
         checkpoint = None  # read once: the exit record, the failure's record and a retry's resume all name it
-        if me.checkpoint is not None:
+        step = self.chain.named(name) if me.checkpoint is not None else None
+        if step is not None:
             from job_chain.rules.checkpoint import last_complete
+            from job_chain.spec.params import checkpoint_of
 
-            checkpoint = last_complete(me.checkpoint)
+            checkpoint = last_complete(checkpoint_of(self.chain, step, run_id))
         if records is not None:  # before anything can fail: status shows it
             self.recorded = records.record_exit(run_id, name, attempt, exit_code,
                                                 checkpoint[0] if checkpoint else None)

@@ -75,7 +75,10 @@ def decide_after(hop: Any, step: Step, attempt: int, exit_code: int, known: Opti
     failure = diagnose(hop, step, attempt, exit_code, known, checkpoint)
     decision = decide(step, attempt, exit_code, causes_so_far(hop, step, attempt, exit_code, failure))
     resume = checkpoint if decision.retry else None
-    log(f"step {step.name}: {retry_sentence(step, attempt, decision, failure, resume[0] if resume else None)}")
+    from job_chain.spec.params import checkpoint_of
+
+    spec = checkpoint_of(hop.chain, step, hop.run_id)
+    log(f"step {step.name}: {retry_sentence(step, attempt, decision, failure, resume, spec.dir if spec else None)}")
     if failure.line:
         log(f"step {step.name}: the line that says so{' (pod ' + failure.pod + ')' if failure.pod else ''}: "
             f"{failure.line[:300]}")

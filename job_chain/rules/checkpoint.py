@@ -6,6 +6,10 @@ iteration the tracker names, and only if its directory exists; a directory the t
 name (``iter_0000300`` while the tracker still says 200: a save cut short) is never chosen. A
 retry is told it in ``JOB_CHAIN_RESUME_ITERATION`` and ``JOB_CHAIN_RESUME_CHECKPOINT``. Standard
 library only: this runs in the advancing job, where the checkpoint storage is mounted.
+
+The settings as written may hold ``${params.X}``, ``${matrix.X}`` and ``${run.id}``: every reader
+takes the step's checkpoint of a run from :func:`job_chain.spec.params.checkpoint_of`, never
+``step.checkpoint`` itself.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ console all decide with this one function.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional, Sequence
+from typing import Any, Optional, Sequence, Tuple
 
 from job_chain.spec.model import Step
 
@@ -54,15 +54,20 @@ def decide(step: Step, attempt: int, exit_code: int, causes: Sequence[str] = ())
 
 
 def retry_sentence(step: Step, attempt: int, decision: Decision, failure: Any,
-                   resume_iteration: Optional[int] = None) -> str:
+                   resume: Optional[Tuple[int, str]] = None, checkpoint_dir: Optional[str] = None) -> str:
     """``attempt 1 failed: infra (nccl-watchdog-timeout on pod train-worker-0); retrying as attempt 2
-    from iteration 200; infra budget 4 left`` (or why it is not retried)."""
+    from iteration 200 (/pfs/ckpt/iter_0000200); infra budget 4 left`` (or why it is not retried).
+
+    ``resume``: (iteration, its directory) the retry is told; ``checkpoint_dir``: where a step with a
+    checkpoint saves them, said when the retry is told none (it starts from the beginning)."""
     text = f"attempt {attempt} failed: {describe(failure)}"
     if not decision.retry:
         return f"{text}; not retried: {decision.why}"
     text += f"; retrying as attempt {attempt + 1}"
-    if resume_iteration is not None:
-        text += f" from iteration {resume_iteration}"
+    if resume is not None:
+        text += f" from iteration {resume[0]} ({resume[1]})"
+    elif checkpoint_dir is not None:
+        text += f" from the start (no complete checkpoint in {checkpoint_dir})"
     if step.retry_budgets is not None:
         return f"{text}; {decision.cause} budget {decision.left} left"
     return f"{text}; {decision.left} {'retry' if decision.left == 1 else 'retries'} left"

@@ -128,8 +128,9 @@ def submit(ctx: RunContext, run: Run, name: str, attempt: int, mode: str,
     resume = None
     if attempt > 1 and step is not None:  # a resumed step continues from its last checkpoint
         from job_chain.rules.checkpoint import last_complete
+        from job_chain.spec.params import checkpoint_of
 
-        resume = last_complete(step.checkpoint)
+        resume = last_complete(checkpoint_of(chain, step, run.run_id))
     try:
         result = submit_with_deadline(
             lambda: submit_step(client, chain, name, run.run_id, attempt, records=ctx.records, mode=mode,

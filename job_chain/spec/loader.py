@@ -299,6 +299,7 @@ def check_chain_data(data: Dict[str, Any], path: str, *, local: bool = False,
 
         _check_references(c, steps, matrices, params)
         steps = expand(steps, matrices, c.problems)
+        _check_checkpoints(c, chain_of(steps, params))
     if c.problems:
         raise ChainFileError(path, c.problems)
     chain = Chain(path=path, pool=pool or "", steps=steps, api_config=api_config,
@@ -314,7 +315,7 @@ def _check_references(c: _Checker, steps: List[Step], matrices: Dict[int, Dict[s
                       params: Dict[str, str]) -> None:
     """Every ``${…}`` of every job: known parameters and matrix names, outputs only of jobs it waits for."""
     from job_chain.spec.matrix import points_of
-    from job_chain.spec.params import check_step_refs
+    from job_chain.spec.params import check_settings_refs, check_step_refs
 
     by_index = {s.index: s for s in steps}
     kinds = {s.name: ("matrix", len(points_of(matrices[s.index]))) if s.index in matrices else
@@ -323,6 +324,24 @@ def _check_references(c: _Checker, steps: List[Step], matrices: Dict[int, Dict[s
         check_step_refs(step.body, f"jobs[{step.index}]", script_file=step.script_origin != "inline",
                         script=step.script, name=step.name, params=params, matrix=matrices.get(step.index),
                         ancestors=_Ancestors(step, by_index), steps=kinds, problems=c.problems, warnings=c.warnings)
+        check_settings_refs(step.settings_raw, f"jobs[{step.index}].{SETTINGS_KEY}", params=params,
+                            matrix=matrices.get(step.index), problems=c.problems)
+
+
+def chain_of(steps: List[Step], params: Dict[str, str]) -> Chain:
+    return Chain(path="", pool="", steps=steps, params=params)
+
+
+def _check_checkpoints(c: _Checker, chain: Chain) -> None:
+    """Each checkpoint as the step's run will read it (the parameters' defaults, each matrix point's
+    values, a run id) is still an absolute directory and a tracker file name."""
+    from job_chain.spec.params import checkpoint_of, checkpoint_problem
+
+    for step in chain.steps:
+        spec = None if c.problems else checkpoint_of(chain, step, "RUN")
+        problem = spec and checkpoint_problem(spec)
+        if problem:
+            c.problem(f"jobs[{step.index}].{SETTINGS_KEY}.checkpoint", f"{step.display}: {problem}")
 
 
 class _Ancestors:

@@ -1,9 +1,12 @@
-"""Parameters and references: ``${params.X}``, ``${matrix.X}`` and ``${steps.S.outputs.K}``.
+"""Parameters and references: ``${params.X}``, ``${matrix.X}``, ``${run.id}`` and ``${steps.S.outputs.K}``.
 
 A chain's top-level ``params`` are defaults; ``--param NAME=VALUE`` overrides them when a run
 starts, and the run freezes the result. References are replaced in the *string values* of a
 step's create body (its inline command, env values, labels, datasource paths, …) when the step
-is submitted; a script *file* runs byte for byte, so it reads ``$JOB_CHAIN_PARAM_X`` instead.
+is submitted; a script *file* runs byte for byte, so it reads ``$JOB_CHAIN_PARAM_X`` instead. Of a
+job's ``jobChain`` settings, only ``checkpoint`` (``dir``, ``tracker``) is a place for references
+(params, matrix and the run id: what is known when the step is submitted); a reference anywhere else
+in ``jobChain`` is refused by ``validate`` (:func:`check_settings_refs`), never kept literally.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Container, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
 
 from job_chain.errors import JobChainError, UsageError
+from job_chain.spec.model import Chain, Checkpoint, Step
 from job_chain.util.jsonfile import describe, json_type
 
 NAME = r"[A-Za-z_][A-Za-z0-9_]{0,63}"
@@ -21,7 +25,8 @@ MAX_PARAMS = 64
 MAX_VALUE = 4096  # bytes of one parameter or matrix value
 PARAM_ENV = "JOB_CHAIN_PARAM_"
 MATRIX_ENV = "JOB_CHAIN_MATRIX_"
-KINDS = ("params", "matrix", "steps")
+KINDS = ("params", "matrix", "steps", "run")
+RUN_ID = "${run.id}"
 # anything shaped like ${word.…}: never valid bash, so always meant as a reference
 _CANDIDATE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\.([^}\s]*)\}")
 _STEP_OUTPUT = re.compile(rf"([A-Za-z0-9][-A-Za-z0-9_]*)\.outputs\.({NAME})")
@@ -29,7 +34,7 @@ _STEP_OUTPUT = re.compile(rf"([A-Za-z0-9][-A-Za-z0-9_]*)\.outputs\.({NAME})")
 
 @dataclass(frozen=True)
 class Ref:
-    """One reference: ``kind`` params|matrix|steps, ``name`` (the param, matrix key or step), ``key``
+    """One reference: ``kind`` params|matrix|steps|run, ``name`` (the param, matrix key or step), ``key``
     (the output, for steps)."""
 
     kind: str
@@ -156,12 +161,15 @@ def scan(text: str) -> Tuple[List[Ref], List[str]]:
         if kind in ("params", "matrix") and NAME_RE.fullmatch(rest):
             refs.append(Ref(kind, rest, text=whole))
             continue
+        if kind == "run" and rest == "id":
+            refs.append(Ref("run", "id", text=whole))
+            continue
         output = _STEP_OUTPUT.fullmatch(rest) if kind == "steps" else None
         if output:
             refs.append(Ref("steps", output.group(1), output.group(2), whole))
             continue
         hint = did_you_mean(kind, KINDS) if kind not in KINDS else ""
-        bad.append(f"{whole} is not a reference{hint}: write ${{params.NAME}}, ${{matrix.NAME}} or "
+        bad.append(f"{whole} is not a reference{hint}: write ${{params.NAME}}, ${{matrix.NAME}}, ${{run.id}} or "
                    "${steps.STEP.outputs.KEY}")
     return refs, bad
 
@@ -230,6 +238,8 @@ def check_step_refs(body: Dict[str, Any], where: str, *, script_file: bool, scri
 
 def _ref_problem(ref: Ref, name: str, params: Mapping[str, str], matrix: Optional[Mapping[str, Any]],
                  ancestors: Container[str], steps: Mapping[str, Tuple[str, int]]) -> Optional[str]:
+    if ref.kind == "run":
+        return None
     if ref.kind == "params":
         if ref.name in params:
             return None
@@ -257,9 +267,11 @@ def _ref_problem(ref: Ref, name: str, params: Mapping[str, str], matrix: Optiona
 
 
 def value_of_for(params: Mapping[str, str], point: Mapping[str, str], outputs: Mapping[str, Mapping[str, str]],
-                 step: str) -> Callable[[Ref], str]:
-    """How :func:`substitute` finds a reference's value when ``step`` is submitted."""
+                 step: str, run_id: str) -> Callable[[Ref], str]:
+    """How :func:`substitute` finds a reference's value when ``step`` of run ``run_id`` is submitted."""
     def value_of(ref: Ref) -> str:
+        if ref.kind == "run":
+            return run_id
         if ref.kind == "params" and ref.name in params:
             return params[ref.name]
         if ref.kind == "matrix" and ref.name in point:
@@ -277,3 +289,66 @@ def value_of_for(params: Mapping[str, str], point: Mapping[str, str], outputs: M
                                 f"{ref.name}'")
         raise MissingOutput(f"step {step} uses {ref.text}, which this run cannot resolve")
     return value_of
+
+
+# -- references in jobChain settings --------------------------------------------------------------
+CHECKPOINT_KEYS = ("dir", "tracker")  # jobChain.checkpoint's strings: references are replaced there
+_SHELL_VAR = re.compile(r"\$(\{[A-Za-z_][A-Za-z0-9_]*\}|[A-Za-z_][A-Za-z0-9_]*)")
+
+
+def check_settings_refs(settings: Any, where: str, *, params: Mapping[str, str],
+                        matrix: Optional[Mapping[str, Any]], problems: List[str]) -> None:
+    """Every ``${…}`` of one job's ``jobChain`` object (``where``), reported at its JSON path: in
+    ``checkpoint.dir``/``tracker`` a parameter, a matrix value or the run id (known when the step
+    is submitted; a shell variable is not, no shell reads the path); anywhere else none is replaced,
+    so each is refused rather than kept as written."""
+    from job_chain.aihc.keys import join_path
+
+    checkpoint = settings.get("checkpoint") if isinstance(settings, dict) else None
+    for path, text in strings(settings, script_file=False):
+        own = isinstance(checkpoint, dict) and path in (f"checkpoint.{k}" for k in CHECKPOINT_KEYS)
+        at = join_path(where, path)
+        refs, bad = scan(text)
+        if not own:
+            if refs or bad:
+                found = (refs[0].text if refs else _CANDIDATE.search(text).group(0))  # type: ignore[union-attr]
+                problems.append(f"{at}: {found}: references are replaced only in the job's create body and in "
+                                "jobChain.checkpoint; write the value itself here")
+            continue
+        problems.extend(f"{at}: {why}" for why in bad)
+        for ref in refs:
+            why = ("a step's outputs are not known where its own checkpoint is read: use ${params.NAME}, "
+                   "${matrix.NAME} or ${run.id}" if ref.kind == "steps"
+                   else _ref_problem(ref, "", params, matrix, (), {}))
+            if why:
+                problems.append(f"{at}: {ref.text}: {why}")
+        shell = _SHELL_VAR.search(_CANDIDATE.sub("", text))
+        if shell:
+            hint = RUN_ID if shell.group(0).strip("${}") == "JOB_CHAIN_RUN_ID" else "${params.NAME}"
+            problems.append(f"{at}: {shell.group(0)} is a shell variable, and no shell reads this path: write "
+                            f"{hint} (or ${{matrix.NAME}}, ${{run.id}}), which job-chain replaces")
+
+
+def resolve_text(text: str, params: Mapping[str, str], point: Mapping[str, str], run_id: str, step: str) -> str:
+    """``text`` (a ``jobChain.checkpoint`` string) with its parameters, matrix values and run id
+    replaced."""
+    return substitute(text, value_of_for(params, point, {}, step, run_id), script_file=False)
+
+
+def checkpoint_of(chain: Chain, step: Step, run_id: str) -> Optional[Checkpoint]:
+    """Where ``step`` of run ``run_id`` saves its checkpoints: its ``jobChain.checkpoint`` with the
+    run's parameters, the step's matrix values and the run id in place (None: no checkpoint)."""
+    spec = step.checkpoint
+    if spec is None:
+        return None
+    return Checkpoint(*(resolve_text(text, chain.params, step.point, run_id, step.display)
+                        for text in (spec.dir, spec.tracker)))
+
+
+def checkpoint_problem(spec: Checkpoint) -> Optional[str]:
+    """Why a checkpoint's settings, references replaced, cannot be used (None: they can)."""
+    if not spec.dir.startswith("/"):
+        return f"dir becomes {spec.dir!r}, not an absolute path"
+    if not spec.tracker or "/" in spec.tracker or spec.tracker in (".", ".."):
+        return f"tracker becomes {spec.tracker!r}, not a file name"
+    return None

@@ -140,9 +140,10 @@ def _read_checkpoint(value: Any, where: str, problems: List[str]) -> Optional[Ch
     for key in sorted(set(value) - {"dir", "tracker"}):
         problems.append(f"{key_path(where, key)}: unknown key (known: dir, tracker)")
     folder, tracker = value.get("dir"), value.get("tracker", Checkpoint.tracker)
-    if not isinstance(folder, str) or not folder.startswith("/") or "\0" in folder or len(folder) > 4096:
-        problems.append(f"{where}.dir: must be an absolute path (where the job saves its checkpoints), found "
-                        f"{describe(folder)}")
+    if (not isinstance(folder, str) or not folder.startswith(("/", "${")) or "\0" in folder
+            or len(folder) > 4096):
+        problems.append(f"{where}.dir: must be an absolute path (where the job saves its checkpoints; it may use "
+                        f"${{params.NAME}}, ${{matrix.NAME}}, ${{run.id}}), found {describe(folder)}")
     if (not isinstance(tracker, str) or not tracker or "/" in tracker or "\0" in tracker or tracker in (".", "..")
             or len(tracker) > 255):
         problems.append(f"{where}.tracker: must be a file name in dir, e.g. \"latest_checkpointed_iteration.txt\", "

@@ -93,7 +93,7 @@ def summarize(chain: Chain, attempts: Iterable[Attempt], facts: RunFacts, *, run
                             + (f": {gave_up}" if gave_up else ""))
             state.attempts = found[:-1] + [replace(latest, status="Succeeded", exit_code=0)]
         _add_hours(state)
-        _add_notes(step, state)
+        _add_notes(chain, step, state, run_id)
         steps.append(state)
         states[step.index] = _planner_state(step, state)
     for again in slots.requeued(chain, facts.epoch, facts.claimed, states):
@@ -147,20 +147,26 @@ def _with_facts(item: Attempt, step: Step, facts: RunFacts, now: float) -> Attem
                    resume_from=fact(facts.resumed, step, item.attempt), gpu_hours=hours)
 
 
-def _add_notes(step: Step, state: StepStatus) -> None:
-    """What followed each failed attempt, in the words the advancing job used (``--follow`` says it)."""
+def _add_notes(chain: Chain, step: Step, state: StepStatus, run_id: str) -> None:
+    """What followed each failed attempt, in the words the advancing job used (``--follow`` says it):
+    a retry of a step with a checkpoint names the iteration and directory it was told, or none."""
+    from job_chain.rules.checkpoint import iteration_dir
     from job_chain.rules.retry import retry_sentence
+    from job_chain.spec.params import checkpoint_of
 
+    spec = checkpoint_of(chain, step, run_id)
     for position, item in enumerate(state.attempts):
         if item.status not in FAILED or item.failure is None:
             continue
         code = item.exit_code if item.exit_code is not None else 1
         decision = decide(step, item.attempt, code, causes(step, state.attempts[:position + 1], item.attempt))
         after = state.attempts[position + 1] if position + 1 < len(state.attempts) else None
-        resume = after.resume_from[0] if after is not None and after.resume_from else None
-        if resume is None and decision.retry and step.checkpoint is not None:
-            resume = item.checkpoint_iteration
-        state.notes[item.attempt] = retry_sentence(step, item.attempt, decision, item.failure, resume)
+        resume = after.resume_from if after is not None and after.resume_from else None
+        if resume is None and decision.retry and spec is not None and item.checkpoint_iteration is not None \
+                and after is None:  # the retry is not submitted yet: it will be told the last complete one
+            resume = (item.checkpoint_iteration, iteration_dir(spec, item.checkpoint_iteration))
+        state.notes[item.attempt] = retry_sentence(step, item.attempt, decision, item.failure, resume,
+                                                   spec.dir if spec else None)
 
 
 def _add_hours(state: StepStatus) -> StepStatus:

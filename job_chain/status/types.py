@@ -182,6 +182,11 @@ class StepStatus:
             return f"after attempt {earlier[-1][0]} failed: {earlier[-1][1].summary()}"
         return self.reason
 
+    def retried(self) -> Optional[str]:
+        """What the latest retry was told, in the words of its note (None: the step was not retried)."""
+        earlier = [a.attempt for a in self.attempts[:-1] if a.attempt in self.notes]
+        return self.notes[earlier[-1]] if earlier else None
+
     def what_failed(self) -> str:
         """``train (exit code 1: infra (nccl-watchdog-timeout on pod …))``: how a failed step is named to people."""
         code = f"exit code {self.exit_code}" if self.exit_code is not None else self.status.lower()
@@ -194,6 +199,8 @@ class StepStatus:
                 "started": iso(self.started), "finished": iso(self.finished), "duration": self.duration(),
                 "dependsOn": self.depends_on, "runOn": self.run_on, "gpuHours": _hours(self.gpu_hours),
                 "lostGpuHours": _hours(self.lost_gpu_hours), "attempts": [a.as_json() for a in self.attempts]}
+        if self.notes:  # what followed each failed attempt (a retry names the checkpoint it was told)
+            data["notes"] = {str(k): v for k, v in sorted(self.notes.items())}
         if self.history:
             data["earlierAttempts"] = [a.as_json() for a in self.history]
         if self.group:

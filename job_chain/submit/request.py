@@ -56,7 +56,8 @@ def build_request(
     if step is None:
         raise KeyError(name)
     script_file = step.script_origin != "inline"
-    value_of = value_of_for(chain.params, step.point, chain.outputs if outputs is None else outputs, step.display)
+    value_of = value_of_for(chain.params, step.point, chain.outputs if outputs is None else outputs, step.display,
+                            run_id)
     body = substitute(copy.deepcopy(step.body), value_of, script_file=script_file)
     spec = body["jobSpec"]
     ours = step_env(run_id, step, context, chain.params)
