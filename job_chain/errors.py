@@ -46,5 +46,10 @@ class RunStillActive(UsageError):
         self.run_id = run_id
 
 
+class RecordUnwritable(JobChainError):
+    """A fact the run's progress depends on (a step's exit, its success marker) could not be written
+    to the run record: the disk is full, the storage went read-only. Nothing may be decided then."""
+
+
 class RunTimeout(JobChainError, TimeoutError):
     """``ChainSession.wait`` gave up before the run ended (the run itself goes on)."""

@@ -45,3 +45,60 @@ def test_repeated_advance_sends_one_create_and_the_same_token_once_the_record_is
     assert (third.client_token, third.job_id, third.created) == (second.client_token, second.job_id, False)
     assert third.body == second.body
     assert len(api.jobs) == 2
+
+
+def test_a_join_whose_markers_cannot_be_written_fails_loudly_and_resume_continues_it(
+        tmp_path: Path, capsys: Any, monkeypatch: Any) -> None:
+    # a -> (b, c) -> d with the disk under the run record full: each branch read the other's missing
+    # marker, took "its dependents also wait for ..." and stopped; d was never submitted.
+    import errno
+    import json
+    import sys
+
+    from job_chain.record import records as records_module
+
+    for name in "abcd":
+        (tmp_path / f"{name}.sh").write_text("true\n")
+    after = {"b": ["a"], "c": ["a"], "d": ["b", "c"]}
+    jobs = [{"name": n, "jobSpec": {"command": f"{n}.sh", "image": "local"},
+             **({"jobChain": {"dependsOn": after[n], "retries": 2}} if n in after else {})} for n in "abcd"]
+    chain = tmp_path / "chain_info.json"
+    chain.write_text(json.dumps({"resourcePoolId": "pool-local", "jobs": jobs}))
+    api = MemoryAPI()
+    s = ChainSession.from_file(str(chain), client=api)
+    run = s.start()
+    hint = f"job-chain resume {chain} --run {run.run_id}"
+
+    def hop(step: str, attempt: int = 1) -> int:  # the script exited 0: its tail runs, the job ends as it says
+        job = next(c.job_id for c in api.creates if c.labels["job-chain/step"] == step
+                   and c.labels["job-chain/attempt"] == str(attempt))
+        code = advance(s.frozen(run), api, run_id=run.run_id, step=step, attempt=attempt, exit_code=0,
+                       records=s.records, resume_hint=hint)
+        said = capsys.readouterr().err
+        sys.stderr.write(said)
+        api.finish(job, code, log=said)
+        return code
+
+    assert hop("a") == 0
+    capsys.readouterr()
+    real = records_module.write_json_private
+
+    def full(path: Any, obj: Any) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(records_module, "write_json_private", full)
+    codes = [hop("b"), hop("c")]
+    said = capsys.readouterr().err
+    assert codes == [75, 75]  # the job fails: its exit says the step could not advance
+    assert said.count("but the run record could not be written") == 2 and "No space left on device" in said
+    assert "also wait" not in said and hint in said
+    assert [c for c in api.creates if c.labels["job-chain/step"] == "d"] == []
+    # the jobs' logs end with that line: status says the run failed, and why
+    monkeypatch.setattr(records_module, "write_json_private", real)  # space is freed
+    look = s.status(run.run_id)
+    assert look.outcome == "failed" and "could not write the run record" in look.reason, look.reason
+    causes = {st.name: st.attempts[-1].failure for st in look.steps if st.attempts}
+    assert causes["b"].signature == causes["c"].signature == "run-record-unwritable"
+    s.resume(run.run_id)
+    assert hop("b", 2) == 0 and hop("c", 2) == 0
+    assert [c.labels["job-chain/attempt"] for c in api.creates if c.labels["job-chain/step"] == "d"] == ["1"]

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Dict, Tuple
 
 VERDICT, ROOT, CONSEQUENCE, GENERIC = 0, 1, 2, 3
+UNRECORDED = "run-record-unwritable"  # the advance could not write the run record: it decided nothing
 
 CLASSES: Dict[str, str] = {
     "infra": "the platform failed: NCCL or network errors, collective or store timeouts, InfiniBand, a GPU lost "
@@ -65,6 +66,13 @@ SIGNATURES: Tuple[Signature, ...] = (
        "dead peer or a data loader that stopped; a retry (elsewhere) usually helps.",
        "job-chain watchdog: no output for 30m (hangTimeout); stopping the step (exit code 124)",
        "no output for {hang_after} (hangTimeout)"),
+    _S(UNRECORDED, "infra", VERDICT,
+       r"^job-chain: step \S+ (?:succeeded|failed \(exit code -?\d+\)), but the run record could not be written",
+       "The step's advance could not write the run record (a full disk, a read-only mount), so it decided nothing: "
+       "free space where the run record is (beside the chain file), then resume the run.",
+       "job-chain: step train succeeded, but the run record could not be written (cannot write "
+       "/mnt/pfs/chain_info.json record of run r1: No space left on device); nothing is submitted or retried. "
+       "Free space there, then run 'job-chain resume chain_info.json --run r1'"),
     # -- root causes: hardware ------------------------------------------------------------------------
     _S("gpu-fallen-off-bus", "infra", ROOT,
        r"Xid \(PCI:[0-9A-Fa-f:.]+\): 79\b|fallen off the bus|GPU is lost",

@@ -19,7 +19,7 @@ import os
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple, Union
 
 from job_chain.engine.deadline import submit_with_deadline
-from job_chain.errors import JobChainError
+from job_chain.errors import JobChainError, RecordUnwritable
 from job_chain.hop.submitting import DEFAULT_DEADLINE, EXIT_ADVANCE_FAILED, SUBMIT_WIDTH
 from job_chain.submit.plans import Finishing
 from job_chain.util.log import log
@@ -197,8 +197,11 @@ class _Hop:
 
             checkpoint = last_complete(checkpoint_of(self.chain, step, run_id))
         if records is not None:  # before anything can fail: status shows it
-            self.recorded = records.record_exit(run_id, name, attempt, exit_code,
-                                                checkpoint[0] if checkpoint else None)
+            try:
+                self.recorded = records.record_exit(run_id, name, attempt, exit_code,
+                                                    checkpoint[0] if checkpoint else None)
+            except RecordUnwritable as exc:
+                return self._unrecorded(name, attempt, exit_code, exc)
         if records is not None and records.is_stopped(run_id):
             log(f"run {run_id} was stopped by the user; not submitting anything")
             return exit_code
@@ -221,11 +224,39 @@ class _Hop:
 
             outputs_.keep(self.chain, records, run_id, name, attempt, outputs[0], log)
         if records is not None:  # durably, before looking at the others
-            self.recorded = records.record_succeeded(run_id, name, attempt) and self.recorded
+            try:
+                self.recorded = records.record_succeeded(run_id, name, attempt) and self.recorded
+            except RecordUnwritable as exc:  # never "the others will see it": they cannot
+                return self._unrecorded(name, attempt, exit_code, exc)
         if me.handler:
             log(f"exit handler {name} succeeded")
             return 0
         return self.finish(me, attempt, succeeded=True)
+
+    def _unrecorded(self, name: str, attempt: int, exit_code: int, exc: RecordUnwritable) -> int:
+        """The run record cannot be written: decide nothing (a join's other steps would wait for a
+        marker that is not there), fail the job loudly, say it in the log and to the webhook."""
+        what = "succeeded" if exit_code == 0 else f"failed (exit code {exit_code})"
+        line = (f"step {name} {what}, but the run record could not be written ({exc}); nothing is "
+                f"submitted or retried. Free space there, then run '{self.resume_hint}'")
+        log(line)
+        try:
+            from job_chain.failures.classify import Failure
+            from job_chain.failures.signatures import UNRECORDED
+            from job_chain.hop.notify import notify
+
+            failure = Failure("infra", UNRECORDED, f"job-chain: {line}",
+                              explanation="The run record could not be written (a full disk, a read-only mount): "
+                                          "free space where the run record is (beside the chain file), then resume.")
+            code = exit_code or EXIT_ADVANCE_FAILED
+            notify(self.chain, self.records, self.run_id, "stepFailed", step=name, status="failed",
+                   exit_code=code, failure=failure, log=log)
+            # the run cannot go on until it is resumed: say so to whoever listens for its failure
+            notify(self.chain, self.records, self.run_id, "failed", status="failed", failure=failure, log=log,
+                   failed=[{"name": name, "exitCode": code, "cause": failure.summary(), "reason": line}])
+        except Exception as problem:  # noqa: BLE001 - the exit code and the log line above say it already
+            log(f"cannot send the stepFailed notification: {problem}")
+        return EXIT_ADVANCE_FAILED if exit_code == 0 else exit_code
 
     def _failed(self, step: Step, attempt: int, exit_code: int, known: Any, checkpoint: Any) -> int:
         """The script failed: retry it if its budget allows, else say so and end what it ends."""

@@ -23,7 +23,7 @@ import time
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
 
 from job_chain.aihc.names import is_job_id
-from job_chain.errors import RunNotFound, UsageError
+from job_chain.errors import RecordUnwritable, RunNotFound, UsageError
 from job_chain.record import layout
 from job_chain.record.layout import ADVANCE_FAILED, EXIT, FAILURE, SUBMISSION, SUCCEEDED, fact_name
 from job_chain.util.files import create_private, read_json_dict, write_json_private
@@ -156,6 +156,17 @@ class RunRecords:
             return True
         except OSError:
             return False
+
+    def must_write(self, run_id: str, name: str, data: Any) -> bool:
+        """Write a fact the run cannot go on without (an exit, a success marker): RecordUnwritable
+        (with the system's reason: no space left, read-only) when it cannot be written."""
+        try:
+            os.makedirs(self._dir(run_id), mode=0o700, exist_ok=True)
+            write_json_private(self._path(run_id, name), data)
+        except OSError as exc:
+            why = exc.strerror or str(exc) or type(exc).__name__
+            raise RecordUnwritable(f"cannot write {self._path(run_id, name)}: {why}") from None
+        return True
 
     def create(self, run_id: str, name: str, data: Dict[str, Any]) -> bool:
         """Create ``name`` with ``data`` unless it exists: True for exactly one caller (slots, claims).
@@ -458,7 +469,7 @@ class RunRecords:
         entry: Dict[str, Any] = {"exitCode": exit_code, "at": time.time()}
         if checkpoint_iteration is not None:
             entry["checkpointIteration"] = checkpoint_iteration
-        return self.write(run_id, fact_name(EXIT, step, attempt), entry)
+        return self.must_write(run_id, fact_name(EXIT, step, attempt), entry)
 
     def record_advance_end(self, run_id: str, step: str, attempt: int, planned: bool = False) -> bool:
         """When the advance that ends this job finished: the job's end, to the millisecond (GPU-hours);
@@ -482,9 +493,10 @@ class RunRecords:
         """Step ``step`` succeeded (every replica): written before its job looks at the others.
 
         Two predecessors of a join that finish together each write this first and read the
-        other's second, so at least one of them sees both and submits the join.
+        other's second, so at least one of them sees both and submits the join — which holds only
+        if the marker is durable: when it cannot be written, RecordUnwritable (never False).
         """
-        return self.write(run_id, fact_name(SUCCEEDED, step, attempt), {"at": time.time()})
+        return self.must_write(run_id, fact_name(SUCCEEDED, step, attempt), {"at": time.time()})
 
     def succeeded(self, run_id: str, step: str, attempt: int) -> bool:
         return os.path.exists(self._path(run_id, fact_name(SUCCEEDED, step, attempt)))

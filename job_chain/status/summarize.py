@@ -11,6 +11,7 @@ import time
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, TypeVar
 
 from job_chain.engine.states import FAILED, SUCCEEDED
+from job_chain.failures.signatures import UNRECORDED
 from job_chain.rules import plan as plan_
 from job_chain.rules.retry import decide
 from job_chain.rules.state import AttemptFacts, causes_counted, next_attempt, planner_state
@@ -233,6 +234,10 @@ def _outcome(chain: Chain, steps: List[StepStatus], plan: Any, facts: RunFacts, 
         if step is None or step.is_handler or not state.submitted or state.status not in FAILED:
             continue
         code = state.exit_code if state.exit_code is not None else 1
+        failure = state.attempts[-1].failure if state.attempts else None
+        if failure is not None and failure.signature == UNRECORDED:  # its advance decided nothing
+            return (Outcome.FAILED, f"step {state.name} could not write the run record, so nothing after it was "
+                                    f"started or retried: free space there, then resume the run ({failure.line})")
         if decide(step, state.attempt, code, causes(step, state.attempts, state.attempt)).retry:
             why = fact(facts.advance_failed, step, state.attempt)
             with_code = f" with exit code {state.exit_code}" if state.exit_code is not None else ""

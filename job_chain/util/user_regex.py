@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 import sys
 from typing import Any, Dict, List, Optional, Pattern, Sequence, Tuple
 
@@ -76,6 +75,8 @@ def compile_user(pattern: str, multiline: bool = False) -> Pattern[str]:
 
 def _run(job: Dict[str, Any], seconds: Optional[float]) -> List[Any]:
     """The one place a user pattern runs: in a child process, killed after ``seconds``."""
+    import subprocess  # only when a person's pattern runs: a hop that succeeds never needs it
+
     limit = SECONDS if seconds is None else seconds
     try:
         done = subprocess.run([sys.executable, "-I", "-S", "-c", _CHILD], input=json.dumps(job),
