@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
+from typing import Any, Dict
 
 from chain_helpers import cli, latest_run, write_chain
 from conftest import LocalServer
@@ -83,3 +85,41 @@ def test_resume_by_run_id_alone_continues_the_run_as_frozen(tmp_path: Path, shar
     log = cli("logs", "--run", run_id, "--step", "second", server=shared_server, check=True).stdout
     assert "second-as-frozen" in log and "second-edited" not in log, log
     assert not list((tmp_path / "chain_info.json.runs" / run_id).glob("revision-2.json"))
+
+
+def gate(name: str) -> str:
+    """A script that waits (up to a minute) for ``$SHARED/<name>``."""
+    return f'for i in $(seq 600); do test -f "$SHARED/{name}" && break; sleep 0.1; done\necho ran-$JOB_CHAIN_STEP'
+
+
+def wait_status(chain: Path, server: LocalServer, wanted: Dict[str, str], timeout: float = 60) -> Dict[str, Any]:
+    end = time.monotonic() + timeout
+    while True:
+        status = json.loads(cli("status", str(chain), "--json", server=server, check=True).stdout)
+        if all(s["status"] == wanted[s["name"]] for s in status["steps"] if s["name"] in wanted):
+            return status
+        assert time.monotonic() < end, status
+        time.sleep(0.2)
+
+
+def test_status_says_in_one_line_when_the_chain_file_differs_from_the_run(
+        tmp_path: Path, shared_server: LocalServer) -> None:
+    chain = write_chain(tmp_path, shared_server.pool, [
+        {"name": "train", "script": gate("go")}, {"name": "evaluate", "script": "echo evaluate-v1"}])
+    cli("run", str(chain), server=shared_server, check=True)
+    run_id = latest_run(chain)
+    try:
+        wait_status(chain, shared_server, {"train": "Running"})
+        same = cli("status", str(chain), server=shared_server, check=True).stdout
+        assert "differs" not in same, same
+        (tmp_path / "evaluate.sh").write_text("echo evaluate-v2")
+        shown = cli("status", str(chain), server=shared_server, check=True).stdout
+        lines = [line for line in shown.splitlines() if "differs" in line]
+        assert lines == [f"the chain file differs from run {run_id} (revision 1): ~ evaluate; what a resume would "
+                         f"apply: job-chain resume {chain} --run {run_id} --dry-run"], shown
+        data = json.loads(cli("status", str(chain), "--json", server=shared_server, check=True).stdout)
+        assert [(c["step"], c["kind"], c["what"]) for c in data["fileChanges"]] == [
+            ("evaluate", "changed", ["script content (evaluate.sh)"])]
+    finally:
+        (tmp_path / "shared" / "go").write_text("")
+    wait_status(chain, shared_server, {"train": "Succeeded", "evaluate": "Succeeded"})

@@ -205,10 +205,11 @@ def status(chain_file: Optional[str], run_id: Optional[str], as_json: bool, watc
         run = session.run(run_id)
         sys.exit(_follow(session, run.run_id, run.mode == "watch"))
     result = session.status(run_id, outputs=as_json)
+    changes = session.file_changes(result.run_id)
     if as_json:
-        echo_json(status_json(result))
+        echo_json({**status_json(result), "fileChanges": [c.as_json() for c in changes]})
     else:
-        print_status(result, points=points)
+        print_status(result, points=points, changes=changes)
 
 
 @click.command()

@@ -161,13 +161,28 @@ def revision_line(status: RunStatus) -> Optional[str]:
     return f"run {status.run_id} runs revision {status.revision} of its chain: {latest.get('reason') or 'changed'}"
 
 
-def print_status(status: RunStatus, points: bool = True) -> None:
+def file_line(status: RunStatus, changes: List[Any]) -> Optional[str]:
+    """One line when the chain file differs from the revision the run runs, with the command that
+    shows what a resume would apply."""
+    if not changes:
+        return None
+    named = [c.line().split(":", 1)[0] for c in changes]
+    shown = ", ".join(named[:4]) + (f" and {len(named) - 4} more" if len(named) > 4 else "")
+    return (f"the chain file differs from run {status.run_id} (revision {status.revision or 1}): {shown}; "
+            f"what a resume would apply: job-chain resume {quoted(status.chain_path)} --run {status.run_id} "
+            "--dry-run")
+
+
+def print_status(status: RunStatus, points: bool = True, changes: Optional[List[Any]] = None) -> None:
     from job_chain.cli.render import show
 
     show(status_table(status, points))
     revision = revision_line(status)
     if revision:
         click.echo(revision)
+    differs = file_line(status, changes or [])
+    if differs:
+        click.echo(differs)
     for line in [gpu_line(status)] + retry_lines(status) + advice_lines(status):
         if line:
             click.echo(line)

@@ -29,6 +29,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
 from job_chain.aihc.api import JobsAPI
 from job_chain.errors import ChainFileInvalid, JobChainError, UsageError
 from job_chain.record.records import RunRecords
+from job_chain.rules.revise import Change
 from job_chain.session import logs, look, plan, resume, start, stop, watch
 from job_chain.session.chainfile import ChainFile
 from job_chain.session.context import RunContext, all_runs, find_run, frozen
@@ -167,6 +168,11 @@ class ChainSession:
         """Every step of the run (default: the latest) and its outcome, as the API tells it now
         (:func:`job_chain.session.look.status`); ``outputs=True`` reads an inline run's from its logs."""
         return look.status(self.context, run_id, now=now, outputs=outputs)
+
+    def file_changes(self, run_id: Optional[str] = None) -> List[Change]:
+        """How the chain file, read now, differs from the revision the run runs (by step name, as
+        :meth:`preview_resume` compares them); [] when they match or the file cannot be used."""
+        return resume.file_changes(self.context, find_run(self.context, run_id))
 
     def delete_run(self, run_id: str) -> None:
         """Forget a run that is not going (its record; its jobs stay in AIHC). :class:`RunStillActive`

@@ -28,11 +28,8 @@ def preview(ctx: RunContext, run: Run, rerun: Tuple[str, ...], params: Dict[str,
     """(what a resume of ``run`` would do, the chain it would run): the file's changes by step name
     and what it would submit. :class:`RunStillActive` while a step is going. ``as_frozen``: the
     file is not read; the run continues as frozen (``--rerun`` and ``--param`` still apply)."""
-    from dataclasses import replace
-
     from job_chain.record import slots
     from job_chain.rules.revise import revise
-    from job_chain.spec.params import resolve_params
 
     now = status(ctx, run.run_id)
     active = [s for s in now.steps if s.active]
@@ -52,13 +49,8 @@ def preview(ctx: RunContext, run: Run, rerun: Tuple[str, ...], params: Dict[str,
     else:
         new = as_placed(ctx.file.reload(), run.local)  # raises the file's problems: a fix must be valid to go in
     rerun = tuple(rerun_names(ctx, new or old, rerun))
-    if new is not None or params or rerun:  # the run keeps the values it was given; --param sets new ones
-        base = new or old
-        defaults = base.params
-        given = {k: v for k, v in old.params_set.items() if k in defaults}
-        resolve_params(defaults, params, ctx.path)  # an unknown --param name is an error
-        given.update(params)
-        new = replace(base, params={**defaults, **given}, params_set=given)
+    if new is not None or params or rerun:
+        new = _with_params(old, new or old, params, ctx.path)
     changes: List[Change] = []
     chain, revision = old, run.revision
     if new is not None and run.revision:
@@ -76,6 +68,36 @@ def preview(ctx: RunContext, run: Run, rerun: Tuple[str, ...], params: Dict[str,
     attempt = dict(targets)
     return ResumePlan(run.run_id, revision, changes, [(s.name, attempt[s.name]) for s in first], note,
                       waiting=[(s.name, attempt[s.name]) for s in later]), chain
+
+
+def _with_params(old: Chain, base: Chain, params: Dict[str, str], path: str) -> Chain:
+    """``base`` with the parameter values the run was given (``old``), and ``params`` set anew."""
+    from dataclasses import replace
+
+    from job_chain.spec.params import resolve_params
+
+    defaults = base.params
+    given = {k: v for k, v in old.params_set.items() if k in defaults}
+    resolve_params(defaults, params, path)  # an unknown --param name is an error
+    given.update(params)
+    return replace(base, params={**defaults, **given}, params_set=given)
+
+
+def file_changes(ctx: RunContext, run: Run) -> List[Change]:
+    """How the chain file differs from the revision ``run`` runs, by step name (what a resume would
+    compare); [] when they match, or when the file is gone or cannot be used (said elsewhere)."""
+    from job_chain.errors import ChainFileInvalid
+    from job_chain.rules.revise import revise
+
+    if not run.revision or ctx.file.gone():
+        return []
+    try:
+        new = as_placed(ctx.file.reload(), run.local)
+    except ChainFileInvalid:
+        return []
+    old = frozen(ctx, run)
+    new = _with_params(old, new, {}, ctx.path)
+    return revise(old, new, done=set(), latest={}, rerun=(), revision=run.revision + 1)[1]
 
 
 def _kept(old: Chain, step: StepStatus) -> bool:
