@@ -37,12 +37,17 @@ p.add_argument("--save_ckpt_path", required=True)
 p.add_argument("--no_load_optim", action="store_true")
 p.add_argument("--no_save_optim", action="store_true")
 p.add_argument("--safetensors", action="store_true")
+p.add_argument("--expert_tensor_parallel_size", type=int, default=None)
+p.add_argument("--custom_pipeline_layers", type=str, default=None)
+p.add_argument("--moe-grouped-gemm", action="store_true")
 a = p.parse_args()
 if os.environ.get("AIAK_CALLS"):
     with open(os.environ["AIAK_CALLS"], "a") as f:
         f.write("convert " + " ".join(sys.argv[1:]) + "\n")
 if not os.path.isfile(a.common_config_path):
     sys.exit(f"FileNotFoundError: {a.common_config_path}")
+if a.custom_pipeline_layers and len(a.custom_pipeline_layers.split(",")) != a.pipeline_model_parallel_size:
+    sys.exit("custom_pipeline_layers does not match pipeline_model_parallel_size")
 pattern = "*.safetensors" if a.safetensors else "pytorch_model*.bin"
 if not glob.glob(os.path.join(a.load_ckpt_path, pattern)):
     sys.exit(f"FileNotFoundError: no {pattern} in {a.load_ckpt_path}")
@@ -62,6 +67,18 @@ for t in range(tp):
 print(f"Saving mcore checkpoint to: {a.save_ckpt_path}")
 '''
 
+# LoongForge's tools/convert_checkpoint/module_convertor/model.py: the model's and the conversion's
+# configs/models/*.yaml instead of a config/<model>.json (examples/*/checkpoint_convert there).
+LOONGFORGE_CONVERTER = (CONVERTER
+                        .replace('p.add_argument("--common_config_path", required=True)',
+                                 'p.add_argument("--config_file", required=True)\n'
+                                 'p.add_argument("--convert_file", required=True)')
+                        .replace("if not os.path.isfile(a.common_config_path):\n    sys.exit(f\"FileNotFoundError: "
+                                 "{a.common_config_path}\")",
+                                 "for f in (a.config_file, a.convert_file):\n    if not os.path.isfile(f):\n"
+                                 "        sys.exit(f\"FileNotFoundError: {f}\")")
+                        .replace("json.load(open(a.common_config_path)).get(\"num_experts\")", "None"))
+
 PRETRAIN_TOOL = r'''
 """Stand-in for AIAK's preprocess_pretrain_data.py (same flags)."""
 import argparse, os, sys
@@ -71,6 +88,8 @@ p.add_argument("--output-prefix", required=True)
 p.add_argument("--tokenizer-type", choices=["HFTokenizer"], required=True)
 p.add_argument("--hf-tokenizer-path", required=True)
 p.add_argument("--json-keys", nargs="+", default=["text"])
+p.add_argument("--model-family", choices=["llama", "llama2", "llama3", "llama3.1", "baichuan", "baichuan2", "qwen",
+                                          "qwen1.5", "qwen2", "mixtral"])
 p.add_argument("--workers", type=int, default=1)
 p.add_argument("--append-eod", action="store_true")
 a = p.parse_args()
@@ -150,11 +169,20 @@ def launcher(phase: str = "pretrain", seq: int = 4096, tp: int = 1, pp: int = 1,
 def aiak_tree(root: Path, configs: Tuple[str, ...] = ("llama2-7b", "qwen2-7b", "qwen1.5-0.5b", "llama3.1-8b"),
               moe_configs: Tuple[str, ...] = ("mixtral-8x7b",),
               tools: Tuple[str, ...] = ("preprocess_pretrain_data.py", "preprocess_sft_data.py"),
-              launchers: Optional[Dict[str, str]] = None) -> Path:
+              launchers: Optional[Dict[str, str]] = None, loongforge: Tuple[str, ...] = ()) -> Path:
     """An AIAK checkout under ``root`` (pass it to the scripts as AIAK_TRAINING_PATH)."""
+    if loongforge:  # LoongForge's layout: module_convertor/model.py and configs/models/*.yaml
+        convert = root / "tools" / "convert_checkpoint" / "module_convertor"
+        convert.mkdir(parents=True, exist_ok=True)
+        (convert / "model.py").write_text(LOONGFORGE_CONVERTER)
+        for rel in loongforge:
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / rel).write_text("model: {}\n")
+        configs, moe_configs = (), ()
     convert = root / "tools" / "convert_checkpoint"
     (convert / "config").mkdir(parents=True, exist_ok=True)
-    (convert / "model.py").write_text(CONVERTER)
+    if not loongforge:
+        (convert / "model.py").write_text(CONVERTER)
     for name in configs:
         (convert / "config" / f"{name}.json").write_text(json.dumps({"args": {"common": {}}}))
     for name in moe_configs:

@@ -96,6 +96,8 @@ def test_seed_input_without_mount_path(tmp_path: Path) -> None:
         "LOAD": f"{model_dir}/hf",
         "SAVE": f"{model_dir}/mcore/tp1_pp1",  # the table's default split 1/1
         "TP": "1", "PP": "1", "CONVERT_CONFIG": "llama2-7b",
+        "LOONGFORGE_CONFIG": "configs/models/llama2/llama2_7b.yaml",  # LoongForge's converter's files
+        "LOONGFORGE_CONVERT": "configs/models/llama2/ckpt_convert/llama2_convert.yaml",
         "JOB_CHAIN_CONFIG": str(tmp_path / "chain_info.json")}  # where the job finds the run's keys
     assert preprocess == {
         "TRAINING_PHASE": "pretrain",
@@ -204,10 +206,10 @@ def test_mount_path_without_template_mounts_the_pfs_there(tmp_path: Path) -> Non
 
 
 def test_numbers_and_strings_are_both_accepted(tmp_path: Path) -> None:
-    spec = dict(SEED_INPUT, REPLICAS=3, TP=2, PP=1, JSON_KEYS="title, text")
+    spec = dict(SEED_INPUT, REPLICAS="4", TP=2, PP=1, JSON_KEYS="title, text")
     assert gen(tmp_path, spec, *STORAGE).exit_code == 0
     chain = load(tmp_path)
-    assert chain["jobs"][2]["jobSpec"]["replicas"] == 3
+    assert chain["jobs"][2]["jobSpec"]["replicas"] == 4
     assert envs(chain["jobs"][2])["TP"] == "2"
     assert envs(chain["jobs"][1])["JSON_KEYS"] == "title text"
 
@@ -739,6 +741,10 @@ def test_lists_show_the_merged_tables_with_each_rows_source(tmp_path: Path) -> N
                                  "convert_config": "llama2-7b", "chat_template": "llama2", "sft_seq_length": 4096,
                                  "pretrain_launcher": "examples/llama2/pretrain/pretrain_llama2_7b.sh",
                                  "sft_launcher": "examples/llama2/finetuning/sft_llama2_7b.sh",
+                                 "model_family": "", "convert_args": "", "pretrain_global_batch": 1024,
+                                 "pretrain_micro_batch": 1, "sft_global_batch": 128, "sft_micro_batch": 1,
+                                 "loongforge_config": "configs/models/llama2/llama2_7b.yaml",
+                                 "loongforge_convert": "configs/models/llama2/ckpt_convert/llama2_convert.yaml",
                                  "source": "beside the chain file", "file": models_csv, "line": 2}
     assert rows["team-1b"]["pretrain_launcher"] == "" and rows["mixtral-8x7b"]["ep"] == 8
     assert rows["team-1b"]["tp"] is None and rows["team-1b"]["line"] == 3

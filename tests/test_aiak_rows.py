@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 import pytest
-from aiak_layout import CHAT_TEMPLATES, CONFIGS, LAUNCHERS
+from aiak_layout import BATCHES, CHAT_TEMPLATES, CONFIGS, LAUNCHERS, NO_SAVE, NO_TOKENIZED
 from click.testing import CliRunner
 from test_aiak_gen import SEED_INPUT, SFT_INPUT, STORAGE, TEAM_HEADER, assert_refused, envs, files, gen, load, user_dict
 
@@ -50,7 +50,9 @@ def test_every_shipped_row_names_aiaks_own_launcher_config_and_template_or_is_re
         ("no converter config", f"{model.name}" not in CONFIGS),
         (f"no AIAK {phase} launcher", not launcher),
         ("no chat template", phase == "sft" and not model.chat_template),
-        ("no SFT sequence length", phase == "sft" and not model.sft_seq_length)) if absent]
+        ("no SFT sequence length", phase == "sft" and not model.sft_seq_length),
+        ("has --save commented out", launcher in NO_SAVE),  # item 10: refused, with the reason
+        ("has no --is-tokenized-data", phase == "sft" and launcher in NO_TOKENIZED)) if absent]
     if missing:
         with pytest.raises(UsageError) as info:
             parse_spec(spec)
@@ -63,6 +65,7 @@ def test_every_shipped_row_names_aiaks_own_launcher_config_and_template_or_is_re
     assert train["TRAIN_SCRIPT"] in LAUNCHERS
     assert f"/{'pretrain' if phase == 'pretrain' else 'finetuning'}/" in train["TRAIN_SCRIPT"]
     tp, pp, ep, seq = LAUNCHERS[train["TRAIN_SCRIPT"]]
+    assert model.batch(phase) == BATCHES[train["TRAIN_SCRIPT"]]  # item 11: the launcher's global/micro batch
     assert int(train.get("EP", 1)) == ep  # the launcher's expert parallelism
     if phase == "sft":
         assert preprocess["CHAT_TEMPLATE"] in CHAT_TEMPLATES
@@ -277,3 +280,49 @@ def test_aiak_generator_is_split_into_modules_under_400_lines() -> None:
             "bos_fetch.py", "tables.py"} <= set(sizes)
     assert all(n <= 400 for n in sizes.values()), sizes
     assert CliRunner().invoke(aiak_gen, ["--help"]).exit_code == 0 and os.path.isdir(package / "scripts")
+
+
+# -- issue 30 items 10 and 11: what AIAK's launchers and converter scripts need, at generation ------
+
+def test_qwen3_235b_converts_as_aiaks_script_does_and_its_launchers_are_refused_with_the_reason(
+        tmp_path: Path) -> None:
+    """Item 10: AIAK's pretrain launcher saves nothing, its SFT one cannot read tokenized data."""
+    spec = dict(SEED_INPUT, MODEL_NAME="qwen3-235b-a22b", MODEL_URL="bos:/mine/Qwen3-235B-A22B", REPLICAS=64)
+    assert_refused(gen(tmp_path, spec, *STORAGE),
+                   "AIAK's pretrain launcher examples/qwen3/pretrain/pretrain_qwen3_235b_a22b.sh has --save commented "
+                   "out, so it would train 50,000 iterations and save no checkpoint: set TRAIN_SCRIPT to a launcher "
+                   "of your own that saves")
+    assert_refused(gen(tmp_path, dict(spec, TRAINING_PHASE="sft", JSON_KEYS=""), *STORAGE),
+                   "sft_qwen3_235b_a22b.sh has no --is-tokenized-data")
+    assert_refused(gen(tmp_path, dict(spec, TP=4, PP=4, TRAIN_SCRIPT="/w/pre.sh"), *STORAGE),
+                   "PP: qwen3-235b-a22b's converter puts its layers on 8 pipeline stages")
+    assert files(tmp_path) == ["aiak_job_info.json"]
+    convert, _, train = chain_for(dict(spec, TRAIN_SCRIPT="/w/pretrain_qwen3_235b_a22b.sh"))
+    assert convert["CONVERT_ARGS"] == ("--expert_tensor_parallel_size=1 --custom_pipeline_layers=11,11,12,12,12,12,"
+                                       "12,12 --moe-grouped-gemm")  # examples/qwen3/checkpoint_convert's flags
+    assert train["TRAIN_SCRIPT"] == "/w/pretrain_qwen3_235b_a22b.sh"
+
+
+def test_a_data_parallel_size_that_does_not_divide_the_global_batch_is_refused_naming_valid_replicas(
+        tmp_path: Path) -> None:
+    """Item 11: llama2-7b with 3 replicas is DP 24 against AIAK's global batch 1024."""
+    assert_refused(gen(tmp_path, dict(SEED_INPUT, REPLICAS=3), *STORAGE),
+                   "REPLICAS: 3 x 8 GPUs with TP 1 x PP 1 give data-parallel size 24, which does not divide the "
+                   "pretrain launcher's global batch 1024 (Megatron stops at start): use REPLICAS 1, 2, 4, 8, 16")
+    assert files(tmp_path) == ["aiak_job_info.json"]
+    assert_refused(gen(tmp_path, dict(SEED_INPUT, MODEL_NAME="qwen2.5-0.5b", MODEL_URL="bos:/mine/q", REPLICAS=64),
+                       *STORAGE), "global batch 1024 / micro batch 4")  # DP 512 x micro 4 > 1024
+    assert_refused(gen(tmp_path, dict(SFT_INPUT, REPLICAS=3), *STORAGE), "sft launcher's global batch 128")
+    assert chain_for(dict(SEED_INPUT, REPLICAS=4))[2]["TP"] == "1"  # DP 32 divides 1024
+    # a launcher of the user's own: its batch is not the table's, nothing to check against
+    assert chain_for(dict(SEED_INPUT, REPLICAS=3, TRAIN_SCRIPT="/w/mine.sh"))[2]["TRAIN_SCRIPT"] == "/w/mine.sh"
+
+
+def test_the_description_sets_aiaks_install_paths_for_every_step(tmp_path: Path) -> None:
+    """Item 12: LoongForge images install under /workspace/LoongForge and /workspace/Loong-Megatron."""
+    paths = {"AIAK_TRAINING_PATH": "/workspace/LoongForge", "MEGATRON_PATH": "/workspace/Loong-Megatron"}
+    jobs = chain_for(dict(SEED_INPUT, EVAL=["ceval"], **paths))
+    assert all({k: job.get(k) for k in paths} == paths for job in jobs if "EVAL_BENCHMARKS" not in job)
+    assert all("AIAK_TRAINING_PATH" not in job for job in chain_for(SEED_INPUT))  # else each script finds it
+    assert_refused(gen(tmp_path, dict(SEED_INPUT, MEGATRON_PATH="Loong-Megatron"), *STORAGE),
+                   "MEGATRON_PATH: must be an absolute path in the image")

@@ -368,3 +368,60 @@ def test_eval_and_report_scripts_run_once_and_skip_finished_work(tmp_path: Path)
     no_result = job.run_eval("ceval", EVAL_COMMAND="true", EVAL_OUTPUT=str(eval_dir / "arc"))
     assert no_result.returncode == 1 and "wrote no" in no_result.stderr
     assert not (eval_dir / "arc" / ".aiak-gen-done").exists()
+
+
+# -- issue 30 items 9, 10 and 12 at run time -------------------------------------------------------
+
+def test_qwen1_pretrain_data_is_tokenized_with_model_family_qwen(tmp_path: Path) -> None:
+    """Item 9: Qwen-1's tiktoken tokenizer has no eos without it (AIAK's preprocess_data.sh passes it)."""
+    job = Job(tmp_path, dict(SEED_INPUT, MODEL_NAME="qwen-7b"), configs=("qwen-7b",))
+    weights_and_data(job)
+    done = job.run(1)
+    assert done.returncode == 0, done.stderr
+    assert "--model-family qwen --input " in job.calls_of("preprocess_pretrain_data.py")[0]
+    other = Job(tmp_path / "llama", SEED_INPUT)
+    weights_and_data(other)
+    assert other.run(1).returncode == 0 and "--model-family" not in other.calls_of("preprocess_pretrain_data.py")[0]
+
+
+def test_qwen3_235b_converts_with_the_flags_of_aiaks_own_convert_script(tmp_path: Path) -> None:
+    """Item 10: --custom_pipeline_layers, --expert_tensor_parallel_size=1 and --moe-grouped-gemm."""
+    spec = dict(SEED_INPUT, MODEL_NAME="qwen3-235b-a22b", MODEL_URL="bos:/mine/q", REPLICAS=64,
+                TRAIN_SCRIPT="/w/pretrain_qwen3_235b_a22b.sh")
+    job = Job(tmp_path, spec, configs=(), moe_configs=("qwen3-235b-a22b",))
+    weights_and_data(job)
+    done = job.run(0)
+    assert done.returncode == 0, done.stderr
+    assert ("--pipeline_model_parallel_size=8 --num_experts=128 --expert_parallel_size=16 "
+            "--expert_tensor_parallel_size=1 --custom_pipeline_layers=11,11,12,12,12,12,12,12 --moe-grouped-gemm "
+            in job.calls_of("convert")[0])
+    assert "CONVERT_ARGS=--expert_tensor_parallel_size=1" in (Path(job.env(0)["SAVE"]) / ".aiak-gen-done").read_text()
+
+
+def test_a_loongforge_image_at_the_described_paths_converts_tokenizes_and_trains(tmp_path: Path) -> None:
+    """Item 12: the description sets the install paths; LoongForge's converter is module_convertor/model.py
+    with configs/models/*.yaml, its tools are under tools/data_preprocess/llm, its launchers read LOONGFORGE_PATH."""
+    root = tmp_path / "LoongForge"
+    spec = dict(SEED_INPUT, AIAK_TRAINING_PATH=str(root), MEGATRON_PATH=str(tmp_path / "Loong-Megatron"))
+    rel = "examples/llama2/pretrain/pretrain_llama2_7b.sh"
+    loong_launcher = launcher().replace("#! /bin/bash",
+                                        '#! /bin/bash\necho "ROOT=$LOONGFORGE_PATH MEGATRON=$MEGATRON_PATH"')
+    job = Job(tmp_path, spec, launchers={rel: loong_launcher}, tools=("llm/preprocess_pretrain_data.py",),
+              loongforge=("configs/models/llama2/llama2_7b.yaml",
+                          "configs/models/llama2/ckpt_convert/llama2_convert.yaml"))
+    (tmp_path / "aiak").rename(root)
+    del job.base["AIAK_TRAINING_PATH"]  # only the description says where it is
+    weights_and_data(job)
+    converted = job.run(0)
+    assert converted.returncode == 0, converted.stderr
+    call = job.calls_of("convert")[0]
+    assert f"--config_file={root}/configs/models/llama2/llama2_7b.yaml " \
+           f"--convert_file={root}/configs/models/llama2/ckpt_convert/llama2_convert.yaml " in call
+    assert job.run(1).returncode == 0 and job.calls_of("preprocess_pretrain_data.py")
+    trained = job.run(2)
+    assert trained.returncode == 0, trained.stderr
+    assert f"ROOT={root} MEGATRON={tmp_path / 'Loong-Megatron'}" in trained.stdout
+    unknown = job.run(0, LOONGFORGE_CONFIG="", SAVE=str(tmp_path / "other"))  # a row without LoongForge's files
+    assert unknown.returncode == 1 and "has no loongforge_config/loongforge_convert" in unknown.stderr
+    nowhere = job.run(0, AIAK_TRAINING_PATH=str(tmp_path / "nowhere"), SAVE=str(tmp_path / "other"))
+    assert nowhere.returncode == 1 and "set AIAK_TRAINING_PATH in the description" in nowhere.stderr

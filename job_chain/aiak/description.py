@@ -40,7 +40,12 @@ OPTIONAL: Dict[str, Any] = {
     "CONVERT_CONFIG": None,  # the converter's config (default the row's convert_config)
     "BOS_ENDPOINT": None,  # where the jobs fetch bos:/ URLs (default: from the AIHC host's region)
     "RESOURCES": None,  # per step kind: AIHC resources replacing the defaults
+    # where AIAK is installed in the image (default: whichever of AIAK's and LoongForge's usual
+    # folders the image has, see the step scripts)
+    "AIAK_TRAINING_PATH": None,
+    "MEGATRON_PATH": None,
 }
+INSTALL_KEYS = ("AIAK_TRAINING_PATH", "MEGATRON_PATH")
 # Optional keys of TRAINING_PHASE pretrain+sft only (refused with the other phases).
 PRETRAIN_SFT_KEYS: Dict[str, Any] = {
     "SFT_DATASET_NAME": None,  # the SFT data (a datasets.csv row); required with pretrain+sft
@@ -148,6 +153,8 @@ def _option_problem(key: str, value: Any) -> Optional[str]:
     text = _text(value)
     if not text:
         return None
+    if key in INSTALL_KEYS and not (posixpath.isabs(text) and tables.cell_problem("sft_launcher", text) is None):
+        return f"must be an absolute path in the image such as \"/workspace/LoongForge\", found {describe(value)}"
     if key == "MOUNT_PATH" and not posixpath.isabs(text):
         return f"must be an absolute path in the container such as \"/root/pfs\", found {describe(value)}"
     if key == "PRIORITY" and text not in PRIORITIES:
@@ -280,8 +287,13 @@ def parse_spec(raw: Dict[str, Any], source: str = "aiak_job_info.json",
     aiak = layout.Resolved()
     if model is not None and phase in PHASES:
         aiak = layout.resolve(model, training_phases(phase), options, bad)
+    if model is not None and pp:
+        layout.check_stages(model, pp, bad)
     if replicas and tp and pp and options["GPUS_PER_REPLICA"]:
+        count = len(problems)
         layout.check_world(replicas, options["GPUS_PER_REPLICA"], tp, pp, aiak.ep, bad)
+        if len(problems) == count:
+            layout.check_batch(replicas, options["GPUS_PER_REPLICA"], tp, pp, aiak.batches, bad)
     if problems:
         raise _one_line(source, problems)
     assert model is not None and replicas is not None

@@ -127,7 +127,8 @@ def _job(spec: AiakSpec, step: Step, name: str, depends_on: List[str], shared: J
             "replicas": spec.replicas if step.kind == "train" else 1,
             "resources": resources,
             "enableRDMA": rdma,
-            "envs": copy.deepcopy(shared.envs) + step.envs,
+            # the description's install paths replace the template's
+            "envs": [e for e in copy.deepcopy(shared.envs) if step.env(e["name"]) is None] + step.envs,
         },
         "datasources": copy.deepcopy(shared.datasources),
     }

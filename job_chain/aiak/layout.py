@@ -10,6 +10,7 @@ item, the row it looked at (``shipped`` or ``file:line``) and the key or column 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -26,6 +27,16 @@ AIAK_CHAT_TEMPLATES = ("llama2", "llama2_zh", "llama3", "llama3.1", "baichuan", 
 NO_OPTIMIZER_RESUME = frozenset({
     "examples/mixtral/pretrain/pretrain_mixtral_8x7b.sh", "examples/mixtral/finetuning/sft_mixtral_8x7b.sh",
     "examples/mixtral/pretrain/pretrain_mixtral_8x22b.sh", "examples/mixtral/finetuning/sft_mixtral_8x22b.sh"})
+# AIAK's launchers that cannot train a chain's step as shipped (same in AIAK-Training-Omni and
+# LoongForge), and why: refused at generation unless TRAIN_SCRIPT / SFT_TRAIN_SCRIPT names another.
+UNUSABLE_LAUNCHERS: Dict[str, Tuple[str, str]] = {  # launcher -> (what is wrong, what a launcher must do)
+    "examples/qwen3/pretrain/pretrain_qwen3_235b_a22b.sh": (
+        "has --save commented out, so it would train 50,000 iterations and save no checkpoint",
+        "saves (--save $CHECKPOINT_PATH)"),
+    "examples/qwen3/finetuning/sft_qwen3_235b_a22b.sh": (
+        "has no --is-tokenized-data (it packs raw JSONL itself), so it cannot read the preprocess step's "
+        "tokenized data", "takes --is-tokenized-data"),
+}
 
 Bad = Callable[[str, str], None]
 
@@ -41,6 +52,7 @@ class Resolved:
     seq_length: Optional[int] = None
     ep: int = 1  # expert-parallel size; 1 for a dense model
     num_experts: Optional[int] = None
+    batches: Dict[str, Tuple[int, int]] = field(default_factory=dict)  # phase -> (global, micro) batch
 
 
 def row_name(model: tables.Model) -> str:
@@ -68,8 +80,15 @@ def resolve(model: tables.Model, phases: Tuple[str, ...], options: Dict[str, Any
         key = "TRAIN_SCRIPT" if phase == phases[0] else "SFT_TRAIN_SCRIPT"
         row_launcher = model.pretrain_launcher if phase == "pretrain" else model.sft_launcher
         launcher = options[key] or row_launcher
-        if launcher:
+        if launcher and not options[key] and launcher in UNUSABLE_LAUNCHERS:
+            wrong, need = UNUSABLE_LAUNCHERS[launcher]
+            missing.append(f"AIAK's {phase} launcher {launcher} {wrong}: set {key} to a launcher of your own "
+                           f"that {need}")
+        elif launcher:
             got.launchers[phase] = launcher
+            global_batch, micro_batch = model.batch(phase)
+            if launcher == row_launcher and global_batch and micro_batch:  # the row's numbers are its launcher's
+                got.batches[phase] = (global_batch, micro_batch)
         else:
             column = "pretrain_launcher" if phase == "pretrain" else "sft_launcher"
             absent = "; AIAK ships none for it" if shipped else ""
@@ -108,3 +127,29 @@ def check_world(replicas: int, gpus: int, tp: int, pp: int, ep: int, bad: Bad) -
     bad("REPLICAS", f"{replicas} x {gpus} GPUs cannot hold {parts} = {unit}: Megatron needs the GPU count "
                     f"to be a multiple of {unit} (e.g. REPLICAS {need}, or another TP/PP"
                     f"{'/EP' if ep > 1 else ''})")
+
+
+def check_batch(replicas: int, gpus: int, tp: int, pp: int, batches: Dict[str, Tuple[int, int]], bad: Bad) -> None:
+    """Megatron's rule: the launcher's global batch is a multiple of micro batch x data-parallel size
+    (DP = GPUs / (TP x PP)); else training stops at start, after convert and preprocess ran."""
+    for phase, (global_batch, micro_batch) in batches.items():
+        dp = replicas * gpus // (tp * pp)
+        if global_batch % (micro_batch * dp) == 0:
+            continue
+        valid = [r for r in range(1, global_batch * tp * pp // gpus + 1)
+                 if (r * gpus) % (tp * pp) == 0 and global_batch % (micro_batch * (r * gpus // (tp * pp))) == 0]
+        shown = ", ".join(str(r) for r in valid[:12]) or "none"
+        bad("REPLICAS", f"{replicas} x {gpus} GPUs with TP {tp} x PP {pp} give data-parallel size {dp}, which does "
+                        f"not divide the {phase} launcher's global batch {global_batch}"
+                        f"{f' / micro batch {micro_batch}' if micro_batch > 1 else ''} (Megatron stops at start): "
+                        f"use REPLICAS {shown}")
+
+
+def check_stages(model: tables.Model, pp: int, bad: Bad) -> None:
+    """A converter told where each pipeline stage's layers go needs that many stages (PP)."""
+    stages = re.search(r"--custom_pipeline_layers=([0-9,]+)", model.convert_args)
+    count = len(stages.group(1).split(",")) if stages else pp
+    if count != pp:
+        bad("PP", f"{model.name}'s converter puts its layers on {count} pipeline stages "
+                  f"(--custom_pipeline_layers={stages.group(1) if stages else ''} in {row_name(model)}), found PP "
+                  f"{pp}: use PP {count}, or give your own row other convert_args (aiak_dict/models.csv)")

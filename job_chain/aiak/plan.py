@@ -21,14 +21,19 @@ from job_chain.aiak.description import AiakSpec
 
 KEY_LENGTH = 8  # hex digits of sha256: a collision is also caught by the recorded source
 FETCH_ENV_NAMES = ("BOS_ENDPOINT", "JOB_CHAIN_CONFIG", "JOB_CHAIN_RUNTIME")
+# where AIAK lives in the image, when the description says (else each script finds it)
+INSTALL_ENV_NAMES = ("AIAK_TRAINING_PATH", "MEGATRON_PATH")
 STEP_ENV_NAMES: Dict[str, Tuple[str, ...]] = {
-    "convert": ("MODEL_NAME", "MODEL_URL", "LOAD", "SAVE", "TP", "PP", "EP", "NUM_EXPERTS", "CONVERT_CONFIG")
-    + FETCH_ENV_NAMES,
+    "convert": ("MODEL_NAME", "MODEL_URL", "LOAD", "SAVE", "TP", "PP", "EP", "NUM_EXPERTS", "CONVERT_CONFIG",
+                "CONVERT_ARGS", "LOONGFORGE_CONFIG", "LOONGFORGE_CONVERT") + FETCH_ENV_NAMES + INSTALL_ENV_NAMES,
     "preprocess": ("TRAINING_PHASE", "DATASET_URL", "INPUT_DATA", "TOKENIZER_PATH", "OUTPUT_PREFIX",
-                   "DATA_PATH", "JSON_KEYS", "CHAT_TEMPLATE", "SEQ_LENGTH") + FETCH_ENV_NAMES,
+                   "DATA_PATH", "JSON_KEYS", "MODEL_FAMILY", "CHAT_TEMPLATE", "SEQ_LENGTH") + FETCH_ENV_NAMES
+    + INSTALL_ENV_NAMES,
     "train": ("CUDA_DEVICE_MAX_CONNECTIONS", "TRAINING_PHASE", "TRAIN_SCRIPT", "TP", "PP", "EP", "LOAD",
-              "SAVE", "DATA_PATH", "TOKENIZER_PATH", "TENSORBOARD_PATH", "GPUS_PER_NODE", "SEQ_LENGTH"),
-    "eval": ("EVAL_BENCHMARK", "LOAD", "TP", "PP", "EP", "TOKENIZER_PATH", "EVAL_OUTPUT", "EVAL_COMMAND"),
+              "SAVE", "DATA_PATH", "TOKENIZER_PATH", "TENSORBOARD_PATH", "GPUS_PER_NODE", "SEQ_LENGTH")
+    + INSTALL_ENV_NAMES,
+    "eval": ("EVAL_BENCHMARK", "LOAD", "TP", "PP", "EP", "TOKENIZER_PATH", "EVAL_OUTPUT", "EVAL_COMMAND")
+    + INSTALL_ENV_NAMES,
     "report": ("EVAL_BENCHMARKS", "EVAL_DIR", "LOAD"),
 }
 # The evaluation is one matrix job over the benchmarks (docs/graphs.md "Matrices"): each point's
@@ -96,13 +101,16 @@ def plan_steps(spec: AiakSpec, mount: str, fetch: Optional[List[Tuple[str, str]]
     converted = f"{model_dir}/mcore/{split}"
     ep = [("EP", aiak.ep)] if moe else []
     fetch_pairs: List[Tuple[str, Any]] = list(fetch or [])
+    install: List[Tuple[str, Any]] = [(key, opts[key]) for key in INSTALL_ENV_NAMES if opts.get(key)]
     if opts["BOS_ENDPOINT"]:
         fetch_pairs.append(("BOS_ENDPOINT", opts["BOS_ENDPOINT"]))
 
     def preprocess(phase: str, dataset: tables.Dataset, url: str) -> Tuple[List[Tuple[str, Any]], str]:
         dataset_dir = f"{mount}/datasets/{path_part(dataset.name)}"
         raw_file = path_part(posixpath.basename(url.rstrip("/")) or dataset.name)
-        shaping = (spec.json_keys,) if phase == "pretrain" else (aiak.chat_template, aiak.seq_length)
+        shaping: Tuple[Any, ...] = (spec.json_keys,) if phase == "pretrain" else (aiak.chat_template, aiak.seq_length)
+        if phase == "pretrain" and model.model_family:  # another tokenization (Qwen-1's eos), another folder
+            shaping += (model.model_family,)
         key = source_key(url, aiak.model_url, phase, *shaping)
         processed = f"{dataset_dir}/processed/{path_part(model.name)}/{phase}-{key}"
         pairs: List[Tuple[str, Any]] = [
@@ -111,12 +119,13 @@ def plan_steps(spec: AiakSpec, mount: str, fetch: Optional[List[Tuple[str, str]]
         if phase == "pretrain":  # Megatron's indexed dataset, see indexed_data_path
             prefix = f"{processed}/{path_part(dataset.name)}"
             data_path = indexed_data_path(prefix, spec.json_keys)
-            pairs += [("OUTPUT_PREFIX", prefix), ("DATA_PATH", data_path), ("JSON_KEYS", spec.json_keys)]
+            pairs += [("OUTPUT_PREFIX", prefix), ("DATA_PATH", data_path), ("JSON_KEYS", spec.json_keys),
+                      ("MODEL_FAMILY", model.model_family or None)]
         else:  # a tokenized dataset directory, trained with --is-tokenized-data
             data_path = processed
             pairs += [("DATA_PATH", data_path), ("CHAT_TEMPLATE", aiak.chat_template),
                       ("SEQ_LENGTH", aiak.seq_length)]
-        return pairs + fetch_pairs, data_path
+        return pairs + fetch_pairs + install, data_path
 
     def train(phase: str, load: str, data_path: str) -> List[Tuple[str, Any]]:
         run = f"{path_part(model.name)}/{phase}/{spec.version}"
@@ -125,7 +134,7 @@ def plan_steps(spec: AiakSpec, mount: str, fetch: Optional[List[Tuple[str, str]]
                 ("LOAD", load), ("SAVE", f"{mount}/checkpoints/{run}"), ("DATA_PATH", data_path),
                 ("TOKENIZER_PATH", hf_dir), ("TENSORBOARD_PATH", f"{mount}/tensorboard/{run}"),
                 ("GPUS_PER_NODE", opts["GPUS_PER_REPLICA"]),
-                ("SEQ_LENGTH", aiak.seq_length if phase == "sft" else None)]
+                ("SEQ_LENGTH", aiak.seq_length if phase == "sft" else None)] + install
 
     first = spec.phases[0]
     data, data_path = preprocess(first, spec.dataset, opts["DATASET_URL"] or spec.dataset.url)
@@ -134,7 +143,9 @@ def plan_steps(spec: AiakSpec, mount: str, fetch: Optional[List[Tuple[str, str]]
     steps: List[Tuple[str, str, List[Tuple[str, Any]]]] = [
         (first, "convert", [("MODEL_NAME", model.name), ("MODEL_URL", aiak.model_url), ("LOAD", hf_dir),
                             ("SAVE", converted), ("TP", spec.tp), ("PP", spec.pp), *ep, *experts,
-                            ("CONVERT_CONFIG", aiak.convert_config)] + fetch_pairs),
+                            ("CONVERT_CONFIG", aiak.convert_config), ("CONVERT_ARGS", model.convert_args or None),
+                            ("LOONGFORGE_CONFIG", model.loongforge_config or None),
+                            ("LOONGFORGE_CONVERT", model.loongforge_convert or None)] + fetch_pairs + install),
         (first, "preprocess", data),
         (first, "train", trained)]
     if spec.phase == "pretrain+sft":
@@ -149,7 +160,7 @@ def plan_steps(spec: AiakSpec, mount: str, fetch: Optional[List[Tuple[str, str]]
         command = [("EVAL_COMMAND", opts["EVAL_COMMAND"])] if opts["EVAL_COMMAND"] else []
         planned.append(Step(last_phase, "eval", _envs([
             ("EVAL_BENCHMARK", BENCHMARK_REF), ("LOAD", last["SAVE"]), ("TP", spec.tp), ("PP", spec.pp), *ep,
-            ("TOKENIZER_PATH", hf_dir), ("EVAL_OUTPUT", f"{eval_dir}/{BENCHMARK_REF}")] + command)))
+            ("TOKENIZER_PATH", hf_dir), ("EVAL_OUTPUT", f"{eval_dir}/{BENCHMARK_REF}")] + command + install)))
         planned.append(Step(last_phase, "report", _envs([
             ("EVAL_BENCHMARKS", " ".join(spec.evals)), ("EVAL_DIR", eval_dir), ("LOAD", last["SAVE"])])))
     return planned

@@ -23,7 +23,7 @@ import os
 import posixpath
 import re
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from job_chain.errors import UsageError
 from job_chain.util.jsonfile import describe
@@ -49,11 +49,22 @@ MODEL_COLUMNS: Tuple[Tuple[str, Tuple[str, ...]], ...] = (
 # Launchers are paths relative to the AIAK root (or absolute), the converter config a name in
 # tools/convert_checkpoint/config/ (or an absolute .json path). A row without them still loads;
 # a chain that needs a missing one is refused at generation, naming the column to add.
+# model_family is preprocess_pretrain_data.py's --model-family (Qwen-1 needs "qwen"), convert_args
+# the converter flags AIAK's own convert script for the model adds, the batch columns the
+# launchers' --global-batch-size / --micro-batch-size (Megatron needs the data-parallel size to
+# divide global / micro), loongforge_* LoongForge's converter's --config_file / --convert_file.
 MODEL_OPTIONAL_COLUMNS: Tuple[str, ...] = (
     "ep", "num_experts", "convert_config", "chat_template", "sft_seq_length", "pretrain_launcher",
-    "sft_launcher")
+    "sft_launcher", "model_family", "convert_args", "pretrain_global_batch", "pretrain_micro_batch",
+    "sft_global_batch", "sft_micro_batch", "loongforge_config", "loongforge_convert")
+BATCH_COLUMNS = ("pretrain_global_batch", "pretrain_micro_batch", "sft_global_batch", "sft_micro_batch")
+TEXT_COLUMNS = ("convert_config", "chat_template", "pretrain_launcher", "sft_launcher", "model_family",
+                "loongforge_config", "loongforge_convert")
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _PATH_RE = re.compile(r"[A-Za-z0-9._/+-]+")
+# converter flags: --name or --name=value, one space between them
+_FLAG = r"--[A-Za-z][A-Za-z0-9_-]*(=[A-Za-z0-9,._/+-]+)?"
+_ARGS_RE = re.compile(f"{_FLAG}( {_FLAG})*")
 DATASET_COLUMNS: Tuple[Tuple[str, Tuple[str, ...]], ...] = (
     ("dataset_name", ("名称", "dataset_name", "name")),
     ("url", ("原始格式", "dataset_url", "url")),
@@ -85,6 +96,18 @@ class Model:
     sft_seq_length: Optional[int] = None  # the SFT launcher's --seq-length
     pretrain_launcher: str = ""  # relative to the AIAK root, or absolute
     sft_launcher: str = ""
+    model_family: str = ""  # preprocess_pretrain_data.py --model-family (Qwen-1: qwen)
+    convert_args: str = ""  # more converter flags, e.g. --expert_tensor_parallel_size=1
+    pretrain_global_batch: Optional[int] = None  # the pretrain launcher's --global-batch-size
+    pretrain_micro_batch: Optional[int] = None
+    sft_global_batch: Optional[int] = None
+    sft_micro_batch: Optional[int] = None
+    loongforge_config: str = ""  # LoongForge's converter: --config_file, relative to its root
+    loongforge_convert: str = ""  # and --convert_file
+
+    def batch(self, phase: str) -> Tuple[Optional[int], Optional[int]]:
+        """(global, micro) batch size of this phase's AIAK launcher, None where unknown."""
+        return getattr(self, f"{phase}_global_batch"), getattr(self, f"{phase}_micro_batch")
 
 
 @dataclass(frozen=True)
@@ -154,11 +177,16 @@ def _split(path: str, line: int, column: str, value: str, none: str = "no defaul
 
 def cell_problem(column: str, value: str) -> Optional[str]:
     """Why a launcher, converter config or chat template value cannot be used, or None."""
-    pattern = _NAME_RE if column == "chat_template" else _PATH_RE
+    if column == "convert_args":
+        if _ARGS_RE.fullmatch(value) and len(value) <= 300:
+            return None
+        return ("must be converter flags such as --moe-grouped-gemm --expert_tensor_parallel_size=1 "
+                f"(--name or --name=value, one space apart), found {describe(value)}")
+    pattern = _NAME_RE if column in ("chat_template", "model_family") else _PATH_RE
     if pattern.fullmatch(value) and ".." not in value.split("/") and len(value) <= 300 and not (
             column == "convert_config" and "/" in value and not posixpath.isabs(value)):
         return None
-    kind = ("a name such as qwen" if column == "chat_template" else
+    kind = ("a name such as qwen" if column in ("chat_template", "model_family") else
             "a config name such as llama2-7b, or an absolute path" if column == "convert_config" else
             "a path relative to the AIAK root, such as examples/llama2/pretrain/pretrain_llama2_7b.sh, "
             "or an absolute path")
@@ -247,10 +275,10 @@ def read_models(path: str, layer: str) -> List[Model]:
             raise TableError(f"{path}:{line}: ep {ep} needs num_experts, a multiple of it (the experts are "
                              f"split over ep ranks), found num_experts={describe(extra['num_experts'])}")
         seq = _split(path, line, "sft_seq_length", extra["sft_seq_length"], "unknown")
-        texts = {c: _text_cell(path, line, c, extra[c]) for c in
-                 ("convert_config", "chat_template", "pretrain_launcher", "sft_launcher")}
+        cells: Dict[str, Any] = {c: _text_cell(path, line, c, extra[c]) for c in TEXT_COLUMNS + ("convert_args",)}
+        cells.update((c, _split(path, line, c, extra[c], "unknown")) for c in BATCH_COLUMNS)
         models.append(Model(series or name, name, hf_name, url, tp, pp, Origin(layer, path, line),
-                            ep=ep if experts else None, num_experts=experts, sft_seq_length=seq, **texts))
+                            ep=ep if experts else None, num_experts=experts, sft_seq_length=seq, **cells))
     return models
 
 
@@ -297,7 +325,8 @@ def _inherit(row: Model, replaced: Optional[Model]) -> Model:
     """A replacing row with the replaced row's AIAK columns where its own are empty."""
     if replaced is None:
         return row
-    kept = {c: getattr(replaced, c) for c in MODEL_OPTIONAL_COLUMNS if not getattr(row, c)}
+    own = {c for c in BATCH_COLUMNS if getattr(row, c.split("_")[0] + "_launcher")}  # its own launcher's
+    kept = {c: getattr(replaced, c) for c in MODEL_OPTIONAL_COLUMNS if not getattr(row, c) and c not in own}
     return dataclasses.replace(row, **kept)
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
 from job_chain.aiak.description import AiakSpec
-from job_chain.aiak.plan import STEP_ENV_NAMES
+from job_chain.aiak.plan import INSTALL_ENV_NAMES, STEP_ENV_NAMES
 from job_chain.aihc.credentials import CREDENTIALS_ENV
 from job_chain.aihc.spec import ENV_NAME_RE, PRIORITIES
 from job_chain.errors import UsageError
@@ -24,7 +24,8 @@ from job_chain.util.jsonfile import describe
 DEFAULT_MOUNT = "/root/pfs"
 # Envs of a template job that are never carried into generated jobs: our own step parameters
 # (stale values from an earlier generation would leak into other steps) and the old generator's.
-OWN_ENV_NAMES = {name for names in STEP_ENV_NAMES.values() for name in names} | {
+# AIAK_TRAINING_PATH / MEGATRON_PATH are kept: a template may set the image's install paths.
+OWN_ENV_NAMES = {name for names in STEP_ENV_NAMES.values() for name in names} - set(INSTALL_ENV_NAMES) | {
     "MODEL_BOS_PATH", "DATASET_BOS_PATH", "OUTPUT_PATH", "CHECKPOINT_PATH",
     "DATA_CACHE_PATH", "HOST"}
 SECRET_NAME = re.compile(

@@ -3,7 +3,9 @@
 # Written by aiak-gen. Every parameter arrives as an env of the job (jobSpec.envs):
 #   TRAINING_PHASE (pretrain|sft)  DATASET_URL (bos:/... of the raw data)  INPUT_DATA (raw file)
 #   TOKENIZER_PATH (the HF weights dir)  DATA_PATH (what training reads)
-#   pretrain: OUTPUT_PREFIX  JSON_KEYS (space-separated)      sft: CHAT_TEMPLATE  SEQ_LENGTH
+#   pretrain: OUTPUT_PREFIX  JSON_KEYS (space-separated)  MODEL_FAMILY (--model-family: Qwen-1's
+#   tokenizer needs "qwen", as AIAK's examples/qwen/pretrain/preprocess_data.sh passes)
+#   sft: CHAT_TEMPLATE  SEQ_LENGTH
 #   Downloads: BOS_ENDPOINT  JOB_CHAIN_CONFIG  JOB_CHAIN_RUNTIME (as in aiak_convert.sh)
 # Optional: AIAK_TRAINING_PATH, MEGATRON_PATH, PREPROCESS_WORKERS (default 50, as AIAK's examples).
 # The commands are AIAK's documented ones (https://cloud.baidu.com/doc/AIHC/s/Vlyo4r4gj "数据处理";
@@ -21,15 +23,25 @@
 set -euo pipefail
 
 : "${TRAINING_PHASE:?}" "${DATASET_URL:?}" "${INPUT_DATA:?}" "${TOKENIZER_PATH:?}" "${DATA_PATH:?}"
-AIAK_TRAINING_PATH=${AIAK_TRAINING_PATH:-/workspace/AIAK-Training-LLM}
-MEGATRON_PATH=${MEGATRON_PATH:-/workspace/AIAK-Megatron}
+# Where AIAK is in the image: the description's AIAK_TRAINING_PATH / MEGATRON_PATH, else the image's
+# LOONGFORGE_PATH, else the first of AIAK's and LoongForge's usual folders that the image has.
+first_dir() {
+    for dir in "$@"; do
+        if [ -d "$dir" ]; then echo "$dir"; return; fi
+    done
+    echo "$1"
+}
+AIAK_TRAINING_PATH=${AIAK_TRAINING_PATH:-${LOONGFORGE_PATH:-$(first_dir /workspace/AIAK-Training-LLM \
+    /workspace/LoongForge /workspace/AIAK-Training-Omni)}}
+MEGATRON_PATH=${MEGATRON_PATH:-$(first_dir /workspace/AIAK-Megatron /workspace/Loong-Megatron)}
+export AIAK_TRAINING_PATH MEGATRON_PATH LOONGFORGE_PATH="$AIAK_TRAINING_PATH"  # LoongForge's launchers read that
 PREPROCESS_WORKERS=${PREPROCESS_WORKERS:-50}
 TOOLS="$AIAK_TRAINING_PATH/tools/data_preprocess"
 case "$TRAINING_PHASE" in
     pretrain)
         : "${OUTPUT_PREFIX:?}" "${JSON_KEYS:?}"
         DONE="$OUTPUT_PREFIX.aiak-gen-done"
-        shaping="JSON_KEYS=$JSON_KEYS"
+        shaping="JSON_KEYS=$JSON_KEYS${MODEL_FAMILY:+ MODEL_FAMILY=$MODEL_FAMILY}"
         candidates=(preprocess_pretrain_data.py llm/preprocess_pretrain_data.py preprocess_data.py)
         ;;
     sft)
@@ -103,8 +115,13 @@ export PYTHONPATH="$MEGATRON_PATH:$AIAK_TRAINING_PATH${PYTHONPATH:+:$PYTHONPATH}
 echo "tokenizing with $tool"
 if [ "$TRAINING_PHASE" = pretrain ]; then
     read -r -a json_keys <<< "$JSON_KEYS"
+    family=()
+    if [ -n "${MODEL_FAMILY:-}" ]; then
+        family=(--model-family "$MODEL_FAMILY")
+    fi
     mkdir -p "$(dirname "$OUTPUT_PREFIX")"
     python "$tool" \
+        ${family[@]+"${family[@]}"} \
         --input "$INPUT_DATA" \
         --output-prefix "$OUTPUT_PREFIX" \
         --tokenizer-type HFTokenizer \

@@ -6,7 +6,12 @@
 #   or an absolute .json path)  MoE models: NUM_EXPERTS  EP
 #   Downloads: BOS_ENDPOINT  JOB_CHAIN_CONFIG  JOB_CHAIN_RUNTIME (where credentials and the BCE
 #   SDK are found when the image has no bcecmd; never a key)
-# Optional: AIAK_TRAINING_PATH, MEGATRON_PATH.
+#   CONVERT_ARGS (more flags AIAK's own convert script for the model passes, e.g. qwen3-235b-a22b's
+#   --custom_pipeline_layers)  LOONGFORGE_CONFIG LOONGFORGE_CONVERT (LoongForge's converter's
+#   --config_file/--convert_file, relative to its root)
+# Optional: AIAK_TRAINING_PATH, MEGATRON_PATH (default: found in the image, see below).
+# Two layouts: AIAK-Training-LLM/-Omni's tools/convert_checkpoint/model.py with config/<model>.json,
+# and LoongForge's tools/convert_checkpoint/module_convertor/model.py with configs/models/*.yaml.
 # The command is AIAK's documented one: tools/convert_checkpoint/model.py with
 # --load_platform=huggingface --save_platform=mcore --common_config_path=config/<model>.json
 # --tensor/pipeline_model_parallel_size (MoE: --num_experts --expert_parallel_size)
@@ -22,8 +27,18 @@
 set -euo pipefail
 
 : "${MODEL_NAME:?}" "${MODEL_URL:?}" "${LOAD:?}" "${SAVE:?}" "${TP:?}" "${PP:?}" "${CONVERT_CONFIG:?}"
-AIAK_TRAINING_PATH=${AIAK_TRAINING_PATH:-/workspace/AIAK-Training-LLM}
-MEGATRON_PATH=${MEGATRON_PATH:-/workspace/AIAK-Megatron}
+# Where AIAK is in the image: the description's AIAK_TRAINING_PATH / MEGATRON_PATH, else the image's
+# LOONGFORGE_PATH, else the first of AIAK's and LoongForge's usual folders that the image has.
+first_dir() {
+    for dir in "$@"; do
+        if [ -d "$dir" ]; then echo "$dir"; return; fi
+    done
+    echo "$1"
+}
+AIAK_TRAINING_PATH=${AIAK_TRAINING_PATH:-${LOONGFORGE_PATH:-$(first_dir /workspace/AIAK-Training-LLM \
+    /workspace/LoongForge /workspace/AIAK-Training-Omni)}}
+MEGATRON_PATH=${MEGATRON_PATH:-$(first_dir /workspace/AIAK-Megatron /workspace/Loong-Megatron)}
+export AIAK_TRAINING_PATH MEGATRON_PATH LOONGFORGE_PATH="$AIAK_TRAINING_PATH"  # LoongForge's launchers read that
 CONVERT_CHECKPOINT_PATH="$AIAK_TRAINING_PATH/tools/convert_checkpoint"
 case "$CONVERT_CONFIG" in
     /*) config=$CONVERT_CONFIG ;;
@@ -31,6 +46,9 @@ case "$CONVERT_CONFIG" in
 esac
 split="TP=$TP PP=$PP${EP:+ EP=$EP}"
 record=$(printf '%s\nMODEL_URL=%s\nCONVERT_CONFIG=%s' "$split" "$MODEL_URL" "$CONVERT_CONFIG")
+if [ -n "${CONVERT_ARGS:-}" ]; then
+    record=$(printf '%s\nCONVERT_ARGS=%s' "$record" "$CONVERT_ARGS")
+fi
 
 # fetch URL DEST: bcecmd when the image has it, else the BCE SDK's BOS client (job-chain's runtime).
 # DEST/.aiak-gen-fetching marks a download under way (written once a tool is there to do it).
@@ -84,10 +102,37 @@ else  # a first download, or one an earlier attempt did not finish (it resumes)
     mv "$LOAD/.aiak-gen-fetching" "$LOAD/.aiak-gen-source"
 fi
 
-if [ ! -f "$config" ]; then
-    echo "no converter config $config in this image: set CONVERT_CONFIG in the description to the" \
-        "config of $MODEL_NAME (a name in $CONVERT_CHECKPOINT_PATH/config, or an absolute path)," \
-        "regenerate and resume the chain" >&2
+if [ -f "$CONVERT_CHECKPOINT_PATH/model.py" ]; then  # AIAK-Training-LLM / -Omni
+    converter="$CONVERT_CHECKPOINT_PATH/model.py"
+    if [ ! -f "$config" ]; then
+        echo "no converter config $config in this image: set CONVERT_CONFIG in the description to the" \
+            "config of $MODEL_NAME (a name in $CONVERT_CHECKPOINT_PATH/config, or an absolute path)," \
+            "regenerate and resume the chain" >&2
+        exit 1
+    fi
+    layout=(--common_config_path="$config" --megatron_path="$MEGATRON_PATH")
+elif [ -f "$CONVERT_CHECKPOINT_PATH/module_convertor/model.py" ]; then  # LoongForge
+    converter="$CONVERT_CHECKPOINT_PATH/module_convertor/model.py"
+    if [ -z "${LOONGFORGE_CONFIG:-}" ] || [ -z "${LOONGFORGE_CONVERT:-}" ]; then
+        echo "$AIAK_TRAINING_PATH is LoongForge, whose converter needs the model's configs/models/*.yaml," \
+            "but $MODEL_NAME's table row has no loongforge_config/loongforge_convert: add them to your" \
+            "aiak_dict/models.csv row, regenerate and resume the chain" >&2
+        exit 1
+    fi
+    for file in "$LOONGFORGE_CONFIG" "$LOONGFORGE_CONVERT"; do
+        if [ ! -f "$AIAK_TRAINING_PATH/$file" ]; then
+            echo "no $AIAK_TRAINING_PATH/$file in this image: fix loongforge_config/loongforge_convert" \
+                "of $MODEL_NAME in your aiak_dict/models.csv, regenerate and resume the chain" >&2
+            exit 1
+        fi
+    done
+    layout=(--config_file="$AIAK_TRAINING_PATH/$LOONGFORGE_CONFIG"
+        --convert_file="$AIAK_TRAINING_PATH/$LOONGFORGE_CONVERT")
+    export PYTHONPATH="$MEGATRON_PATH${PYTHONPATH:+:$PYTHONPATH}"
+else
+    echo "no checkpoint converter in $AIAK_TRAINING_PATH (neither tools/convert_checkpoint/model.py nor" \
+        "tools/convert_checkpoint/module_convertor/model.py): set AIAK_TRAINING_PATH in the description" \
+        "to where AIAK or LoongForge is in the image, regenerate and resume the chain" >&2
     exit 1
 fi
 weights=()
@@ -103,18 +148,19 @@ moe=()
 if [ -n "${NUM_EXPERTS:-}" ]; then
     moe=(--num_experts="$NUM_EXPERTS" --expert_parallel_size="${EP:-1}")
 fi
+read -r -a extra <<< "${CONVERT_ARGS:-}"
 
 echo "converting $LOAD -> $SAVE with $split"
 rm -rf "$SAVE.partial"
 mkdir -p "$(dirname "$SAVE")"
-python "$CONVERT_CHECKPOINT_PATH/model.py" \
+python "$converter" \
     --load_platform=huggingface \
     --save_platform=mcore \
-    --common_config_path="$config" \
+    "${layout[@]}" \
     --tensor_model_parallel_size="$TP" \
     --pipeline_model_parallel_size="$PP" \
     ${moe[@]+"${moe[@]}"} \
-    --megatron_path="$MEGATRON_PATH" \
+    ${extra[@]+"${extra[@]}"} \
     --load_ckpt_path="$LOAD" \
     --save_ckpt_path="$SAVE.partial" \
     --no_load_optim \

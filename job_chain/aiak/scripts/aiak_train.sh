@@ -30,7 +30,18 @@ if [ -f "$SAVE/.aiak-gen-done" ]; then
     echo "training already finished, checkpoints in $SAVE: nothing to do"
     exit 0
 fi
-AIAK_TRAINING_PATH=${AIAK_TRAINING_PATH:-/workspace/AIAK-Training-LLM}
+# Where AIAK is in the image: the description's AIAK_TRAINING_PATH / MEGATRON_PATH, else the image's
+# LOONGFORGE_PATH, else the first of AIAK's and LoongForge's usual folders that the image has.
+first_dir() {
+    for dir in "$@"; do
+        if [ -d "$dir" ]; then echo "$dir"; return; fi
+    done
+    echo "$1"
+}
+AIAK_TRAINING_PATH=${AIAK_TRAINING_PATH:-${LOONGFORGE_PATH:-$(first_dir /workspace/AIAK-Training-LLM \
+    /workspace/LoongForge /workspace/AIAK-Training-Omni)}}
+MEGATRON_PATH=${MEGATRON_PATH:-$(first_dir /workspace/AIAK-Megatron /workspace/Loong-Megatron)}
+export AIAK_TRAINING_PATH MEGATRON_PATH LOONGFORGE_PATH="$AIAK_TRAINING_PATH"  # LoongForge's launchers read that
 case "$TRAIN_SCRIPT" in
     /*) launcher_path=$TRAIN_SCRIPT ;;
     *) launcher_path="$AIAK_TRAINING_PATH/$TRAIN_SCRIPT" ;;
