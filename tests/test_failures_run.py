@@ -152,6 +152,37 @@ def test_a_checkpoint_dir_with_params_and_the_run_id_is_where_the_retry_resumes(
     assert f"retrying as attempt 2 from iteration 60 ({folder / 'iter_0000060'})" in followed.output
 
 
+def test_run_and_resume_say_the_checkpoint_already_there_before_a_step_uses_it(
+        tmp_path: Path, shared_server: LocalServer) -> None:
+    # issue 29 item 2: a directory shared by two runs; the resume continued from the other run's
+    # iteration 60 and nothing said so
+    shared_dir = tmp_path / "pfs" / "ckpt"
+    (shared_dir / "iter_0000060").mkdir(parents=True)
+    (shared_dir / "latest_checkpointed_iteration.txt").write_text("60\n")
+    fails_once = ('if [ ! -f "$SHARED/tried" ]; then touch "$SHARED/tried"; echo "ValueError: bad" >&2; exit 1; fi\n'
+                  'echo "$JOB_CHAIN_RESUME_ITERATION" > "$SHARED/resumed"\n')
+    chain = write_chain(tmp_path, shared_server.pool, [
+        {"name": "train", "script": fails_once, "jobChain": {"checkpoint": {"dir": str(shared_dir)}}},
+        {"name": "eval", "script": "true", "jobChain": {"checkpoint": {"dir": str(tmp_path / "pfs/${run.id}")}}}])
+    there = f"step train: checkpoint {shared_dir}: iteration 60 already there ({shared_dir / 'iter_0000060'})"
+    dry = invoke(shared_server, "run", str(chain), "--dry-run")
+    assert dry.exit_code == 0 and f"# {there}" in dry.output, dry.output
+    assert (f"# step eval: checkpoint {tmp_path / 'pfs/${run.id}'}: none (the directory does not exist on this "
+            "machine)") in dry.output
+    started = invoke(shared_server, "run", str(chain), "--follow")
+    assert started.exit_code == 1 and there in started.output, started.output
+    run_id = json.loads(invoke(shared_server, "status", str(chain), "--json").output)["run"]
+    (tmp_path / "pfs" / run_id).mkdir()
+    assert f"step eval: checkpoint {tmp_path / 'pfs' / run_id}: none (the directory does not exist" in started.output
+    plan = ChainSession.from_file(str(chain), client=shared_server.client()).preview_resume(run_id)
+    assert [(c["step"], c["iteration"]) for c in plan.as_json()["checkpoints"]] == [("train", 60), ("eval", None)]
+    for args in (["--dry-run"], []):
+        resumed = invoke(shared_server, "resume", str(chain), *args)
+        assert resumed.exit_code == 0 and there in resumed.output, resumed.output
+        own = f"step eval: checkpoint {tmp_path / 'pfs' / run_id}: none (no complete iteration there)"
+        assert own in resumed.output
+
+
 def test_gpu_hours_of_a_2x8_gpu_step_with_a_failed_first_attempt_match_the_wall_clock(
         tmp_path: Path, shared_server: LocalServer) -> None:
     # 4 s a run: long enough that GPU-hours off by 40% exceed the 1.5 s slack below, short enough

@@ -136,6 +136,8 @@ def run(chain_file: str, start_index: Optional[str], start: Optional[str], dry_r
         click.echo(f"run {started.run_id}: step {step.display} submitted as job {submitted.get('jobId', '?')}")
     if later:
         click.echo(f"{len(later)} more wait for a slot (maxParallel, maxRunning): each starts as one ends")
+    for seen in session.checkpoints(started.run_id):
+        click.echo(seen.line())
     if mode == "watch":
         click.echo("this process submits each next step (--advance watch): keep it running")
     else:
@@ -177,6 +179,11 @@ def _dry_run(session: Any, first: str, mode: str, secret: Optional[str], params:
             click.echo(f"# wave {wave}: " + ", ".join(f"{i} {names[i]}" for i in indexes), err=True)
         for handler in chain.handlers:
             click.echo(f"# after the run ({handler.run_on}): {handler.index} {handler.name}", err=True)
+    from job_chain.session.plan import checkpoints
+    from job_chain.spec.params import RUN_ID
+
+    for seen in checkpoints(chain, RUN_ID):  # the run id is not known yet: ${run.id} stays in the path
+        click.echo(f"# {seen.line()}", err=True)
     now, later = session.waves(first)
     if later:
         click.echo("# first wave (the caps allow): " + ", ".join(s.display for s in now) + f"; {len(later)} more "
@@ -363,3 +370,5 @@ def _print_plan(plan: Any, revision: int) -> None:
     if plan.waiting:
         click.echo("then, as slots free up: " + ", ".join(f"{name} (attempt {attempt})"
                                                           for name, attempt in plan.waiting))
+    for seen in plan.checkpoints:
+        click.echo(seen.line())

@@ -15,6 +15,7 @@ takes the step's checkpoint of a run from :func:`job_chain.spec.params.checkpoin
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from typing import Dict, Optional, Tuple
 
 from job_chain.spec.model import Checkpoint
@@ -50,3 +51,30 @@ def resume_env(found: Optional[Tuple[int, str]]) -> Dict[str, str]:
     if found is None:
         return {}
     return {RESUME_ITERATION: str(found[0]), RESUME_CHECKPOINT: found[1]}
+
+
+@dataclass(frozen=True)
+class Seen:
+    """What is in a step's checkpoint directory before a run or resume submits it (said before doing it:
+    job-chain cannot know whose checkpoint it is, a directory shared by two runs included)."""
+
+    step: str  # how people see the step
+    dir: str
+    found: Optional[Tuple[int, str]]  # the last complete (iteration, its directory) there
+    exists: bool  # the directory exists where this looks (the storage may be mounted elsewhere only)
+
+    def line(self) -> str:
+        """``step train: checkpoint /pfs/ckpt: iteration 60 already there (/pfs/ckpt/iter_0000060) …``"""
+        head = f"step {self.step}: checkpoint {self.dir}: "
+        if self.found is not None:
+            return (head + f"iteration {self.found[0]} already there ({self.found[1]}): a retry is told it and a "
+                    "script loading from this directory continues from it (another run's? give each run its own "
+                    "directory, e.g. ${run.id} in checkpoint.dir)")
+        if self.exists:
+            return head + "none (no complete iteration there)"
+        return head + "none (the directory does not exist on this machine)"
+
+
+def seen(step: str, spec: Checkpoint) -> Seen:
+    """What is in ``spec.dir`` now, for step ``step``."""
+    return Seen(step, spec.dir, last_complete(spec), os.path.isdir(spec.dir))

@@ -201,6 +201,13 @@ class ChainSession:
         """(the steps a run starting at ``first`` submits at once, the ready ones that wait for a slot)."""
         return plan.waves(self.context, first)
 
+    def checkpoints(self, run_id: Optional[str] = None) -> List[Any]:
+        """What is in the checkpoint directory of each step of the run that has one, as the run reads
+        it (:class:`~job_chain.rules.checkpoint.Seen`: the directory, the complete iteration there or
+        none), for saying before a run or resume submits anything."""
+        run = find_run(self.context, run_id)
+        return plan.checkpoints(frozen(self.context, run), run.run_id)
+
     def request(self, run_id: Optional[str], step: Union[int, str], attempt: Optional[int] = None) -> Dict[str, Any]:
         """The create request run ``run_id`` sends (or sent) for ``step``: an attempt already
         submitted as the revision it was submitted with, else as the run's current revision."""

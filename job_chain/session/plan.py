@@ -116,6 +116,24 @@ def request(ctx: RunContext, run_id: Optional[str], step: Union[int, str],
     return {"resourcePoolId": chain.pool, "body": body}
 
 
+def checkpoints(chain: Chain, run_id: str, names: Optional[Iterable[str]] = None) -> List[Any]:
+    """What is in the checkpoint directory of each step with one (of ``names``; None: every step the
+    run may still submit), as run ``run_id`` reads it: a list of
+    :class:`~job_chain.rules.checkpoint.Seen`."""
+    from job_chain.rules.checkpoint import seen
+    from job_chain.spec.params import checkpoint_of
+
+    wanted = None if names is None else set(names)
+    out = []
+    for step in chain.steps:
+        if step.excluded or (wanted is not None and step.name not in wanted):
+            continue
+        spec = checkpoint_of(chain, step, run_id)
+        if spec is not None:
+            out.append(seen(step.display, spec))
+    return out
+
+
 def step_of(chain: Chain, step: Union[int, str]) -> Step:
     """A step of ``chain`` by name, display name or number; a clear error listing what exists otherwise."""
     found = chain.find(step)

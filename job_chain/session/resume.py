@@ -15,7 +15,7 @@ from job_chain.record.records import as_placed
 from job_chain.rules.revise import Change
 from job_chain.session.context import RunContext, find_run, frozen
 from job_chain.session.look import status
-from job_chain.session.plan import check_mode, steps_named
+from job_chain.session.plan import check_mode, checkpoints, steps_named
 from job_chain.session.runs import ResumePlan, Run, Submitted
 from job_chain.session.start import start_ready
 from job_chain.spec.model import Chain
@@ -67,7 +67,8 @@ def preview(ctx: RunContext, run: Run, rerun: Tuple[str, ...], params: Dict[str,
     first, later = slots.first_wave(chain, steps_named(chain, [n for n, _ in targets]))
     attempt = dict(targets)
     return ResumePlan(run.run_id, revision, changes, [(s.name, attempt[s.name]) for s in first], note,
-                      waiting=[(s.name, attempt[s.name]) for s in later]), chain
+                      waiting=[(s.name, attempt[s.name]) for s in later],
+                      checkpoints=checkpoints(chain, run.run_id, [s.name for s in now.steps if not s.succeeded])), chain
 
 
 def _with_params(old: Chain, base: Chain, params: Dict[str, str], path: str) -> Chain:
