@@ -303,3 +303,41 @@ def test_the_sweep_example_loads() -> None:
                        local=True)
     assert [s.display for s in chain.steps][:2] == ["convert", "train[lr=1e-4,seed=1]"] and not chain.warnings
     assert chain.params == {"tag": "base"} and chain.steps[1].max_parallel == 2 and len(chain.steps) == 8
+
+
+HOSTILE = ["$(touch pwned-subst)", "`touch pwned-tick`", "x'; touch pwned-quote; echo '", 'a "b" $HOME \\ c',
+           "two words\nand a line"]
+
+
+def test_a_substituted_value_arrives_in_the_command_as_that_string_never_as_shell(tmp_path: Path) -> None:
+    import subprocess
+
+    from job_chain.spec.params import Ref, substitute
+
+    values = {"params": HOSTILE[0], "matrix": HOSTILE[1], "steps": HOSTILE[2], "run": HOSTILE[3]}
+    body = {"name": "n", "jobSpec": {
+        "command": "printf '%s|\\n' ${params.p} ${matrix.m} pre-${steps.a.outputs.k} ${run.id} ${params.q}",
+        "envs": [{"name": "E", "value": "${params.p}"}]}}
+
+    def value_of(ref: Ref) -> str:
+        return HOSTILE[4] if ref.name == "q" else values[ref.kind]
+
+    done = substitute(body, value_of, script_file=False)
+    assert done["jobSpec"]["envs"][0]["value"] == HOSTILE[0]  # not a shell: as it is
+    ran = subprocess.run(["bash", "-c", done["jobSpec"]["command"]], cwd=tmp_path, capture_output=True, text=True)
+    assert ran.stdout == f"{HOSTILE[0]}|\n{HOSTILE[1]}|\npre-{HOSTILE[2]}|\n{HOSTILE[3]}|\n{HOSTILE[4]}|\n"
+    assert list(tmp_path.iterdir()) == []  # nothing ran
+    # the whole way: a --param and an output into a step's request
+    chain = load(PIPELINE, params={"lr": "1e-4", "tag": "base"})
+    run = replace(chain, params=resolve_params(chain.params, {"lr": HOSTILE[0]}, "c"))
+    command = build_request(run, "train-lr-1e-4-seed-2", "r1", 1,
+                            outputs={"convert": {"ckpt": HOSTILE[2]}})["jobSpec"]["command"]
+    assert "train --lr '$(touch pwned-subst)' --seed 2 --from 'x'\"'\"'; touch pwned-quote" in command
+
+
+def test_validate_warns_where_a_reference_sits_inside_shell_quotes() -> None:
+    chain = load([job("a", "echo \"${params.x}\" '${params.y}' ${params.z} \\\"${params.w}\\\"")],
+                 params={"x": "1", "y": "2", "z": "3", "w": "4"})
+    quoted = [w for w in chain.warnings if "inside shell quotes" in w]
+    assert [w.split(": ")[1].split(" ")[0] for w in quoted] == ["${params.x}", "${params.y}"]
+    assert all(w.startswith("jobs[0].jobSpec.command: ") for w in quoted)

@@ -12,6 +12,7 @@ in ``jobChain`` is refused by ``validate`` (:func:`check_settings_refs`), never 
 from __future__ import annotations
 
 import re
+import shlex
 from dataclasses import dataclass
 from typing import Any, Callable, Container, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
 
@@ -194,21 +195,57 @@ def step_refs(body: Dict[str, Any], script_file: bool) -> List[Ref]:
     return [ref for _, text in strings(body, script_file=script_file) for ref in scan(text)[0]]
 
 
+COMMAND = "jobSpec.command"  # the one string a shell runs: values go into it as one quoted word each
+
+
 def substitute(body: Any, value_of: Callable[[Ref], str], *, script_file: bool, where: str = "") -> Any:
-    """A copy of ``body`` with every reference replaced by ``value_of(ref)`` (see :func:`strings`)."""
+    """A copy of ``body`` with every reference replaced by ``value_of(ref)`` (see :func:`strings`).
+
+    In the inline command (:data:`COMMAND`) each value is put in as ONE shell word, quoted
+    (``shlex.quote``): a value a job wrote to ``$JOB_CHAIN_OUTPUTS``, a ``--param`` or a matrix value
+    arrives as that string, never as shell syntax (``$(…)``, backticks, ``;``, a quote that breaks
+    out). Everywhere else (env values, labels, paths) the value is put in as it is."""
     if isinstance(body, dict):
         out = {}
         for key, value in body.items():
             path = f"{where}.{key}" if where else str(key)
-            skip = path == "name" or (path == "jobSpec.command" and script_file)
+            skip = path == "name" or (path == COMMAND and script_file)
             out[key] = value if skip else substitute(value, value_of, script_file=script_file, where=path)
         return out
     if isinstance(body, list):
         return [substitute(v, value_of, script_file=script_file, where=f"{where}[{i}]") for i, v in enumerate(body)]
     if isinstance(body, str) and "${" in body:
         refs = {ref.text: ref for ref in scan(body)[0]}
-        return _CANDIDATE.sub(lambda m: value_of(refs[m.group(0)]) if m.group(0) in refs else m.group(0), body)
+        word: Callable[[str], str] = shlex.quote if where == COMMAND else str
+
+        return _CANDIDATE.sub(lambda m: word(value_of(refs[m.group(0)])) if m.group(0) in refs else m.group(0), body)
     return body
+
+
+def quoted_refs(command: str) -> List[str]:
+    """The references of a shell command that sit inside '…' or "…": a value goes in already quoted
+    as one word, so there its quotes would be kept literally. One pass over the text (a shell's
+    quoting, roughly: backslash escapes outside single quotes; ``$(…)`` is not followed)."""
+    found = list(_CANDIDATE.finditer(command))
+    if not found:
+        return []
+    out: List[str] = []
+    state, escaped, at = "", False, 0
+    for match in found:
+        while at < match.start():
+            char = command[at]
+            if escaped:
+                escaped = False
+            elif char == "\\" and state != "'":
+                escaped = True
+            elif state == "" and char in "'\"":
+                state = char
+            elif char == state:
+                state = ""
+            at += 1
+        if state and not escaped:
+            out.append(match.group(0))
+    return out
 
 
 def check_step_refs(body: Dict[str, Any], where: str, *, script_file: bool, script: Optional[str], name: str,
@@ -229,6 +266,11 @@ def check_step_refs(body: Dict[str, Any], where: str, *, script_file: bool, scri
             why = _ref_problem(ref, name, params, matrix, ancestors, steps)
             if why:
                 problems.append(f"{at}: {ref.text}: {why}")
+        if path == COMMAND:
+            for text_ in dict.fromkeys(quoted_refs(text)):
+                warnings.append(f"{at}: {text_} sits inside shell quotes; a value is put into the command as one "
+                                "shell word, already quoted, so there its quotes would stay in the value: write "
+                                f"{text_} without quotes around it")
     candidate = _CANDIDATE.search(script) if script_file and script else None
     if candidate:
         warnings.append(f"{where}.jobSpec.command: the script file contains {candidate.group(0)}, which runs as "
