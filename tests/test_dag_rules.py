@@ -68,7 +68,7 @@ def test_graph_problems_name_their_json_path(jobs: List[Dict[str, Any]], expecte
 
 def test_notify_problems_name_their_json_path() -> None:
     found = problems([job("a")], notify=[{"url": "ftp://x", "on": ["exploded"], "format": "telegram"}, 3])
-    assert "notify[0].url: must be an http:// or https:// URL" in found
+    assert "notify[0].url: must be an http:// or https:// URL, or {\"env\": \"NAME\"}" in found
     assert any(p.startswith("notify[0].on: must be a list of events") for p in found)
     assert any(p.startswith("notify[0].format: must be one of json") for p in found)
     assert "notify[1]: must be an object with url, on, format" in found

@@ -31,6 +31,7 @@ COMMANDS: Dict[str, Tuple[str, str]] = {
     "pools": ("job_chain.cli.pools:pools", "List the resource pools."),
     "queues": ("job_chain.cli.pools:queues", "List the queues of a resource pool (--pool ID)."),
     "local": ("job_chain.cli.local:local", "An AIHC-compatible server on this machine."),
+    "notify": ("job_chain.cli.notify:notify", "Send a sample notification to every target: notify test FILE."),
     "ui": ("job_chain.cli.ui:ui", "A web console for the chains under PATH: runs, steps, logs, charts."),
 }
 

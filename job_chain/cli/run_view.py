@@ -187,6 +187,8 @@ def print_status(status: RunStatus, points: bool = True, changes: Optional[List[
         if line:
             click.echo(line)
     click.echo(outcome_line(status))
+    for failed in status.notify_failed:
+        click.echo(f"notification failed: {failed}")
     hint = log_hint(status)
     if hint:
         click.echo(f"read its log: {hint}")

@@ -18,6 +18,14 @@ INDEX_ENV = "JOB_CHAIN_RUN_INDEX"
 SEARCH_DEPTH = 3
 
 
+def chain_id(path: str) -> str:
+    """A short stable id for a chain file, for URLs (its absolute path is not put in them): the
+    console's pages and the links notifications give to them."""
+    import hashlib
+
+    return hashlib.sha1(os.path.abspath(path).encode("utf-8", "surrogateescape")).hexdigest()[:12]
+
+
 def index_dir() -> str:
     """env ``JOB_CHAIN_RUN_INDEX``, else ``runs`` in the user's data dir."""
     if os.environ.get(INDEX_ENV):

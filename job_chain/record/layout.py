@@ -18,7 +18,12 @@ console list, :mod:`job_chain.record.summary`). A run's directory holds:
   step's outputs (``outputs``) and the plan its success follows (``lean``);
 * for ``maxParallel``/``maxRunning``: ``slot.P.E.S.G``, ``free.P.E.S.G`` and ``claim.E.STEP``
   (:mod:`job_chain.record.slots` has the protocol);
-* ``notified-rR-EVENT-WHAT.json``, once per round and event (:func:`notified_name`).
+* ``notified-rR-EVENT-WHAT.json``, once per round and event (:func:`notified_name`);
+* :data:`NOTIFY_SECRETS` (the values of the ``{"env": NAME}`` of ``notify``, read at run/resume,
+  0600) and ``notify-failed-N.json`` (:func:`notify_failed_name`: why target N first failed).
+
+``FILE.runs/`` also holds, per bot, the times of the messages sent to it (and its lock):
+:func:`rate_names`, shared by every run of the file and every process that sends.
 """
 
 from __future__ import annotations
@@ -36,6 +41,8 @@ CREDENTIALS = "credentials.json"
 STOPPED = "stopped.json"
 START_FAILED = "start-failed.json"
 ATTEMPTS_CACHE = "attempts.json"
+NOTIFY_SECRETS = "notify-secrets.json"
+NOTIFY_FAILED = re.compile(r"notify-failed-(\d+)\.json")
 REVISION = re.compile(r"revision-(\d+)\.json")
 
 # a step is named by its AIHC job name (or, in runs recorded before names, its index)
@@ -90,3 +97,13 @@ def notified_name(round_: int, event: str, step: Optional[str]) -> str:
 def notified_prefix(round_: int) -> str:
     """What every :func:`notified_name` of round ``round_`` starts with."""
     return f"notified-r{round_}-"
+
+
+def notify_failed_name(target: int) -> str:
+    """Created once, when notify target ``target`` (its index in ``notify``) first fails."""
+    return f"notify-failed-{target}.json"
+
+
+def rate_names(bot: str) -> Tuple[str, str]:
+    """(state, lock) file names in ``FILE.runs/`` of the bot whose key is ``bot`` (hex)."""
+    return f".notify-rate-{bot}.json", f".notify-rate-{bot}.lock"

@@ -560,7 +560,8 @@ class RunRecords:
         from job_chain.rules.facts import RunFacts
 
         facts = RunFacts(started=run_start(run, run_id), stopped=self.is_stopped(run_id),
-                         round=self.round(run_id, run), start_failed=self.start_failure(run_id))
+                         round=self.round(run_id, run), start_failed=self.start_failure(run_id),
+                         notify_failed=[e["message"] for e in self.notify_failures(run_id)])
         if keys is None:
             self._all_exits(run_id, facts)
         else:
@@ -627,6 +628,45 @@ class RunRecords:
         """Whether any notification was claimed in round ``round_`` (the round's end was told)."""
         prefix = layout.notified_prefix(round_)
         return any(name.startswith(prefix) for name in self.names(run_id) or [])
+
+    def save_notify_secrets(self, run_id: str, values: Dict[str, str]) -> None:
+        """The values of the variables ``notify`` names, read at run/resume (0600, atomic); an
+        OSError when they cannot be kept (the run must not start without them)."""
+        os.makedirs(self._dir(run_id), mode=0o700, exist_ok=True)
+        write_json_private(self._path(run_id, layout.NOTIFY_SECRETS), dict(values))
+
+    def notify_secrets(self, run_id: str) -> Dict[str, str]:
+        """NAME -> value of every ``{"env": NAME}`` of the run's ``notify`` ({} when none was kept)."""
+        saved = self.read(run_id, layout.NOTIFY_SECRETS) or {}
+        return {str(k): v for k, v in saved.items() if isinstance(v, str)}
+
+    def record_notify_failure(self, run_id: str, target: int, message: str) -> bool:
+        """Keep why notify target ``target`` failed, the first time only: True for that one caller."""
+        import json
+
+        try:
+            return create_private(self._path(run_id, layout.notify_failed_name(target)),
+                                  json.dumps({"target": target, "message": message, "at": time.time()}))
+        except OSError:
+            return False
+
+    def notify_failures(self, run_id: str) -> List[Dict[str, Any]]:
+        """Each target that failed, with why (``target``, ``message``, ``at``), in target order."""
+        found = []
+        for name in sorted(self.names(run_id) or []):
+            match = layout.NOTIFY_FAILED.fullmatch(name)
+            entry = self.read(run_id, name) if match else None
+            if entry is not None:
+                found.append({"target": int(match.group(1)), "message": str(entry.get("message") or "failed"),  # type: ignore[union-attr]
+                              "at": entry.get("at")})
+        return sorted(found, key=lambda e: e["target"])
+
+    def reserve_send(self, bot: str, windows: Any, now: float, max_wait: float) -> Optional[float]:
+        """When a message to ``bot`` may go (see :func:`job_chain.record.ratelimit.reserve`)."""
+        from job_chain.record.ratelimit import reserve
+
+        state, lock = layout.rate_names(bot)
+        return reserve(os.path.join(self.root, state), os.path.join(self.root, lock), windows, now, max_wait)
 
     def round(self, run_id: str, run: Optional[Dict[str, Any]] = None) -> int:
         """How many times the run was resumed: exit handlers and notifications happen once per round."""

@@ -7,7 +7,7 @@ adds its own view (:mod:`job_chain.status`). A rule takes these values, never a 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, Optional, Set, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 StepKey = Tuple[str, int]  # (step name, attempt)
 
@@ -31,3 +31,4 @@ class RunFacts:
     epoch: int = 0  # resume rounds that started steps through slots (maxParallel, maxRunning)
     claimed: Set[str] = field(default_factory=set)  # steps started through a slot in this round
     outputs: Dict[str, Dict[str, str]] = field(default_factory=dict)  # step -> what it wrote to its outputs
+    notify_failed: List[str] = field(default_factory=list)  # each notify target that failed, and why (first time)

@@ -65,13 +65,28 @@ def roots(ctx: RunContext, first: Union[int, str] = 0) -> List[str]:
 def check_mode(chain: Chain, mode: str) -> None:
     """Refuse a mode the chain cannot run in, before anything is recorded."""
     from job_chain.record import outputs, slots
+    from job_chain.spec import notify as notify_
 
     if mode == "inline" and slots.capped(chain):
         raise UsageError("maxParallel and maxRunning need the run record on shared storage to hand slots on "
                          "(docs/graphs.md); an --inline run has none: run it without --inline")
+    if mode == "inline" and notify_.references(chain.notify):
+        raise UsageError("notify names environment variables ({}), whose values the run record keeps for the "
+                         "jobs that send; an --inline run has no record (and a secret never goes into a job's "
+                         "command): run it without --inline".format(", ".join(notify_.references(chain.notify))))
     if mode == "watch" and outputs.referenced(chain):
         raise UsageError("steps of this chain use other steps' outputs, which the job's own tail hands on: "
                          "--advance watch does not wrap commands, so run it without --advance watch")
+
+
+def notify_values(ctx: RunContext, chain: Chain) -> Dict[str, str]:
+    """The values of the variables ``notify`` names, from this process's environment (the starting
+    user's): :class:`UsageError` naming each one not set, before anything is recorded."""
+    import os
+
+    from job_chain.spec import notify as notify_
+
+    return notify_.resolve(chain.notify, os.environ, ctx.path)
 
 
 def plan(ctx: RunContext, first: Union[int, str] = 0, mode: str = "job",

@@ -15,7 +15,7 @@ from job_chain.record.records import as_placed
 from job_chain.rules.revise import Change
 from job_chain.session.context import RunContext, find_run, frozen
 from job_chain.session.look import status
-from job_chain.session.plan import check_mode, checkpoints, steps_named
+from job_chain.session.plan import check_mode, checkpoints, notify_values, steps_named
 from job_chain.session.runs import ResumePlan, Run, Submitted
 from job_chain.session.start import start_ready
 from job_chain.spec.model import Chain
@@ -131,6 +131,9 @@ def apply(ctx: RunContext, run_id: Optional[str] = None, *, mode: Optional[str] 
     if not plan.targets:
         return []
     check_mode(chain, mode or run.mode)
+    secrets = notify_values(ctx, chain)  # read again: a rotated secret goes in with the resume
+    if secrets:
+        ctx.records.save_notify_secrets(run.run_id, secrets)
     ctx.records.clear_stopped(run.run_id)
     ctx.records.clear_advance_failures(run.run_id)
     chosen = mode or run.mode

@@ -14,7 +14,7 @@ from job_chain.errors import JobChainError, RunStillActive, UsageError
 from job_chain.record.records import RecordDamaged, new_run_id
 from job_chain.session.context import RunContext, find_run, frozen
 from job_chain.session.look import active_run
-from job_chain.session.plan import chain_to_freeze, check_mode, start_step, steps_at
+from job_chain.session.plan import chain_to_freeze, check_mode, notify_values, start_step, steps_at
 from job_chain.session.runs import Run, SubmitInterrupted, Submitted
 from job_chain.spec.model import Chain, Step
 from job_chain.submit.create import MODES
@@ -36,6 +36,7 @@ def start(ctx: RunContext, first: Union[int, str] = 0, *, mode: str = "job", for
     begin = start_step(ctx, first)
     chain = chain_to_freeze(ctx, begin.index, params=params)
     check_mode(chain, mode)
+    secrets = notify_values(ctx, chain)  # a variable not set refuses the start, naming it
     local = ctx.places.local
     client = ctx.places.client_for(None)
     with ctx.records.start_lock():
@@ -49,6 +50,8 @@ def start(ctx: RunContext, first: Union[int, str] = 0, *, mode: str = "job", for
             where["localStateDir"] = default_state_dir()
         # the frozen copy first: a run.json that names revision 1 always finds it
         value = ctx.records.freeze(run_id, freeze(chain), revision=1, reason="started")
+        if secrets:  # for the jobs that send notifications; never in a job's command or environment
+            ctx.records.save_notify_secrets(run_id, secrets)
         api_config = ctx.file.chain.api_config
         if not local and api_config.get("ak"):  # the record's copy: what the run's jobs connect with (rule 8)
             ctx.records.save_credentials(run_id, api_config)

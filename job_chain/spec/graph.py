@@ -14,15 +14,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from job_chain.aihc.keys import hint
 from job_chain.spec.model import Step
 from job_chain.util.jsonfile import describe
 
 GRAPH_SETTINGS = {"dependsOn", "runOn", "timeout", "hangTimeout", "retryOnExitCodes"}
 RUN_ON = ("failure", "always")
-NOTIFY_EVENTS = ("failed", "succeeded", "stopped", "stepFailed")
-NOTIFY_FORMATS = ("json", "feishu", "dingtalk", "wecom", "slack")
-MAX_NOTIFY = 16
 _DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)([smhd]))+")
 _PART = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
 _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -172,32 +168,3 @@ def find_cycle(steps: Sequence[Step]) -> Optional[List[int]]:
                 color[node] = 2
                 path.pop()
     return None
-
-
-def check_notify(value: Any, problems: List[str]) -> List[Dict[str, Any]]:
-    """The top-level ``notify`` list: ``[{"url", "on", "format"}]``."""
-    if value is None:
-        return []
-    if not isinstance(value, list) or len(value) > MAX_NOTIFY:
-        problems.append(f"notify: must be a list of at most {MAX_NOTIFY} {{\"url\", \"on\", \"format\"}} objects")
-        return []
-    hooks = []
-    for k, hook in enumerate(value):
-        where = f"notify[{k}]"
-        if not isinstance(hook, dict):
-            problems.append(f"{where}: must be an object with url, on, format")
-            continue
-        unknown = sorted(set(hook) - {"url", "on", "format"})
-        if unknown:
-            problems.append(f"{where}.{unknown[0]}: unknown key" + hint(unknown[0], ("format", "on", "url")))
-        url = hook.get("url")
-        if not isinstance(url, str) or not re.fullmatch(r"https?://\S+", url) or len(url) > 2048:
-            problems.append(f"{where}.url: must be an http:// or https:// URL")
-        events = hook.get("on", ["failed"])
-        if not isinstance(events, list) or not events or any(e not in NOTIFY_EVENTS for e in events):
-            problems.append(f"{where}.on: must be a list of events from {', '.join(NOTIFY_EVENTS)}")
-        fmt = hook.get("format", "json")
-        if fmt not in NOTIFY_FORMATS:
-            problems.append(f"{where}.format: must be one of {', '.join(NOTIFY_FORMATS)}, found {describe(fmt)}")
-        hooks.append({"url": url, "on": events, "format": fmt})
-    return hooks

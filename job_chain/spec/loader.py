@@ -14,7 +14,8 @@ from typing import Any, Dict, List, Optional, Tuple
 from job_chain.aihc.keys import closest, join_path, key_path
 from job_chain.aihc.spec import body_problems, surrogate_problems
 from job_chain.errors import ChainFileInvalid, UsageError
-from job_chain.spec.graph import GraphSettings, check_graph, check_notify
+from job_chain.spec import notify as notify_
+from job_chain.spec.graph import GraphSettings, check_graph
 from job_chain.spec.model import SETTINGS_KEY, Chain, Step
 from job_chain.spec.settings import read_step_settings, step_fields
 from job_chain.util.jsonfile import decode_utf8, describe, json_type, load_json_object, shown
@@ -291,7 +292,7 @@ def check_chain_data(data: Dict[str, Any], path: str, *, local: bool = False,
             else:
                 name = job.get("name") if isinstance(job, dict) and isinstance(job.get("name"), str) else ""
                 stand_ins.append(Step(index=index, body={"name": name}, script="", script_origin="inline"))
-    notify = check_notify(data.get("notify"), c.problems)
+    notify = notify_.check(data.get("notify"), c.problems, c.warnings)
     if steps or stand_ins:  # graph problems in the same pass as the others: every problem at once
         check_graph(sorted(steps + stand_ins, key=lambda s: s.index), graph, c.problems)
     if steps and not c.problems:

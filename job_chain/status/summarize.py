@@ -114,7 +114,7 @@ def summarize(chain: Chain, attempts: Iterable[Attempt], facts: RunFacts, *, run
     outcome, reason = _outcome(chain, steps, plan, facts, now)
     return RunStatus(run_id, chain.path, outcome, steps, first_step, utc(facts.started), reason, local, endpoint,
                      graph=chain.graph or bool(chain.handlers), revision=chain.revision, digest=chain.digest,
-                     params=dict(chain.params))
+                     params=dict(chain.params), notify_failed=list(facts.notify_failed))
 
 
 def causes(step: Step, attempts: Sequence[Attempt], upto: int) -> List[str]:

@@ -228,6 +228,7 @@ class RunStatus:
     revisions: List[Dict[str, Any]] = field(default_factory=list)  # each revision: number, when, why, changes
     digest: str = ""
     params: Dict[str, str] = field(default_factory=dict)  # the values the run's parameters have
+    notify_failed: List[str] = field(default_factory=list)  # each notify target that failed, and why
 
     def groups(self) -> List[Dict[str, Any]]:
         """Each matrix of the run with its points' counts by status, in order."""
@@ -279,7 +280,7 @@ class RunStatus:
                 "reason": self.reason or None, "started": iso(self.started), "firstStep": self.first_step,
                 "local": self.local, "endpoint": self.endpoint or None, "graph": self.graph,
                 "revision": self.revision or None, "digest": self.digest or None,
-                "revisions": self.revisions, "params": self.params,
+                "revisions": self.revisions, "params": self.params, "notifyFailed": self.notify_failed,
                 "matrices": [{k: g[k] for k in ("name", "points", "counts")} for g in self.groups()],
                 "gpuHours": _hours(self.gpu_hours), "lostGpuHours": _hours(self.lost_gpu_hours),
                 "failedSteps": [{"step": s.index, "name": s.name, "exitCode": s.exit_code, "reason": s.reason or None,

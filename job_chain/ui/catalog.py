@@ -7,7 +7,6 @@ search is bounded in depth and count, so pointing the console at ``/`` stays qui
 
 from __future__ import annotations
 
-import hashlib
 import os
 import threading
 import time
@@ -15,6 +14,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
 from job_chain.errors import JobChainError
+from job_chain.record.index import chain_id
 from job_chain.record.layout import RUNS_SUFFIX
 from job_chain.session import ChainSession
 from job_chain.status.types import RunStatus
@@ -24,11 +24,6 @@ MAX_CHAINS = 200
 SKIP_DIRS = {"node_modules", "__pycache__", "site-packages"}
 FINAL_TTL = 30.0  # seconds a final status is reused (resume from here forgets it at once)
 LIVE_TTL = 1.0  # a running one: several pages polling share one look at the API
-
-
-def chain_id(path: str) -> str:
-    """A short stable id for a chain file, for URLs (its absolute path is not put in them)."""
-    return hashlib.sha1(os.path.abspath(path).encode("utf-8", "surrogateescape")).hexdigest()[:12]
 
 
 def find_chain_files(paths: List[str], max_depth: int = MAX_DEPTH, limit: int = MAX_CHAINS) -> List[str]:
