@@ -27,6 +27,7 @@ COMMANDS: Dict[str, Tuple[str, str]] = {
     "advance": ("job_chain.cli.cluster:advance", "(in a job) Submit the next step after this one."),
     "bundle": ("job_chain.cli.cluster:bundle", "Write a job-chain runtime for training images."),
     "watchdog": ("job_chain.cli.cluster:watchdog", "(in a job) Run a step under its timeout/hangTimeout."),
+    "cache": ("job_chain.cli.cache:cache", "Steps cached across runs: list, explain, forget."),
     "jobs": ("job_chain.cli.jobs:jobs", "The AIHC training-job API as commands."),
     "pools": ("job_chain.cli.pools:pools", "List the resource pools."),
     "queues": ("job_chain.cli.pools:queues", "List the queues of a resource pool (--pool ID)."),

@@ -109,10 +109,12 @@ def validate(chain_file: str, use_local: bool) -> None:
 @click.option("--inline", is_flag=True,
               help="Embed a compressed snapshot of the remaining steps in each command (no shared storage).")
 @click.option("--force", is_flag=True, help="Start even if another run of this chain is still going.")
+@click.option("--no-cache", "no_cache", is_flag=True,
+              help="Run every step: none reuses a cached success (jobChain.cache, docs/caching.md).")
 @PARAM_OPTION
 @api_options
 def run(chain_file: str, start_index: Optional[str], start: Optional[str], dry_run: bool, follow: bool,
-        advance_mode: str, inline: bool, force: bool, params: Tuple[str, ...], **kwargs: Any) -> None:
+        advance_mode: str, inline: bool, force: bool, no_cache: bool, params: Tuple[str, ...], **kwargs: Any) -> None:
     """Freeze CHAIN_FILE into a new run and submit step N (default 0); each later step starts when the
     steps it needs succeeded."""
     if start is not None and start_index is not None and start != start_index:
@@ -129,10 +131,15 @@ def run(chain_file: str, start_index: Optional[str], start: Optional[str], dry_r
     if dry_run:
         _dry_run(session, first, mode, secret, given)
         return
-    started = session.start(first, mode=mode, force=force, params=given)
+    started = session.start(first, mode=mode, force=force, params=given, cache=not no_cache)
     now, later = session.waves(first)
+    reused = {e["step"] for e in session.records.cached(started.run_id)}
     for step in now:
         submitted = session.records.submission(started.run_id, step.name, 1) or {}
+        if step.name in reused:
+            click.echo(f"run {started.run_id}: step {step.display} reused a cached success (no job; "
+                       "'job-chain status' says from where)")
+            continue
         click.echo(f"run {started.run_id}: step {step.display} submitted as job {submitted.get('jobId', '?')}")
     if later:
         click.echo(f"{len(later)} more wait for a slot (maxParallel, maxRunning): each starts as one ends")

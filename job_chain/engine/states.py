@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-SUCCEEDED = frozenset({"Succeeded", "Completed", "Complete"})
+CACHED = "Cached"  # job-chain's own: the step reused an earlier run's success, no job ran (docs/caching.md)
+SUCCEEDED = frozenset({"Succeeded", "Completed", "Complete", CACHED})
 FAILED = frozenset({"Failed", "Error"})
 STOPPED = frozenset({"Stopped", "Stopping", "Terminated", "Terminating", "Deleted"})
 TERMINAL = SUCCEEDED | FAILED | (STOPPED - {"Stopping", "Terminating"})

@@ -49,6 +49,7 @@ def advance(
     mode: Optional[str] = None,
     reconnect: Optional[Callable[[], Any]] = None,
     outputs: Tuple[Dict[str, str], Optional[str]] = ({}, None),
+    cached: bool = False,
 ) -> int:
     """Act on step ``step`` (its name) having exited with ``exit_code``; return the job's exit code.
 
@@ -57,11 +58,27 @@ def advance(
     exit handlers and send its notifications. ``chain`` is the run's frozen chain (or a function
     that thaws it: a planned hop never calls it). ``reconnect`` returns a fresh client after a
     connection failure (or None to keep the old one). ``outputs``: what the step wrote to
-    ``$JOB_CHAIN_OUTPUTS``, or why it cannot be used (then the step fails).
+    ``$JOB_CHAIN_OUTPUTS``, or why it cannot be used (then the step fails). ``cached``: the step
+    reused an earlier success (:func:`job_chain.submit.create.reuse`) and no job of it runs: this
+    process, which reached it, advances from it as its tail would. So does every step it submits
+    that reuses one too, one after another (never deeper than this call).
     """
     mode = mode or ("inline" if records is None else "job")
     hop = _Hop(chain, client, run_id, records, mode, deadline, reconnect, resume_hint)
-    planned = outputs == ({}, None) and hop.read_plan(step, attempt, exit_code)
+    reused: List[Tuple[str, int, Dict[str, str]]] = []
+    code = _advance_one(hop, step, attempt, exit_code, outputs, cached, reused)
+    while reused:  # steps it submitted that reused a cached success: advance from each, as their tails would
+        name, number, kept = reused.pop(0)
+        again = _Hop(hop.chain, client, run_id, records, mode, deadline, reconnect, resume_hint)
+        _advance_one(again, name, number, 0, (kept, None), True, reused)
+    return code
+
+
+def _advance_one(hop: _Hop, step: str, attempt: int, exit_code: int, outputs: Tuple[Dict[str, str], Optional[str]],
+                 cached: bool, reused: List[Tuple[str, int, Dict[str, str]]]) -> int:
+    records, run_id, mode = hop.records, hop.run_id, hop.mode
+    hop.reused, hop.cached = reused, cached
+    planned = not cached and outputs == ({}, None) and hop.read_plan(step, attempt, exit_code)
     if planned:
         me = Finishing.planned(step)
     else:
@@ -73,7 +90,7 @@ def advance(
 
         me = finishing(hop.chain, current)
     code = hop.run(me, attempt, exit_code, outputs)
-    if records is not None and mode == "job":  # this job ends now: its end, to the millisecond (GPU-hours)
+    if records is not None and mode == "job" and not cached:  # this job ends now: its end, to the ms (GPU-hours)
         records.record_advance_end(run_id, me.name, attempt, planned=hop.followed_plan)
         if planned:  # it has served (a second tail of this attempt finds every step of it done)
             from job_chain.record.plans import remove_plan
@@ -100,6 +117,8 @@ class _Hop:
         self.me_failure: Dict[str, Any] = {}  # and why it failed
         self.error: Optional[BaseException] = None  # why the last submission gave up
         self.recorded = False  # this step's exit (and success) are in the shared run record
+        self.cached = False  # the finishing step reused a cached success: no job of it runs
+        self.reused: List[Tuple[str, int, Dict[str, str]]] = []  # steps submitted that reused one: advance next
         self._started: Optional[float] = None
 
     @property
@@ -205,12 +224,12 @@ class _Hop:
         if records is not None and records.is_stopped(run_id):
             log(f"run {run_id} was stopped by the user; not submitting anything")
             return exit_code
-        if self.recorded and records is not None and self.mode == "job":
+        if self.recorded and records is not None and self.mode == "job" and not self.cached:
             records.note_own_job(run_id, name, attempt)
         if exit_code != 0:
             return self._failed(self.chain.named(name), attempt, exit_code, known, checkpoint)  # type: ignore
 
-        if me.replicas > 1:  # the other replicas must have succeeded too
+        if me.replicas > 1 and not self.cached:  # the other replicas must have succeeded too
             from job_chain.hop.peers import own_pod, peers_problem
 
             self_pod = own_pod()
@@ -228,6 +247,13 @@ class _Hop:
                 self.recorded = records.record_succeeded(run_id, name, attempt) and self.recorded
             except RecordUnwritable as exc:  # never "the others will see it": they cannot
                 return self._unrecorded(name, attempt, exit_code, exc)
+        if me.cached and not self.cached and records is not None:  # a later run may reuse this success
+            from job_chain.submit.cache import remember
+
+            why_not = remember(self.chain, records, run_id, self.chain.named(name), attempt,  # type: ignore[arg-type]
+                               outputs[0], records.submission(run_id, name, attempt))
+            log(f"step {name}'s success is cached for later runs" if why_not is None
+                else f"step {name}'s success is not cached: {why_not}")
         if me.handler:
             log(f"exit handler {name} succeeded")
             return 0
@@ -552,9 +578,16 @@ class _Hop:
 
         def one(target: Tuple[str, int]) -> Optional[int]:
             name, attempt = target
-            return self._create(name, attempt, origin, exit_code, lambda: submit_step(
-                self.client, self.chain, name, self.run_id, attempt, records=self.records, mode=self.mode,
-                since=self.started, context=context, resume=resume, plan=not split))
+
+            def create() -> Dict[str, str]:
+                result = submit_step(self.client, self.chain, name, self.run_id, attempt, records=self.records,
+                                     mode=self.mode, since=self.started, context=context, resume=resume,
+                                     plan=not split)
+                if result["created"] == "cached":  # no job runs it: this process advances from it next
+                    self.reused.append((name, attempt, dict(result.get("outputs") or {})))  # type: ignore[arg-type]
+                return result
+
+            return self._create(name, attempt, origin, exit_code, create)
 
         if split:
             from concurrent.futures import ThreadPoolExecutor
@@ -602,8 +635,9 @@ class _Hop:
             return exit_code or EXIT_ADVANCE_FAILED
         if created is not None:
             created(result)
-        verb = "submitted" if result["created"] == "yes" else "was already submitted as"
-        log(f"step {target} {verb} job {result['jobId']}")
+        if result["created"] != "cached":  # (a reuse said what it reused)
+            verb = "submitted" if result["created"] == "yes" else "was already submitted as"
+            log(f"step {target} {verb} job {result['jobId'] or '(it reused a cached success)'}")
         return None
 
 

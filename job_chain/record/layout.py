@@ -5,8 +5,9 @@ A new kind of file is added here and nowhere else: the rest of the code asks
 never for a path. Imported by every hop, so it holds names and patterns only (``re``, nothing else).
 
 ``FILE.runs/`` holds one directory per run (named by its id, :data:`RUN_ID`), the start
-:data:`LOCK` and :data:`SUMMARIES` (one summary per run, :func:`summary_name`: what ``runs`` and the
-console list, :mod:`job_chain.record.summary`). A run's directory holds:
+:data:`LOCK`, :data:`SUMMARIES` (one summary per run, :func:`summary_name`: what ``runs`` and the
+console list, :mod:`job_chain.record.summary`) and the cached steps' entries (:data:`CACHE_DIR`,
+``<key>.json``: :mod:`job_chain.record.cache`). A run's directory holds:
 
 * once per run: :data:`RUN` (where and how it started, its revision, round and epoch),
   ``revision-N.json`` (:func:`revision_name`, the chain frozen at each revision),
@@ -15,7 +16,8 @@ console list, :mod:`job_chain.record.summary`). A run's directory holds:
 * per attempt of a step, ``KIND-<step>-attempt-N.json`` (:func:`fact_name`), one kind of
   :data:`KINDS`: its submission (``step``), the script's exit (``exit``), every replica succeeded
   (``succeeded``), why it failed (``failure``), the advance gave up (``advance-failed``), the
-  step's outputs (``outputs``) and the plan its success follows (``lean``);
+  step's outputs (``outputs``), the plan its success follows (``lean``) and, for a step whose
+  earlier success was reused (``jobChain.cache``), where it came from (``cached``);
 * for ``maxParallel``/``maxRunning``: ``slot.P.E.S.G``, ``free.P.E.S.G`` and ``claim.E.STEP``
   (:mod:`job_chain.record.slots` has the protocol);
 * ``notified-rR-EVENT-WHAT.json``, once per round and event (:func:`notified_name`);
@@ -47,9 +49,11 @@ REVISION = re.compile(r"revision-(\d+)\.json")
 
 # a step is named by its AIHC job name (or, in runs recorded before names, its index)
 STEP = r"[a-z0-9][-a-z0-9]{0,62}"
-SUBMISSION, EXIT, SUCCEEDED, FAILURE, ADVANCE_FAILED, OUTPUTS, PLAN = (
-    "step", "exit", "succeeded", "failure", "advance-failed", "outputs", "lean")
-KINDS = (SUBMISSION, EXIT, SUCCEEDED, FAILURE, ADVANCE_FAILED, OUTPUTS, PLAN)
+SUBMISSION, EXIT, SUCCEEDED, FAILURE, ADVANCE_FAILED, OUTPUTS, PLAN, CACHED = (
+    "step", "exit", "succeeded", "failure", "advance-failed", "outputs", "lean", "cached")
+KINDS = (SUBMISSION, EXIT, SUCCEEDED, FAILURE, ADVANCE_FAILED, OUTPUTS, PLAN, CACHED)
+CACHE_DIR = ".cache"  # in FILE.runs/: cached steps' entries (unless the chain's cacheDir says elsewhere)
+CACHE_ENTRY = re.compile(r"([0-9a-f]{64})\.json")  # an entry, named by its key
 _FACT = re.compile(rf"({'|'.join(KINDS)})-({STEP})-attempt-(\d+)\.json")
 
 SLOT = re.compile(r"slot\.([a-z0-9-]+)\.(\d+)\.(\d+)\.(\d+)")  # pool, epoch, slot, generation

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List,
 from job_chain.aihc.names import is_job_id
 from job_chain.errors import RecordUnwritable, RunNotFound, UsageError
 from job_chain.record import layout
-from job_chain.record.layout import ADVANCE_FAILED, EXIT, FAILURE, SUBMISSION, SUCCEEDED, fact_name
+from job_chain.record.layout import ADVANCE_FAILED, CACHED, EXIT, FAILURE, SUBMISSION, SUCCEEDED, fact_name
 from job_chain.util.files import create_private, read_json_dict, write_json_private
 
 if TYPE_CHECKING:  # a job advancing a chain reads the record without the status types
@@ -86,7 +86,7 @@ def latest_listed(listing: Listed, firsts: Mapping[str, int]) -> Dict[str, int]:
     a planned join) and where a slot's hand-on starts the next attempt: a tail whose submission was
     never recorded still names its attempt by its exit."""
     latest: Dict[str, int] = {}
-    for kind in (SUBMISSION, EXIT, SUCCEEDED):
+    for kind in (SUBMISSION, EXIT, SUCCEEDED, CACHED):
         for name, attempt in listing[kind]:
             first = firsts.get(name)
             if first is not None and attempt >= first and attempt > latest.get(name, 0):
@@ -427,7 +427,7 @@ class RunRecords:
     # -- submissions -------------------------------------------------------------------------
     def record_submission(self, run_id: str, step: str, attempt: int, job_id: str, job_name: str,
                           revision: int = 0, resume: Optional[Tuple[int, str]] = None,
-                          mode: Optional[str] = None) -> bool:
+                          mode: Optional[str] = None, cache: Optional[Dict[str, Any]] = None) -> bool:
         """Note a created job (the revision of the chain it ran, the checkpoint a retry was told to
         resume from); False (not an error) when the record is not writable here. ``mode "job"``: its
         own tail reports to this record (so a join can be decided from the record:
@@ -438,6 +438,8 @@ class RunRecords:
             entry["resumeFrom"] = {"iteration": resume[0], "checkpoint": resume[1]}
         if mode:
             entry["mode"] = mode
+        if cache:
+            entry["cache"] = cache
         return self.write(run_id, fact_name(SUBMISSION, step, attempt), entry)
 
     def submission(self, run_id: str, step: str, attempt: int) -> Optional[Dict[str, Any]]:
@@ -448,6 +450,15 @@ class RunRecords:
     def submissions(self, run_id: str) -> List[Dict[str, Any]]:
         entries = [e for e in self._entries(run_id, SUBMISSION) if is_job_id(e.get("jobId"))]
         return sorted(entries, key=lambda e: (float(e.get("submitted") or 0), e["step"], e["attempt"]))
+
+    def claim_cached(self, run_id: str, step: str, attempt: int, data: Dict[str, Any]) -> bool:
+        """Take (``step``, ``attempt``) as reusing a cached success (``data``: where from): True for
+        exactly one caller, False when someone did already. Not writable here: OSError."""
+        return self.create(run_id, fact_name(CACHED, step, attempt), data)
+
+    def cached(self, run_id: str, listing: Optional[Listed] = None) -> List[Dict[str, Any]]:
+        """The run's attempts that reused a cached success, each with its step and attempt."""
+        return self._entries(run_id, CACHED, listing)
 
     def note_own_job(self, run_id: str, step: str, attempt: int) -> None:
         """Record this job's id if its submission was not (its submitter died between the create and

@@ -30,7 +30,7 @@ from job_chain.aihc.api import JobsAPI
 from job_chain.errors import ChainFileInvalid, JobChainError, UsageError
 from job_chain.record.records import RunRecords
 from job_chain.rules.revise import Change
-from job_chain.session import logs, look, plan, resume, start, stop, watch
+from job_chain.session import cache, logs, look, plan, resume, start, stop, watch
 from job_chain.session.chainfile import ChainFile
 from job_chain.session.context import RunContext, all_runs, find_run, frozen
 from job_chain.session.places import Places
@@ -181,15 +181,29 @@ class ChainSession:
 
     # -- start ------------------------------------------------------------------------------------
     def start(self, first: Union[int, str] = 0, *, mode: str = "job", force: bool = False,
-              params: Optional[Dict[str, str]] = None) -> Run:
+              params: Optional[Dict[str, str]] = None, cache: bool = True) -> Run:
         """Freeze the chain into a new run record and submit its first steps; later steps start by
         themselves, from the frozen copy. ``params`` override the chain's parameter defaults (an
         unknown name is a :class:`UsageError`); the run keeps the values.
 
         Refuses (:class:`RunStillActive`) while another run of this chain is going, unless ``force``;
         the check and the new record are made under a lock, so simultaneous starts give one run.
+        ``cache=False``: no step of the run reuses a cached success (docs/caching.md).
         """
-        return start.start(self.context, first, mode=mode, force=force, params=params)
+        return start.start(self.context, first, mode=mode, force=force, params=params, cache=cache)
+
+    # -- steps cached across runs (docs/caching.md) ----------------------------------------------
+    def cache_entries(self) -> List[Dict[str, Any]]:
+        """Every cached success this chain's steps can reuse, newest first."""
+        return cache.entries(self.context)
+
+    def cache_explain(self, step: str, params: Optional[Dict[str, str]] = None) -> cache.Explained:
+        """The key ``step`` would have now, its parts, and which of them differ from the nearest entry."""
+        return cache.explain(self.context, step, params)
+
+    def cache_forget(self, step: Optional[str] = None) -> int:
+        """Forget the cached successes of ``step`` (default: of every step); how many were removed."""
+        return cache.forget(self.context, step)
 
     def plan(self, first: Union[int, str] = 0, mode: str = "job",
              params: Optional[Dict[str, str]] = None) -> List[Dict[str, Any]]:

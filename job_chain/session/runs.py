@@ -108,6 +108,7 @@ class Submitted:
     job_name: str
     created: bool
     index: int = -1  # the step's position in the run's chain (for display)
+    cached: bool = False  # it reused a cached success: no job was created (job_id is "")
 
 
 @dataclass

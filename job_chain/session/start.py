@@ -23,9 +23,10 @@ SUBMIT_DEADLINE = 60.0  # seconds start and resume keep retrying a step's create
 
 
 def start(ctx: RunContext, first: Union[int, str] = 0, *, mode: str = "job", force: bool = False,
-          params: Optional[Dict[str, str]] = None) -> Run:
+          params: Optional[Dict[str, str]] = None, cache: bool = True) -> Run:
     """Freeze the chain file as it is now into a new run record and submit the run's first steps
-    (see :meth:`job_chain.session.ChainSession.start`)."""
+    (see :meth:`job_chain.session.ChainSession.start`). ``cache=False``: every step of the run runs,
+    none reuses a cached success (``run --no-cache``)."""
     from job_chain.record import index as run_index
     from job_chain.rules import plan as plan_
     from job_chain.spec.frozen import freeze
@@ -55,6 +56,8 @@ def start(ctx: RunContext, first: Union[int, str] = 0, *, mode: str = "job", for
         api_config = ctx.file.chain.api_config
         if not local and api_config.get("ak"):  # the record's copy: what the run's jobs connect with (rule 8)
             ctx.records.save_credentials(run_id, api_config)
+        if not cache:
+            where["cache"] = False
         record = ctx.records.create_run(run_id, chain=ctx.path, startStep=begin.index, mode=mode,
                                         endpoint=client.endpoint, pool=chain.pool, revision=1, digest=value, **where)
     run_index.remember(run_id, ctx.path)
@@ -149,5 +152,11 @@ def submit(ctx: RunContext, run: Run, name: str, attempt: int, mode: str,
         raise JobChainError(f"{exc}. Step {name} may have been created all the same: "
                             f"'job-chain status {shlex.quote(ctx.path)} --run {run.run_id}' shows it, and "
                             f"{finish} continues the run without ever creating it twice") from None
+    if result["created"] == "cached":  # no job runs it: this process advances the run from it, as its tail would
+        from job_chain.hop.advance import advance
+
+        advance(chain, client, run_id=run.run_id, step=name, attempt=attempt, exit_code=0, records=ctx.records,
+                resume_hint=finish.strip("'"), mode=mode, outputs=(dict(result.get("outputs") or {}), None),
+                cached=True)
     return Submitted(run.run_id, name, attempt, result["jobId"], result["jobName"], result["created"] == "yes",
-                     step.index if step is not None else -1)
+                     step.index if step is not None else -1, cached=result["created"] == "cached")

@@ -47,6 +47,8 @@ def freeze(chain: Chain, *, steps: Optional[Iterable[Step]] = None) -> Dict[str,
         frozen.update(params=chain.params, paramsSet=chain.params_set)
     if chain.max_running:
         frozen["maxRunning"] = chain.max_running
+    if chain.cache_dir:
+        frozen["cacheDir"] = chain.cache_dir
     return frozen
 
 
@@ -91,7 +93,8 @@ def thaw(data: Dict[str, Any], path: str, *, revision: int = 0, digest_: str = "
                       scrips_path=data.get("scripsPath"), config_path=data.get("configPath"),
                       notify=list(data.get("notify") or []), graph=bool(data.get("graph")),
                       revision=revision, digest=digest_, params=dict(data.get("params") or {}),
-                      params_set=dict(data.get("paramsSet") or {}), max_running=data.get("maxRunning"))
+                      params_set=dict(data.get("paramsSet") or {}), max_running=data.get("maxRunning"),
+                      cache_dir=data.get("cacheDir"))
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise FrozenDamaged(f"{type(exc).__name__}: {exc}") from None
     if problems:

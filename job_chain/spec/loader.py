@@ -21,7 +21,7 @@ from job_chain.spec.settings import read_step_settings, step_fields
 from job_chain.util.jsonfile import decode_utf8, describe, json_type, load_json_object, shown
 
 TOP_LEVEL_KEYS = {"scrips_path", "config_path", "api_config", "resourcePoolId", "jobs", "notify", "params",
-                  "maxRunning", SETTINGS_KEY}
+                  "maxRunning", "cacheDir", SETTINGS_KEY}
 _SCRIPT_TOKEN = re.compile(r"\S+\.sh")  # use with fullmatch
 _RUNNERS = ("bash", "sh")  # `bash X` / `sh X`: the script runs with that shell
 # a word of a command or script that may be a relative path: no quote, operator, `=` or `$`
@@ -272,6 +272,11 @@ def check_chain_data(data: Dict[str, Any], path: str, *, local: bool = False,
 
     params = read_params(data.get("params"), c.problems)
     max_running = read_max_parallel(data.get("maxRunning"), "maxRunning", c.problems)
+    cache_dir = c.string(data, "cacheDir", "")
+    if cache_dir is not None and (not cache_dir.strip() or "\0" in cache_dir or len(cache_dir) > 4096):
+        c.problem("cacheDir", "must be a directory path (absolute, or relative to the chain file) where cached "
+                              "steps' entries are shared")
+        cache_dir = None
     jobs = data.get("jobs")
     steps: List[Step] = []
     stand_ins: List[Step] = []  # jobs with problems, as the graph rules see them: by index and name
@@ -306,7 +311,7 @@ def check_chain_data(data: Dict[str, Any], path: str, *, local: bool = False,
     chain = Chain(path=path, pool=pool or "", steps=steps, api_config=api_config,
                   scrips_path=scrips_path or None, config_path=config_path or None, warnings=c.warnings,
                   notify=notify, graph=any(g.depends_on for g in graph.values()) or bool(matrices),
-                  params=params, max_running=max_running)
+                  params=params, max_running=max_running, cache_dir=cache_dir)
     if not local:
         chain.warnings.extend(reachability_warnings(chain))
     return chain

@@ -28,6 +28,15 @@ class Checkpoint:
     tracker: str = "latest_checkpointed_iteration.txt"
 
 
+@dataclass(frozen=True)
+class CacheSettings:
+    """``jobChain.cache``: reuse an earlier run's success of this step when its key matches
+    (docs/caching.md). ``paths`` must all exist for a hit; ``version`` is part of the key."""
+
+    version: str = ""
+    paths: Tuple[str, ...] = ()
+
+
 def point_display(group: str, point: Dict[str, str]) -> str:
     """A matrix point as people see it: ``train[lr=1e-4,seed=1]``."""
     return f"{group}[{','.join(f'{k}={v}' for k, v in point.items())}]"
@@ -58,6 +67,7 @@ class Step:
     retry_budgets: Optional[Dict[str, int]] = None  # retries per failure class; None: ``retries`` for any failure
     failure_rules: Tuple[FailureRule, ...] = ()
     checkpoint: Optional[Checkpoint] = None
+    cache: Optional[CacheSettings] = None  # jobChain.cache: None, the step always runs
     # the run's view of the step (a frozen revision); a chain loaded from a file has the defaults
     settings_raw: Dict[str, Any] = field(default_factory=dict, repr=False)  # jobChain as written, frozen as is
     first_attempt: int = 1  # attempts before this one ran an earlier revision of the step (resume --rerun)
@@ -104,6 +114,7 @@ class Chain:
     params: Dict[str, str] = field(default_factory=dict)  # the values ${params.X} stands for (a run's: resolved)
     params_set: Dict[str, str] = field(default_factory=dict)  # the values --param gave (a run keeps them)
     max_running: Optional[int] = None  # steps of the run active at once (top-level maxRunning)
+    cache_dir: Optional[str] = None  # top-level cacheDir: where cached steps' entries live (else FILE.runs/.cache)
     outputs: Dict[str, Dict[str, str]] = field(default_factory=dict)  # inline runs: outputs carried along
     began: Optional[float] = None  # inline runs: the API's createdAt of the run's first job (snapshots carry it)
     first_job: bool = False  # inline runs: this snapshot is the run's first job's (so it knows no began yet)

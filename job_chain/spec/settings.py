@@ -13,12 +13,12 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from job_chain.aihc.keys import hint, key_path
 from job_chain.spec.graph import GRAPH_SETTINGS, GraphSettings, read_settings
-from job_chain.spec.model import Checkpoint, FailureRule
+from job_chain.spec.model import CacheSettings, Checkpoint, FailureRule
 from job_chain.util.jsonfile import describe, json_type
 from job_chain.util.user_regex import compile_user
 
-SETTINGS_KEYS = frozenset({"retries", "generatedBy", "metrics", "failureRules", "checkpoint", "matrix", "maxParallel"}
-                          | GRAPH_SETTINGS)
+SETTINGS_KEYS = frozenset({"retries", "generatedBy", "metrics", "failureRules", "checkpoint", "matrix", "maxParallel",
+                           "cache"} | GRAPH_SETTINGS)
 MAX_RULES = 64
 MAX_BUDGET = 1000
 _CLASS_NAME = re.compile(r"[a-z][a-z0-9_-]{0,31}")
@@ -36,6 +36,7 @@ class StepSettings:
     checkpoint: Optional[Checkpoint] = None
     matrix: Optional[Dict[str, List[str]]] = None  # name -> values (the file's; a frozen point has none)
     max_parallel: Optional[int] = None
+    cache: Optional[CacheSettings] = None
 
 
 def _is_int(value: Any) -> bool:
@@ -66,6 +67,8 @@ def read_step_settings(settings: Any, where: str, problems: List[str]) -> StepSe
         out.retries = retries
     if settings.get("checkpoint") is not None:
         out.checkpoint = _read_checkpoint(settings["checkpoint"], f"{where}.checkpoint", problems)
+    if settings.get("cache") not in (None, False):
+        out.cache = _read_cache(settings["cache"], f"{where}.cache", problems)
     out.metrics = _read_metrics(settings.get("metrics", {}), f"{where}.metrics", problems)
     from job_chain.spec.matrix import read_matrix, read_max_parallel
 
@@ -154,6 +157,40 @@ def _read_checkpoint(value: Any, where: str, problems: List[str]) -> Optional[Ch
     return Checkpoint(folder, tracker)
 
 
+MAX_CACHE_PATHS = 64
+
+
+def _read_cache(value: Any, where: str, problems: List[str]) -> Optional[CacheSettings]:
+    """``cache``: ``true``, or ``{"version"?: "2", "paths"?: ["/mnt/pfs/ckpt/llama2-7b-tp2"]}``."""
+    if value is True:
+        return CacheSettings()
+    if not isinstance(value, dict):
+        problems.append(f"{where}: must be true or an object like {{\"version\": \"2\", \"paths\": "
+                        f"[\"/mnt/pfs/ckpt/llama2-7b-tp2\"]}}, found {describe(value)}")
+        return None
+    before = len(problems)
+    for key in sorted(set(value) - {"version", "paths"}):
+        problems.append(f"{key_path(where, key)}: unknown key (known: paths, version)"
+                        + hint(key, {"version", "paths"}))
+    version = value.get("version", "")
+    if isinstance(version, int) and not isinstance(version, bool):
+        version = str(version)
+    if not isinstance(version, str) or len(version) > 100 or "\0" in version:
+        problems.append(f"{where}.version: must be a text of at most 100 characters (bump it to run the step "
+                        f"again), found {describe(version)}")
+    paths = value.get("paths", [])
+    if not isinstance(paths, list) or len(paths) > MAX_CACHE_PATHS:
+        problems.append(f"{where}.paths: must be a list of at most {MAX_CACHE_PATHS} absolute paths (what the step "
+                        f"makes; each must exist for a hit), found {describe(paths)}")
+        paths = []
+    for i, path in enumerate(paths):
+        if not isinstance(path, str) or not path.startswith("/") or "\0" in path or len(path) > 4096:
+            problems.append(f"{where}.paths[{i}]: must be an absolute path, found {describe(path)}")
+    if len(problems) != before or not isinstance(version, str):
+        return None
+    return CacheSettings(version, tuple(paths))
+
+
 def _read_metrics(metrics: Any, where: str, problems: List[str]) -> Dict[str, str]:
     """``jobChain.metrics``: curve name -> a regex whose first group is the number (the web console plots it)."""
     if not isinstance(metrics, dict):
@@ -182,4 +219,5 @@ def step_fields(parsed: StepSettings) -> Dict[str, Any]:
     retry_on: Optional[Tuple[int, ...]] = graph.retry_on
     return {"retries": parsed.retries, "metrics": parsed.metrics, "run_on": graph.run_on, "timeout": graph.timeout,
             "hang_timeout": graph.hang_timeout, "retry_on": retry_on, "retry_budgets": parsed.retry_budgets,
-            "failure_rules": parsed.failure_rules, "checkpoint": parsed.checkpoint, "max_parallel": parsed.max_parallel}
+            "failure_rules": parsed.failure_rules, "checkpoint": parsed.checkpoint, "max_parallel": parsed.max_parallel,
+            "cache": parsed.cache}

@@ -79,13 +79,34 @@ def run_attempts(records: RunRecords, client_for: Callable[[], Any], chain: Chai
     if known != cache or settled != final:
         save_attempts(records, run.run_id, known, settled)
     recorded = {(str(e["step"]), int(e["attempt"])) for e in entries}
+    attempts = attempts + reused_attempts(records, run.run_id)
     for item in attempts:  # the record learns what only the pool told
+        if item.cached is not None:
+            continue
         if (item.step, item.attempt) not in recorded:
             records.record_submission(run.run_id, item.step, item.attempt, item.job_id, "")
             learned = records.submission(run.run_id, item.step, item.attempt)
             if learned is not None:
                 entries.append({**learned, "step": item.step, "attempt": item.attempt})
     return attempts, run.endpoint or getattr(client, "endpoint", "")
+
+
+def reused_attempts(records: RunRecords, run_id: str) -> List[Attempt]:
+    """The run's attempts that reused a cached success (no job ran them): status ``Cached``, where from."""
+    from job_chain.engine.states import CACHED
+    from job_chain.status.types import utc
+
+    out = []
+    for entry in records.cached(run_id):
+        origin: Dict[str, Any] = entry["from"] if isinstance(entry.get("from"), dict) else {}
+        at = entry.get("at") if isinstance(entry.get("at"), (int, float)) else None
+        where = {"run": origin.get("run"), "step": origin.get("display") or origin.get("step"),
+                 "attempt": origin.get("attempt"), "chain": origin.get("chain"), "key": entry.get("key"),
+                 "savedGpuHours": entry.get("savedGpuHours")}
+        out.append(Attempt(str(entry["step"]), int(entry["attempt"]), "", CACHED, utc(at), utc(at), 0,
+                           f"reused the success of run {where['run']} (step {where['step']}, attempt "
+                           f"{where['attempt']})", cached=where))
+    return out
 
 
 def may_hide_a_job(status: RunStatus) -> bool:

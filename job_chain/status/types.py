@@ -70,6 +70,7 @@ class Attempt:
     checkpoint_iteration: Optional[int] = None  # the last complete checkpoint when it ended
     resume_from: Optional[Tuple[int, str]] = None  # (iteration, directory) this attempt was told to resume from
     gpu_hours: Optional[float] = None
+    cached: Optional[Dict[str, Any]] = None  # a reused success: {"run", "step", "attempt", "key", "savedGpuHours"}
 
     @property
     def terminal(self) -> bool:
@@ -84,6 +85,8 @@ class Attempt:
             data["checkpointIteration"] = self.checkpoint_iteration
         if self.resume_from is not None:
             data["resumeFrom"] = {"iteration": self.resume_from[0], "checkpoint": self.resume_from[1]}
+        if self.cached is not None:
+            data["cached"] = self.cached
         return data
 
     def to_cache(self) -> Dict[str, Any]:

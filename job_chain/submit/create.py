@@ -5,6 +5,7 @@ of it, the stop race (:func:`create_once`); and building its request when no pla
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple
 
 if TYPE_CHECKING:
@@ -53,7 +54,8 @@ def already_created(client: Any, pool: str, records: Optional[RunRecords], run_i
 def create_once(client: Any, pool: str, body: Dict[str, Any], token: str, *, records: Optional[RunRecords],
                 run_id: str, step: str, attempt: int, revision: int, mode: str,
                 resume: Optional[Tuple[int, str]] = None, since: Optional[float] = None,
-                began: Optional[float] = None, looked: bool = False, stoppable: bool = True) -> Dict[str, str]:
+                began: Optional[float] = None, looked: bool = False, stoppable: bool = True,
+                cache: Optional[Dict[str, Any]] = None) -> Dict[str, str]:
     """Create (``step``, ``attempt``) of the run once; ``{"jobId", "jobName", "created": "yes"|"no"}``.
 
     The one way anything creates a step's job — ``run``, ``resume``, a hop (planned or not), a
@@ -61,7 +63,8 @@ def create_once(client: Any, pool: str, body: Dict[str, Any], token: str, *, rec
     just ``looked``), then the create with the deterministic client token (a retried or repeated
     create cannot duplicate it), then its record, then the stop race (a run stopped meanwhile
     has this job stopped again) — unless the job is not ``stoppable``: an exit handler, which a
-    stop itself starts.
+    stop itself starts. ``cache``: the key (and its parts) of a cached step, kept with the
+    submission so that its success writes the entry (:mod:`job_chain.submit.cache`).
     """
     done = None if looked else already_created(client, pool, records, run_id, step, attempt, since, began)
     if done is not None:
@@ -70,7 +73,8 @@ def create_once(client: Any, pool: str, body: Dict[str, Any], token: str, *, rec
 
     job_id, job_name = as_engine(client).create(pool, body, token)
     if records is not None:
-        records.record_submission(run_id, step, attempt, job_id, job_name, revision, resume=resume, mode=mode)
+        records.record_submission(run_id, step, attempt, job_id, job_name, revision, resume=resume, mode=mode,
+                                  cache=cache)
         if stoppable and records.is_stopped(run_id):  # a stop raced with this create: the job it missed is stopped now
             _stop_again(client, pool, run_id, job_id)
     return {"jobId": job_id, "jobName": job_name, "created": "yes"}
@@ -98,6 +102,10 @@ def submit_step(
     (``JOB_CHAIN_RESUME_ITERATION``/``JOB_CHAIN_RESUME_CHECKPOINT``) and kept in its record.
     ``plan``: write what its success starts (:mod:`~job_chain.submit.plans`); a split plans its
     branches before it creates them.
+
+    A step with ``jobChain.cache`` whose key matches an earlier success is not created
+    (:func:`reuse`): ``{"created": "cached", "outputs": …}`` for the one caller that takes it, which
+    must then advance the run as the step's own tail would; ``"no"`` for any other.
     """
     done = already_created(client, chain.pool, records, run_id, name, attempt, since, chain.began)
     if done is not None:  # before the request is built: an output it needs may be gone by now
@@ -116,16 +124,58 @@ def submit_step(
         from job_chain.status.logged_outputs import complete
 
         complete(client, chain, step, run_id, since, records)  # a join's other branches: from logs
+    consumed = outputs_.for_step(chain, step, records, run_id, mode)
+    cache = None
+    if step.cache is not None and not step.is_handler:
+        reused, cache = reuse(chain, step, records, run_id, attempt, consumed)
+        if reused is not None:
+            return reused
     body = build_request(chain, name, run_id, attempt, mode=mode, host=chain.api_config.get("host"), context=context,
-                         outputs=outputs_.for_step(chain, step, records, run_id, mode))
+                         outputs=consumed)
     result = create_once(client, chain.pool, body, client_token(run_id, step, attempt), records=records,
                          run_id=run_id, step=name, attempt=attempt, revision=chain.revision, mode=mode, resume=resume,
-                         since=since, began=chain.began, looked=True, stoppable=not step.is_handler)
+                         since=since, began=chain.began, looked=True, stoppable=not step.is_handler, cache=cache)
     if records is not None and mode == "job" and plan and result["created"] == "yes":
         from job_chain.submit.plans import plan_submitted  # what its success submits, for its tail
 
         plan_submitted(chain, records, run_id, step, attempt)
     return result
+
+
+def reuse(chain: Chain, step: Any, records: Optional[RunRecords], run_id: str, attempt: int,
+          consumed: Dict[str, Dict[str, str]]) -> Tuple[Optional[Dict[str, Any]], Optional[Dict[str, Any]]]:
+    """(the result of reusing a cached success, else None; the key to keep with the submission).
+
+    The decision is named before it is taken (the log of whoever reaches the step: ``run``, a hop).
+    The step's outputs are kept first, then the attempt is claimed (exactly one caller wins); the
+    winner advances the run from it (:func:`job_chain.hop.advance.advance` with ``cached``)."""
+    from job_chain.record import outputs as outputs_
+    from job_chain.submit.cache import lookup, saved_hours
+    from job_chain.util.log import log
+
+    found = lookup(chain, step, records, run_id, consumed)
+    if found.entry is None or records is None:
+        log(f"step {step.display} is cached, but runs: {found.miss}")
+        return None, ({"key": found.key, "parts": found.parts} if found.key else None)
+    origin = found.entry["from"]
+    hours = saved_hours(found.entry)
+    said = (f"step {step.display} reuses the success of run {origin.get('run')} (step {origin.get('display')}, "
+            f"attempt {origin.get('attempt')}); key {found.key[:12] if found.key else '?'}"
+            + (f", saving about {hours:.2f} GPU-hours" if hours else "")
+            + " (job-chain run --no-cache runs every step)")
+    outputs = {str(k): str(v) for k, v in (found.entry.get("outputs") or {}).items()}
+    if outputs:
+        outputs_.save(records, run_id, step.name, attempt, outputs)
+    claim = {"key": found.key, "from": origin, "at": time.time(), "savedGpuHours": hours}
+    log(said)
+    try:
+        won = records.claim_cached(run_id, step.name, attempt, claim)
+    except OSError as exc:
+        log(f"step {step.display} is cached, but runs: the run record is not writable here ({exc.strerror})")
+        return None, {"key": found.key, "parts": found.parts}
+    if not won:
+        return {"jobId": "", "jobName": step.name, "created": "no"}, None
+    return {"jobId": "", "jobName": step.name, "created": "cached", "outputs": outputs}, None
 
 
 def _stop_again(client: Any, pool: str, run_id: str, job_id: str) -> None:

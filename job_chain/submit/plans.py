@@ -31,6 +31,7 @@ class Finishing(NamedTuple):
     replicas: int = 1
     handler: bool = False
     capped: bool = False  # maxParallel / maxRunning: it holds a slot
+    cached: bool = False  # jobChain.cache: its success writes a cache entry
 
     @classmethod
     def planned(cls, name: str) -> Finishing:
@@ -42,13 +43,14 @@ def finishing(chain: Chain, step: Step) -> Finishing:
     from job_chain.record import slots
 
     return Finishing(step.name, step.checkpoint, int(step.body.get("jobSpec", {}).get("replicas", 1)),
-                     step.is_handler, slots.involved(chain, step))
+                     step.is_handler, slots.involved(chain, step), step.cache is not None)
 
 
 def follower(chain: Chain, step: Step) -> Optional[Step]:
     """The one step that ``step`` succeeding can start, when a plan can stand for the advance:
     ``step`` has only the :meth:`Finishing.planned` facts, and what follows is a line, or a join
-    of a run nobody waits on to end, that uses no earlier outputs; None otherwise."""
+    of a run nobody waits on to end, that uses no earlier outputs and is not cached (whether it runs
+    is decided when it is reached: :func:`job_chain.submit.create.reuse`); None otherwise."""
     from job_chain.record.outputs import uses
 
     if finishing(chain, step) != Finishing.planned(step.name):
@@ -57,6 +59,8 @@ def follower(chain: Chain, step: Step) -> Optional[Step]:
     if len(dependents) != 1:
         return None
     follower = dependents[0]
+    if follower.cache is not None:
+        return None
     partners = [chain.step(i) for i in follower.depends_on if i != step.index]
     if partners and (chain.handlers or chain.notify or any(p is None or p.excluded for p in partners)):
         return None  # the run's end must be seen by someone: the full advance asks the API where needed

@@ -1,0 +1,59 @@
+"""Steps cached across runs on the real local server, through the real CLI: a second run creates no
+job for an unchanged cached step, its dependent starts with the cached output, and ``cache list``,
+``cache explain``, ``cache forget`` and ``run --no-cache`` say and do what they should."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from chain_helpers import cli, write_chain
+from conftest import LocalServer
+from test_dag_run import jobs_by_step
+
+
+def test_a_second_run_reuses_convert_and_train_gets_its_output(tmp_path: Path, shared_server: LocalServer) -> None:
+    shared = tmp_path / "shared"
+    chain = write_chain(tmp_path, shared_server.pool, [
+        {"name": "convert", "script": 'mkdir -p "$SHARED/ckpt"; echo x >> "$SHARED/converted"\n'
+                                      'echo "ckpt=$SHARED/ckpt" >> "$JOB_CHAIN_OUTPUTS"',
+         "jobChain": {"cache": {"paths": [str(shared / "ckpt")]}}},
+        {"name": "train", "script": 'echo "$CKPT" >> "$SHARED/trained"'},
+    ])
+    data = json.loads(chain.read_text())
+    data["jobs"][1]["jobSpec"]["envs"].append({"name": "CKPT", "value": "${steps.convert.outputs.ckpt}"})
+    chain.write_text(json.dumps(data))
+
+    def run(*extra: str) -> str:
+        cli("run", str(chain), "--follow", *extra, server=shared_server, check=True)
+        return str(json.loads(cli("status", str(chain), "--json", server=shared_server, check=True).stdout)["run"])
+
+    first = run()
+    second_run = cli("run", str(chain), "--follow", server=shared_server, check=True)
+    assert "step convert reused a cached success" in second_run.stdout
+    assert f"step convert reuses the success of run {first}" in second_run.stderr  # named before it is taken
+    status = json.loads(cli("status", str(chain), "--json", server=shared_server, check=True).stdout)
+    second = status["run"]
+    assert jobs_by_step(shared_server, second) == {"train/1": 1}  # no job for convert
+    assert status["outcome"] == "succeeded"
+    assert status["steps"][0]["status"] == "Cached"
+    assert status["steps"][0]["attempts"][0]["cached"]["run"] == first
+    assert (shared / "converted").read_text() == "x\n"
+    assert (shared / "trained").read_text() == f"{shared}/ckpt\n" * 2
+    shown = cli("status", str(chain), server=shared_server, check=True).stdout
+    assert "Cached" in shown and first in shown
+
+    listed = cli("cache", "list", str(chain), server=shared_server, check=True).stdout
+    assert "convert" in listed and first in listed
+    assert "the next run reuses it" in cli("cache", "explain", str(chain), "--step", "convert",
+                                           server=shared_server, check=True).stdout
+    (tmp_path / "convert.sh").write_text((tmp_path / "convert.sh").read_text() + "\necho v2\n")
+    explained = cli("cache", "explain", str(chain), "--step", "convert", server=shared_server, check=True).stdout
+    assert "in: script (marked *)" in explained and "the next run runs it" in explained
+    third = run("--no-cache")
+    assert jobs_by_step(shared_server, third) == {"convert/1": 1, "train/1": 1}
+    assert "forgot 2 cached successes of step convert" in cli(
+        "cache", "forget", str(chain), "--step", "convert", server=shared_server, check=True).stdout
+    assert "no cached success" in cli("cache", "list", str(chain), server=shared_server, check=True).stdout
+    unknown = cli("cache", "explain", str(chain), "--step", "convret", server=shared_server)
+    assert unknown.returncode != 0 and "did you mean" in unknown.stderr and "Traceback" not in unknown.stderr
