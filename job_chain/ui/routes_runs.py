@@ -91,7 +91,7 @@ def register(app: FastAPI, pages: Pages) -> None:
             request_json = f"(cannot build the request: {exc})"
         pods: List[str] = []
         pod_error = ""
-        if chosen is not None:
+        if chosen is not None and chosen.job_id:  # (a cached attempt has no job)
             try:
                 pods = list(session.pods(run, chosen.job_id))
             except JobChainError as exc:
