@@ -121,7 +121,9 @@ def test_seed_input_without_mount_path(tmp_path: Path) -> None:
         assert job["datasources"] == [{"type": "pfs", "name": "pfs-abc", "mountPath": "/root/pfs"}]
         training = {"retries": {"infra": 3, "hang": 1, "oom": 0, "timeout": 0, "user": 0},
                     "checkpoint": {"dir": train["SAVE"]}} if step == "train" else {}
-        assert job["jobChain"] == {"generatedBy": "aiak-gen", **training}  # a training resumes after infra failures
+        made = {"convert": f"{convert['SAVE']}/.aiak-gen-done", "preprocess": f"{processed}/pile_llama_test.aiak-gen-done"}
+        cached = {"cache": {"paths": [made[step]]}} if step in made else {}  # reused by a later run while it stands
+        assert job["jobChain"] == {"generatedBy": "aiak-gen", **training, **cached}  # training resumes after infra
         assert job["queue"] == "default" and job["priority"] == "normal"
         assert job["jobFramework"] == "PyTorchJob" and job["jobSpec"]["image"] == IMAGE
     gpu = chain["jobs"][2]["jobSpec"]
@@ -1003,7 +1005,7 @@ def test_without_eval_the_chain_stays_a_line_without_eval_scripts(tmp_path: Path
     assert gen(tmp_path, dict(SEED_INPUT, EVAL=["ceval"]), *STORAGE).exit_code == 0
     assert gen(tmp_path, SEED_INPUT, *STORAGE).exit_code == 0  # regenerated without EVAL
     chain = load(tmp_path)
-    assert all(set(j["jobChain"]) <= {"generatedBy", "retries", "checkpoint"} for j in chain["jobs"])
+    assert all(set(j["jobChain"]) <= {"generatedBy", "retries", "checkpoint", "cache"} for j in chain["jobs"])
     assert not check_chain_data(chain, str(tmp_path / "chain_info.json"), local=True).graph
 
 

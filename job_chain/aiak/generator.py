@@ -93,6 +93,20 @@ def training_settings(spec: AiakSpec, step: Step) -> Dict[str, Any]:
     return settings
 
 
+def cache_settings(step: Step) -> Dict[str, Any]:
+    """Converting and tokenizing are cached across runs (docs/caching.md): a later run with the same
+    inputs reuses the success instead of starting a job, as long as what the step made is still
+    there — the done marker its script writes last (``.aiak-gen-done``, which also names the
+    inputs). No marker (moved away, never finished): the step runs, and its script decides."""
+    if step.kind == "convert":
+        made = f"{step.env('SAVE')}/.aiak-gen-done"
+    elif step.env("OUTPUT_PREFIX"):  # pretraining data: Megatron's indexed files under this prefix
+        made = f"{step.env('OUTPUT_PREFIX')}.aiak-gen-done"
+    else:  # a tokenized SFT dataset directory
+        made = f"{step.env('DATA_PATH')}.aiak-gen-done"
+    return {"cache": {"paths": [made]}} if made.startswith("/") else {}
+
+
 def job_settings(spec: AiakSpec, step: Step, depends_on: List[str]) -> Dict[str, Any]:
     """A generated job's ``jobChain``: its origin, its dependencies, and per-kind settings."""
     settings: Dict[str, Any] = {"generatedBy": GENERATED_BY}
@@ -102,6 +116,8 @@ def job_settings(spec: AiakSpec, step: Step, depends_on: List[str]) -> Dict[str,
         settings.update(training_settings(spec, step))
     elif step.kind == "eval":
         settings.update(eval_settings(spec))
+    elif step.kind in ("convert", "preprocess"):
+        settings.update(cache_settings(step))
     return settings
 
 
