@@ -121,7 +121,8 @@ def test_seed_input_without_mount_path(tmp_path: Path) -> None:
         assert job["datasources"] == [{"type": "pfs", "name": "pfs-abc", "mountPath": "/root/pfs"}]
         training = {"retries": {"infra": 3, "hang": 1, "oom": 0, "timeout": 0, "user": 0},
                     "checkpoint": {"dir": train["SAVE"]}} if step == "train" else {}
-        made = {"convert": f"{convert['SAVE']}/.aiak-gen-done", "preprocess": f"{processed}/pile_llama_test.aiak-gen-done"}
+        made = {"convert": f"{convert['SAVE']}/.aiak-gen-done",
+                "preprocess": f"{processed}/pile_llama_test.aiak-gen-done"}
         cached = {"cache": {"paths": [made[step]]}} if step in made else {}  # reused by a later run while it stands
         assert job["jobChain"] == {"generatedBy": "aiak-gen", **training, **cached}  # training resumes after infra
         assert job["queue"] == "default" and job["priority"] == "normal"
