@@ -201,6 +201,8 @@ def test_cache_dir_shares_entries_between_chain_files(tmp_path: Path) -> None:
     ({"paths": ["relative/dir"]}, "jobs[0].jobChain.cache.paths[0]: must be an absolute path"),
     ({"version": 1.5}, "jobs[0].jobChain.cache.version: must be a text"),
     ({"verison": "2"}, "jobs[0].jobChain.cache.verison: unknown key"),
+    ({"paths": ["/ckpt/${run.id}"]}, "jobs[0].jobChain.cache.paths[0]: ${run.id}: a cached step's paths are the same"),
+    ({"paths": ["/ckpt/${params.modle}"]}, "jobs[0].jobChain.cache.paths[0]: ${params.modle}"),
 ])
 def test_validate_refuses_a_bad_cache_setting_at_its_json_path(tmp_path: Path, cache: Any, problem: str) -> None:
     from job_chain.spec.loader import ChainFileError, load_chain

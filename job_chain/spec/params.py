@@ -351,11 +351,19 @@ def check_settings_refs(settings: Any, where: str, *, params: Mapping[str, str],
         own = isinstance(checkpoint, dict) and path in (f"checkpoint.{k}" for k in CHECKPOINT_KEYS)
         at = join_path(where, path)
         refs, bad = scan(text)
+        if path.startswith("cache.paths[") and not bad:  # replaced as the step's key is computed (docs/caching.md)
+            for ref in refs:
+                why = ("a cached step's paths are the same in every run that may reuse it: use ${params.NAME} or "
+                       "${matrix.NAME}" if ref.kind in ("run", "steps")
+                       else _ref_problem(ref, "", params, matrix, (), {}))
+                if why:
+                    problems.append(f"{at}: {ref.text}: {why}")
+            continue
         if not own:
             if refs or bad:
                 found = (refs[0].text if refs else _CANDIDATE.search(text).group(0))  # type: ignore[union-attr]
-                problems.append(f"{at}: {found}: references are replaced only in the job's create body and in "
-                                "jobChain.checkpoint; write the value itself here")
+                problems.append(f"{at}: {found}: references are replaced only in the job's create body, "
+                                "jobChain.checkpoint and jobChain.cache.paths; write the value itself here")
             continue
         problems.extend(f"{at}: {why}" for why in bad)
         for ref in refs:

@@ -53,14 +53,23 @@ def store_for(chain: Chain) -> CacheStore:
     return CacheStore(cache_dir(chain.path, chain.cache_dir))
 
 
+def _values(chain: Chain, step: Step, outputs: Dict[str, Dict[str, str]]) -> Any:
+    """How references are replaced for a key: as when the step is submitted, except the run id,
+    which stays as written (never part of a key)."""
+    from job_chain.spec.params import value_of_for
+
+    values = value_of_for(chain.params, step.point, outputs, step.display, "")
+    return lambda ref: ref.text if ref.kind == "run" else values(ref)
+
+
 def key_parts(chain: Chain, step: Step, outputs: Dict[str, Dict[str, str]]) -> Dict[str, Any]:
     """The named parts of ``step``'s key (see the module's docstring); ``outputs``: the outputs its
     references consume. Raises (KeyError, MissingOutput, …) when a part cannot be computed."""
-    from job_chain.spec.params import step_refs, substitute, value_of_for
+    from job_chain.spec.params import step_refs, substitute
 
     assert step.cache is not None
     script_file = step.script_origin != "inline"
-    value_of = value_of_for(chain.params, step.point, outputs, step.display)
+    value_of = _values(chain, step, outputs)
     body = substitute(copy.deepcopy(step.body), value_of, script_file=script_file)
     parts: Dict[str, Any] = {}
     for field, value in body.items():
@@ -98,10 +107,10 @@ def key_of(parts: Dict[str, Any]) -> str:
 
 def declared_paths(chain: Chain, step: Step, outputs: Dict[str, Dict[str, str]]) -> Tuple[str, ...]:
     """``cache.paths`` with references replaced (``/mnt/pfs/ckpt/${params.model}``)."""
-    from job_chain.spec.params import substitute, value_of_for
+    from job_chain.spec.params import substitute
 
     assert step.cache is not None
-    value_of = value_of_for(chain.params, step.point, outputs, step.display)
+    value_of = _values(chain, step, outputs)
     return tuple(substitute(list(step.cache.paths), value_of, script_file=False))
 
 
