@@ -123,7 +123,7 @@ def test_point_names_are_valid_job_names_unique_and_stable() -> None:
      "jobs[0].jobChain.checkpoint: a: dir becomes 'pfs/ckpt', not an absolute path"),
     ([job("a", failureRules=[{"match": "x", "class": "nan", "explanation": "see /pfs/${params.tag}"}])],
      {"params": {"tag": "x"}}, "jobs[0].jobChain.failureRules[0].explanation: ${params.tag}: references are "
-                               "replaced only in the job's create body and in jobChain.checkpoint"),
+                               "replaced only in the job's create body, jobChain.checkpoint and jobChain.cache.paths"),
     ([job("a", matrix={"data": ["/pfs/${params.tag}"]})], {"params": {"tag": "x"}},
      "jobs[0].jobChain.matrix.data[0]: ${params.tag}: references are replaced only"),
     ([job("a", metrics={"loss": "${run.id} ([0-9.]+)"})], {}, "jobs[0].jobChain.metrics.loss: ${run.id}"),
