@@ -211,3 +211,17 @@ def test_validate_refuses_a_bad_cache_setting_at_its_json_path(tmp_path: Path, c
     with pytest.raises(ChainFileError) as caught:
         load_chain(str(chain), local=True)
     assert problem in str(caught.value)
+
+
+def test_hours_saved_are_the_original_attempts_gpus_times_its_time(tmp_path: Path) -> None:
+    from job_chain.cli.run_view import gpu_line
+    from job_chain.status.types import Attempt, RunStatus, StepStatus
+    from job_chain.submit.cache import saved_hours
+
+    assert saved_hours({"gpus": 16.0, "seconds": 5400.0}) == 24.0
+    assert saved_hours({"gpus": 16.0, "seconds": None}) is None
+    status = RunStatus(run_id="r", chain_path="c", outcome=Outcome.SUCCEEDED, steps=[
+        StepStatus(0, "convert", "Cached", attempts=[Attempt("convert", 1, "", "Cached", cached={"savedGpuHours": 24.0})]),
+        StepStatus(1, "train", "Succeeded", gpu_hours=2.5)])
+    assert status.saved_gpu_hours == 24.0 and status.as_json()["savedGpuHours"] == 24.0
+    assert gpu_line(status) == "GPU-hours: 2.50; 24.00 saved by cached steps"

@@ -57,3 +57,25 @@ def test_a_second_run_reuses_convert_and_train_gets_its_output(tmp_path: Path, s
     assert "no cached success" in cli("cache", "list", str(chain), server=shared_server, check=True).stdout
     unknown = cli("cache", "explain", str(chain), "--step", "convret", server=shared_server)
     assert unknown.returncode != 0 and "did you mean" in unknown.stderr and "Traceback" not in unknown.stderr
+
+
+def test_cached_points_of_a_matrix_and_their_join_on_the_local_server(tmp_path: Path,
+                                                                       shared_server: LocalServer) -> None:
+    from job_chain import ChainSession, Outcome
+
+    chain = write_chain(tmp_path, shared_server.pool, [
+        {"name": "tok", "script": 'echo "$JOB_CHAIN_MATRIX_SEQ" >> "$SHARED/tokenized"',
+         "jobChain": {"cache": True, "matrix": {"seq": [2048, 4096]}}},
+        {"name": "other", "script": "true", "jobChain": {"cache": True}},
+        {"name": "join", "script": 'echo joined >> "$SHARED/joined"', "jobChain": {"dependsOn": ["tok", "other"]}},
+    ])
+    s = ChainSession.from_file(str(chain), client=shared_server.client(max_retries=3))
+    first = s.start()
+    assert s.wait(first.run_id, timeout=120, interval=0.3).outcome is Outcome.SUCCEEDED
+    second = s.start()
+    final = s.wait(second.run_id, timeout=120, interval=0.3)
+    assert final.outcome is Outcome.SUCCEEDED
+    assert [x.status for x in final.steps] == ["Cached", "Cached", "Cached", "Succeeded"]
+    assert jobs_by_step(shared_server, second.run_id) == {"join/1": 1}  # exactly once, no job for a cached step
+    assert sorted((tmp_path / "shared" / "tokenized").read_text().split()) == ["2048", "4096"]
+    assert (tmp_path / "shared" / "joined").read_text() == "joined\n" * 2

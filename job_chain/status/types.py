@@ -278,6 +278,11 @@ class RunStatus:
     def lost_gpu_hours(self) -> float:
         return sum(s.lost_gpu_hours or 0.0 for s in self.steps)
 
+    @property
+    def saved_gpu_hours(self) -> float:
+        """What steps that reused a cached success saved (the original attempts' hours: docs/caching.md)."""
+        return sum(float((a.cached or {}).get("savedGpuHours") or 0.0) for s in self.steps for a in s.attempts)
+
     def as_json(self) -> Dict[str, Any]:
         return {"run": self.run_id, "chain": self.chain_path, "outcome": self.outcome.value,
                 "reason": self.reason or None, "started": iso(self.started), "firstStep": self.first_step,
@@ -286,6 +291,7 @@ class RunStatus:
                 "revisions": self.revisions, "params": self.params, "notifyFailed": self.notify_failed,
                 "matrices": [{k: g[k] for k in ("name", "points", "counts")} for g in self.groups()],
                 "gpuHours": _hours(self.gpu_hours), "lostGpuHours": _hours(self.lost_gpu_hours),
+                "savedGpuHours": _hours(self.saved_gpu_hours) or None,
                 "failedSteps": [{"step": s.index, "name": s.name, "exitCode": s.exit_code, "reason": s.reason or None,
                                  "failure": s.failure.as_json() if s.failure is not None else None}
                                 for s in self.failed_steps],
