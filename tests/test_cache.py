@@ -221,7 +221,8 @@ def test_hours_saved_are_the_original_attempts_gpus_times_its_time(tmp_path: Pat
     assert saved_hours({"gpus": 16.0, "seconds": 5400.0}) == 24.0
     assert saved_hours({"gpus": 16.0, "seconds": None}) is None
     status = RunStatus(run_id="r", chain_path="c", outcome=Outcome.SUCCEEDED, steps=[
-        StepStatus(0, "convert", "Cached", attempts=[Attempt("convert", 1, "", "Cached", cached={"savedGpuHours": 24.0})]),
+        StepStatus(0, "convert", "Cached",
+                   attempts=[Attempt("convert", 1, "", "Cached", cached={"savedGpuHours": 24.0})]),
         StepStatus(1, "train", "Succeeded", gpu_hours=2.5)])
     assert status.saved_gpu_hours == 24.0 and status.as_json()["savedGpuHours"] == 24.0
     assert gpu_line(status) == "GPU-hours: 2.50; 24.00 saved by cached steps"
