@@ -241,3 +241,43 @@ def test_two_users_running_the_examples_on_one_machine_do_not_collide(tmp_path: 
         for script in (EXAMPLES / example).glob("*.sh"):
             if f"${variable}" in script.read_text():
                 assert f'{variable}="${variable}/$(id -un' in script.read_text(), script
+
+
+def test_scripts_are_read_from_the_chains_directory_only_regular_files_and_bounded(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    (tmp_path / "secret.sh").write_text("echo the console host's file\n")
+    (home / "link.sh").symlink_to(tmp_path / "secret.sh")
+    os.mkfifo(home / "pipe.sh")  # opening it to read would wait for a writer forever
+    (home / "big.sh").write_text("#" * (200 * 1024))
+    (home / "sub").mkdir()
+    (home / "sub" / "ok.sh").write_text("echo ok\n")
+    data = {"resourcePoolId": "p", "jobs": [
+        job("a", scriptFile=str(tmp_path / "secret.sh")), job("b", scriptFile="../secret.sh"),
+        job("c", scriptFile="link.sh"), job("d", scriptFile="pipe.sh"), job("e", command="big.sh"),
+        job("f", command="bash ../secret.sh"), job("g", scriptFile="sub/ok.sh")]}
+    path = home / "chain_info.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(ChainFileError) as error:
+        load_chain(str(path))
+    found = error.value.problems
+    outside = "not in the chain's directory"
+    assert [p.split(":")[0] for p in found] == [f"jobs[{i}].jobSpec.{k}" for i, k in
+                                                 enumerate(["scriptFile"] * 4 + ["command"])]
+    assert all(outside in p for p in found[:3]) and "is not a regular file" in found[3]
+    assert "larger than 127 KiB" in found[4]
+    data["jobs"] = data["jobs"][5:]
+    chain = load_chain(write_chain(home, data))
+    assert chain.steps[0].script == "bash ../secret.sh"  # not frozen: it runs as written, in the pod
+    assert chain.steps[1].script == "echo ok\n"
+
+
+def test_a_long_command_full_of_references_validates_in_linear_time(tmp_path: Path) -> None:
+    # "${a.${a.…" made the reference scanner (and shlex.split of the command) quadratic: 240 KB took 51 s
+    import time
+
+    text = "${a." * (512 * 1024 // 4)
+    started = time.monotonic()
+    with pytest.raises(ChainFileError):
+        load_chain(write_chain(tmp_path, {"resourcePoolId": "p", "jobs": [job("a", command=text)]}))
+    assert time.monotonic() - started < 20  # ~0.5 s now; minutes before

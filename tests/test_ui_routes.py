@@ -439,3 +439,22 @@ def test_pages_of_a_local_run_never_start_its_stopped_server(console: Console, h
     finally:
         subprocess.run([sys.executable, "-m", "job_chain", "local", "stop", "--state-dir", state], timeout=60,
                        capture_output=True)
+
+
+def test_check_and_submit_read_scripts_only_from_the_consoles_folder_and_never_wait_on_a_fifo(
+        console: Console, home: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "host-secret.sh"
+    outside.write_text("echo a file of the console's host\n")
+    fifo = home / "fifo-script.sh"
+    os.mkfifo(fifo)  # reading it would block (every page, were it read on the event loop) until a writer came
+    chain = {"resourcePoolId": "pool-x", "jobs": [
+        {"name": "a", "jobSpec": {"scriptFile": str(outside), "image": "i"}},
+        {"name": "b", "jobSpec": {"scriptFile": fifo.name, "image": "i"}}]}
+    data = {"name": "fifo-chain.json", "chain": json.dumps(chain)}
+    for action in ("check", "run"):
+        answer = requests.post(f"{console.url}/submit/{action}", data=data, timeout=20,
+                               headers={**csrf(console), "Origin": console.url})
+        assert answer.status_code == 400
+        assert "jobs[0].jobSpec.scriptFile" in answer.text and "not in the chain&#39;s directory" in answer.text
+        assert "jobs[1].jobSpec.scriptFile" in answer.text and "is not a regular file" in answer.text
+    assert not (home / "fifo-chain.json").exists()

@@ -9,10 +9,11 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import stat
 from typing import Any, Dict, List, Optional, Tuple
 
 from job_chain.aihc.keys import closest, join_path, key_path
-from job_chain.aihc.spec import body_problems, surrogate_problems
+from job_chain.aihc.spec import MAX_ARG_BYTES, body_problems, surrogate_problems
 from job_chain.errors import ChainFileInvalid, UsageError
 from job_chain.spec import notify as notify_
 from job_chain.spec.graph import GraphSettings, check_graph
@@ -64,18 +65,43 @@ class _Checker:
         return value
 
 
+def _beside(chain_dir: str, name: str) -> Optional[str]:
+    """The path of script ``name`` when it is in the chain's directory (or below it), symbolic links
+    followed; else None. Scripts are read from there only: a chain pasted into the web console
+    must not ship an arbitrary file of the console's host into a job."""
+    try:
+        home = os.path.realpath(chain_dir)
+        real = os.path.realpath(os.path.join(home, name))
+        return real if os.path.commonpath([home, real]) == home and real != home else None
+    except ValueError:  # a NUL byte or a lone surrogate: no such file (opening it says so)
+        return os.path.join(chain_dir, name)
+
+
 def _read_script(chain_dir: str, name: str,
                  scripts: Optional[Dict[str, str]] = None) -> Tuple[Optional[str], Optional[str]]:
-    """(the script's text, None), or (None, why not: ``line:column: ...``, or None if unreadable)."""
+    """(the script's text, None), or (None, why not: ``line:column: ...``, or None if unreadable).
+    Only a regular file in the chain's directory, of at most :data:`MAX_ARG_BYTES` (what a job's
+    command can carry), read without blocking (a FIFO is refused, never waited on)."""
     if scripts and name in scripts:
         text = scripts[name]
     else:
-        candidate = name if os.path.isabs(name) else os.path.join(chain_dir, name)
+        candidate = _beside(chain_dir, name)
+        if candidate is None:
+            return None, (f" not in the chain's directory {chain_dir}: scripts are read from there only; "
+                          "copy it there, or run it by its path in the image as a command")
         try:
-            with open(candidate, "rb") as handle:
-                raw = handle.read()
+            fd = os.open(candidate, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
         except (OSError, ValueError):  # ValueError: a NUL byte or lone surrogate in the name
             return None, None
+        with os.fdopen(fd, "rb") as handle:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return None, " is not a regular file"
+            try:
+                raw = handle.read(MAX_ARG_BYTES + 1)
+            except OSError:
+                return None, None
+        if len(raw) > MAX_ARG_BYTES:
+            return None, f" is larger than {MAX_ARG_BYTES // 1024} KiB, more than a job's command can carry"
         decoded, why = decode_utf8(raw)
         if decoded is None:
             return None, why
@@ -95,6 +121,8 @@ def script_call(command: str) -> Optional[Tuple[str, str, bool]]:
     text = command.strip()
     if _SCRIPT_TOKEN.fullmatch(text):
         return text, "", True
+    if len(text) > 2 * 4096 or "\n" in text:  # not one or two words of a path (shlex.split is quadratic)
+        return None
     try:
         words = shlex.split(text)
     except ValueError:
@@ -131,7 +159,8 @@ def _resolve_script(c: _Checker, spec: Dict[str, Any], sw: str, chain_dir: str,
     call = script_call(command) if isinstance(command, str) else None
     if call is not None:
         name, runner, required = call
-        if not required and not os.path.isfile(os.path.join(chain_dir, name)) and name not in (scripts or {}):
+        beside = _beside(chain_dir, name)
+        if not required and not (beside and os.path.isfile(beside)) and name not in (scripts or {}):
             return command, "inline", "", False  # a file of the image (or a typo the pod will report)
         script, why = _read_script(chain_dir, name, scripts)
         if script is None:

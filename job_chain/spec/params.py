@@ -29,7 +29,8 @@ MATRIX_ENV = "JOB_CHAIN_MATRIX_"
 KINDS = ("params", "matrix", "steps", "run")
 RUN_ID = "${run.id}"
 # anything shaped like ${word.…}: never valid bash, so always meant as a reference
-_CANDIDATE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\.([^}\s]*)\}")
+# (no `$` inside: each try stops at the next `$`, so a scan is linear — `${a.${a.…` was quadratic)
+_CANDIDATE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\.([^}\s$]*)\}")
 _STEP_OUTPUT = re.compile(rf"([A-Za-z0-9][-A-Za-z0-9_]*)\.outputs\.({NAME})")
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 from typing import Any, Dict, Optional
 
 from fastapi import FastAPI, Request
@@ -26,12 +27,26 @@ async def read_form(request: Request) -> Dict[str, str]:
     """htmx posts forms url-encoded: the standard library reads them (bounded)."""
     from urllib.parse import parse_qs
 
-    body = b""
+    body = bytearray()
     async for piece in request.stream():
         body += piece
         if len(body) > 2 * MAX_SUBMIT:
             break
     return {k: v[0] for k, v in parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True).items()}
+
+
+def _differs(path: str, text: str) -> bool:
+    """Whether ``path`` exists with other contents than ``text`` (read bounded, never blocking on a FIFO)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return True
+        return handle.read(2 * MAX_SUBMIT + 1).decode("utf-8", "replace") != text
 
 
 def register(app: FastAPI, pages: Pages) -> None:
@@ -108,8 +123,9 @@ def register(app: FastAPI, pages: Pages) -> None:
     @app.post("/submit/check", response_class=HTMLResponse)
     async def submit_check(request: Request) -> HTMLResponse:
         form = await read_form(request)
-        result = check_submission(str(form.get("chain") or ""), str(form.get("name") or "chain.json").strip(),
-                                  str(form.get("params") or ""))
+        # off the event loop: validating reads script files and walks a chain of up to 1 MiB
+        result = await run_in_threadpool(check_submission, str(form.get("chain") or ""),
+                                         str(form.get("name") or "chain.json").strip(), str(form.get("params") or ""))
         return checked(result)
 
     @app.post("/submit/run", response_class=HTMLResponse)
@@ -118,16 +134,15 @@ def register(app: FastAPI, pages: Pages) -> None:
 
         form = await read_form(request)
         text = str(form.get("chain") or "")
-        result = check_submission(text, str(form.get("name") or "chain.json").strip(), str(form.get("params") or ""))
+        result = await run_in_threadpool(check_submission, text, str(form.get("name") or "chain.json").strip(),
+                                         str(form.get("params") or ""))
         if result["chain"] is None or result["loose"]:
             return checked(result)
         path = result["path"]
-        if os.path.exists(path):
-            with open(path, encoding="utf-8", errors="replace") as handle:
-                if handle.read() != text:
-                    result["loose"].append(f"{path} exists with other contents: choose another file name")
-                    return pages.page("_check.html", **result, started=None)
-        else:
+        if await run_in_threadpool(_differs, path, text):
+            result["loose"].append(f"{path} exists with other contents: choose another file name")
+            return pages.page("_check.html", **result, started=None)
+        if not os.path.exists(path):
             write_private(path, text)
         try:
             session = await run_in_threadpool(ChainSession.from_file, path, local=catalog.local)
