@@ -253,6 +253,11 @@ def test_a_missing_variable_refuses_the_start_naming_it(tmp_path: Path, shared_s
     assert "notify names $FEISHU_SECRET, $WECOM_URL, which are not set here" in refused.output
     assert not (tmp_path / "chain_info.json.runs").exists() or not [
         p for p in (tmp_path / "chain_info.json.runs").iterdir() if not p.name.startswith(".")]
+    dry = invoke("run", str(chain), "--dry-run", env=env)
+    assert dry.exit_code == 0, dry.output
+    assert ("# notify: reads $DING_URL, $DING_SECRET, $FEISHU_URL, $FEISHU_SECRET, $WECOM_URL from this environment "
+            "at start; not set here: $FEISHU_SECRET, $WECOM_URL (the run would be refused)") in dry.output
+    assert DING_SECRET not in dry.output and "127.0.0.1:9" not in dry.output
     inline = invoke("run", str(chain), "--inline", env=dict(env, FEISHU_SECRET="s", WECOM_URL="http://127.0.0.1:9/z"))
     assert inline.exit_code != 0 and "an --inline run has no record" in inline.output
 

@@ -153,6 +153,19 @@ def run(chain_file: str, start_index: Optional[str], start: Optional[str], dry_r
         sys.exit(_follow(session, started.run_id, mode == "watch"))
 
 
+def _print_notify(chain: Any) -> None:
+    """Which variables ``notify`` reads at start (names only, never values), and which are not set."""
+    import os
+
+    from job_chain.spec.notify import references
+
+    names = references(chain.notify)
+    if names:
+        missing = [f"${n}" for n in names if not os.environ.get(n)]
+        click.echo("# notify: reads " + ", ".join(f"${n}" for n in names) + " from this environment at start"
+                   + (f"; not set here: {', '.join(missing)} (the run would be refused)" if missing else ""), err=True)
+
+
 def _dry_run(session: Any, first: str, mode: str, secret: Optional[str], params: Dict[str, str]) -> None:
     from job_chain.session.plan import chain_to_freeze, check_mode, planned_host
     from job_chain.submit.command import tail_size
@@ -177,6 +190,7 @@ def _dry_run(session: Any, first: str, mode: str, secret: Optional[str], params:
         click.echo(redact(text, hidden))
     if chain.params:
         click.echo("# params: " + ", ".join(f"{k}={v}" for k, v in chain.params.items()), err=True)
+    _print_notify(chain)
     _print_expansion(chain)
     if chain.graph or chain.handlers:
         from job_chain.rules.plan import levels
