@@ -16,7 +16,15 @@ from job_chain.rules.retry import decide, retry_sentence
 from job_chain.spec.frozen import freeze, thaw
 from job_chain.spec.loader import ChainFileError, check_chain_data
 from job_chain.spec.model import Checkpoint
-from job_chain.status.cost import attempt_hours, gpus, gpus_per_replica, hours_text, running_window
+from job_chain.status.cost import (
+    attempt_hours,
+    gpus,
+    gpus_per_replica,
+    hours_text,
+    lost_hours,
+    run_hours,
+    running_window,
+)
 from job_chain.status.summarize import summarize
 from job_chain.status.types import Attempt, Outcome, RunFacts
 
@@ -145,6 +153,29 @@ def test_status_sums_gpu_hours_per_step_and_run_and_keeps_lost_ones_apart() -> N
     data = status.as_json()
     assert (data["gpuHours"], data["lostGpuHours"]) == (24.0, 16.0)
     assert [a["gpuHours"] for a in data["steps"][0]["attempts"]] == [16.0, 8.0]
+
+
+def test_a_retry_from_a_checkpoint_saved_during_the_attempt_loses_only_the_time_after_it() -> None:
+    # issue 29 item 3: the failed attempt's hours were all counted lost though its retry resumed from
+    # the checkpoint it saved 45 minutes into its hour
+    the_chain = chain({"retries": {"infra": 2}, "checkpoint": {"dir": "/ckpt"}}, replicas=2,
+                      resources=[{"name": "nvidia.com/gpu", "quantity": 8}])
+    attempts = [Attempt("train", 1, "j1", "Failed", at(7200), at(3600), 1),
+                Attempt("train", 2, "j2", "Failed", at(3600), at(1800), 1),
+                Attempt("train", 3, "j3", "Succeeded", at(1800), at(900), 0)]
+    facts = RunFacts(started=NOW - 9000, checkpoints={("train", 1): 200, ("train", 2): 200},
+                     checkpoint_saved={("train", 1): NOW - 3600 - 900, ("train", 2): NOW - 7000},
+                     resumed={("train", 2): (200, "/ckpt/iter_0000200"), ("train", 3): (200, "/ckpt/iter_0000200")})
+    status = summarize(the_chain, attempts, facts, run_id="r", now=NOW)
+    # attempt 1: 16 GPUs x the 15 minutes after its save; attempt 2 saved nothing new: its 30 minutes
+    assert status.steps[0].lost_gpu_hours == pytest.approx(16 * 0.25 + 16 * 0.5)
+    assert [a["lostGpuHours"] for a in status.as_json()["steps"][0]["attempts"]] == [4.0, 8.0, 0.0]
+    assert run_hours(the_chain, attempts, now=NOW, facts=facts) == pytest.approx((16 + 8 + 4, 12.0))
+    assert run_hours(the_chain, attempts, now=NOW) == pytest.approx((28.0, 24.0))  # the record unknown: all lost
+    told_none = RunFacts(started=NOW - 9000, checkpoints=facts.checkpoints, checkpoint_saved=facts.checkpoint_saved)
+    assert summarize(the_chain, attempts, told_none, run_id="r", now=NOW).steps[0].lost_gpu_hours == 24.0
+    assert lost_hours(2.0, (0.0, 100.0), 75.0) == 0.5 and lost_hours(2.0, (10.0, 100.0), 5.0) == 2.0
+    assert lost_hours(2.0, None, 5.0) == 2.0 and lost_hours(2.0, (0.0, 100.0), 150.0) == 0.0
 
 
 def test_a_2x8_gpu_steps_hours_use_the_records_clocks_to_the_millisecond() -> None:

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List
 
+import pytest
 from chain_helpers import write_chain
 from click.testing import CliRunner, Result
 from conftest import LocalServer
@@ -213,6 +214,29 @@ def test_gpu_hours_of_a_2x8_gpu_step_with_a_failed_first_attempt_match_the_wall_
     assert "GPU-H" in table and f"GPU-hours: {step.gpu_hours:.2f} ({step.lost_gpu_hours:.2f} lost" in table
     runs = invoke(shared_server, "runs", str(chain), "--json")
     assert json.loads(runs.output)[0]["gpuHours"] == data["gpuHours"]
+
+
+def test_a_retry_from_a_checkpoint_saved_during_the_attempt_counts_only_the_time_after_it_lost(
+        tmp_path: Path, shared_server: LocalServer) -> None:
+    # issue 29 item 3: all of attempt 1's hours were counted lost though attempt 2 resumed from the
+    # checkpoint attempt 1 saved 3 s into its 4 s
+    folder = tmp_path / "ckpt"
+    saves = (f'if [ -n "$JOB_CHAIN_RESUME_ITERATION" ]; then exit 0; fi\nsleep 3\nmkdir -p {folder}/iter_0000100\n'
+             f'echo 100 > {folder}/latest_checkpointed_iteration.txt\nsleep 1\n'
+             'echo "OSError: [Errno 5] Input/output error" >&2; exit 1\n')
+    chain = write_chain(tmp_path, shared_server.pool, [
+        {"name": "train", "script": saves, "resources": [{"name": "nvidia.com/gpu", "quantity": 8}],
+         "jobChain": {"retries": {"infra": 1}, "checkpoint": {"dir": str(folder)}}}])
+    _, _, final = run_to_end(chain, shared_server)
+    assert final.outcome is Outcome.SUCCEEDED
+    first = final.steps[0].attempts[0]
+    with shared_server.db() as conn:
+        (finished,) = conn.execute("SELECT finished_at FROM jobs WHERE id = ?", (first.job_id,)).fetchone()
+    after_save = 8 * (finished - (folder / "latest_checkpointed_iteration.txt").stat().st_mtime) / 3600
+    assert final.steps[0].lost_gpu_hours == pytest.approx(after_save, abs=8 * 1.5 / 3600)
+    assert final.steps[0].lost_gpu_hours < 0.6 * first.gpu_hours, (final.steps[0].lost_gpu_hours, first.gpu_hours)
+    data = json.loads(invoke(shared_server, "status", str(chain), "--json").output)
+    assert data["lostGpuHours"] == round(final.steps[0].lost_gpu_hours, 4)
 
 
 def test_a_timeout_is_shown_as_a_timeout(tmp_path: Path, shared_server: LocalServer) -> None:

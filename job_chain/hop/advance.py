@@ -209,16 +209,19 @@ class _Hop:
             known = Failure("user", "unusable-outputs", outputs[1], explanation="write KEY=VALUE lines to "
                             "$JOB_CHAIN_OUTPUTS (docs/graphs.md, Outputs), then resume the run")
         checkpoint = None  # read once: the exit record, the failure's record and a retry's resume all name it
+        saved = None  # when that checkpoint became complete: a retry from it loses only the time after
         step = self.chain.named(name) if me.checkpoint is not None else None
         if step is not None:
-            from job_chain.rules.checkpoint import last_complete
+            from job_chain.rules.checkpoint import last_complete, saved_at
             from job_chain.spec.params import checkpoint_of
 
-            checkpoint = last_complete(checkpoint_of(self.chain, step, run_id))
+            spec = checkpoint_of(self.chain, step, run_id)
+            checkpoint = last_complete(spec)
+            saved = saved_at(spec) if checkpoint and spec else None
         if records is not None:  # before anything can fail: status shows it
             try:
                 self.recorded = records.record_exit(run_id, name, attempt, exit_code,
-                                                    checkpoint[0] if checkpoint else None)
+                                                    checkpoint[0] if checkpoint else None, saved)
             except RecordUnwritable as exc:
                 return self._unrecorded(name, attempt, exit_code, exc)
         if records is not None and records.is_stopped(run_id):
@@ -512,7 +515,7 @@ class _Hop:
         from job_chain.status.cost import run_hours
 
         mine = [a for a in self.attempts if self.chain.resolve(a.step) is me]
-        hours = run_hours(self.chain, mine, failing=me.name) if mine else None
+        hours = run_hours(self.chain, mine, failing=me.name, facts=self._run_facts()) if mine else None
         notify(self.chain, self.records, self.run_id, "stepFailed", step=me.name, status="failed",
                exit_code=self.me_code.get(me.name), failure=self.me_failure.get(me.name), gpu=hours, log=log)
 
@@ -537,8 +540,13 @@ class _Hop:
                         None, 0, context)
         else:
             log(f"the run ended: {outcome}")
-        gpu = run_hours(self.chain, self._every_attempt(), failing=failing) if self.chain.notify else None
+        gpu = run_hours(self.chain, self._every_attempt(), failing=failing,
+                        facts=self._run_facts()) if self.chain.notify else None
         notify(self.chain, self.records, self.run_id, outcome, status=outcome, failed=details, gpu=gpu, log=log)
+
+    def _run_facts(self) -> Any:
+        """The record's facts (what each retry resumed from, for the GPU-hours lost), when it has them."""
+        return self.records.facts(self.run_id) if self.records is not None and self.chain.notify else None
 
     def _every_attempt(self) -> List[Any]:
         """Every attempt of the run (for the GPU-hours a run's end notification gives): as the last

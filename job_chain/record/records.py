@@ -475,11 +475,14 @@ class RunRecords:
 
     # -- the script's exit, success, gave up ---------------------------------------------------
     def record_exit(self, run_id: str, step: str, attempt: int, exit_code: int,
-                    checkpoint_iteration: Optional[int] = None) -> bool:
-        """The user script's own exit code (the job's may differ: 75 when advancing failed)."""
+                    checkpoint_iteration: Optional[int] = None, checkpoint_saved: Optional[float] = None) -> bool:
+        """The user script's own exit code (the job's may differ: 75 when advancing failed), the last
+        complete checkpoint then and when it was saved (its tracker's time)."""
         entry: Dict[str, Any] = {"exitCode": exit_code, "at": time.time()}
         if checkpoint_iteration is not None:
             entry["checkpointIteration"] = checkpoint_iteration
+            if checkpoint_saved is not None:
+                entry["checkpointSaved"] = checkpoint_saved
         return self.must_write(run_id, fact_name(EXIT, step, attempt), entry)
 
     def record_advance_end(self, run_id: str, step: str, attempt: int, planned: bool = False) -> bool:
@@ -599,6 +602,9 @@ class RunRecords:
                     facts.script_exit[key] = code
                 if isinstance(iteration, int) and not isinstance(iteration, bool):
                     facts.checkpoints[key] = iteration
+                    saved = entry.get("checkpointSaved")
+                    if isinstance(saved, (int, float)) and not isinstance(saved, bool):
+                        facts.checkpoint_saved[key] = float(saved)
                 if isinstance(ended, (int, float)) and not isinstance(ended, bool):
                     facts.ended[key] = float(ended)
             if self.succeeded(run_id, *key):

@@ -46,6 +46,15 @@ def last_complete(spec: Optional[Checkpoint]) -> Optional[Tuple[int, str]]:
     return (iteration, folder) if os.path.isdir(folder) else None
 
 
+def saved_at(spec: Checkpoint) -> Optional[float]:
+    """When the last complete checkpoint became complete: the tracker's modification time (Megatron
+    writes it once the iteration's directory is whole), in the storage's clock; None when unknown."""
+    try:
+        return os.stat(os.path.join(spec.dir, spec.tracker)).st_mtime
+    except OSError:
+        return None
+
+
 def resume_env(found: Optional[Tuple[int, str]]) -> Dict[str, str]:
     """What a retry is told about where to resume (nothing when there is no complete checkpoint)."""
     if found is None:

@@ -25,6 +25,7 @@ class RunFacts:
     start_failed: Optional[str] = None  # why the run's first steps could not be submitted
     failures: Dict[StepKey, Any] = field(default_factory=dict)  # why each failed attempt failed (a Failure)
     checkpoints: Dict[StepKey, int] = field(default_factory=dict)  # last complete iteration when it ended
+    checkpoint_saved: Dict[StepKey, float] = field(default_factory=dict)  # when that iteration was saved (unix s)
     resumed: Dict[StepKey, Tuple[int, str]] = field(default_factory=dict)  # what a retry was told to resume from
     submitted: Dict[StepKey, float] = field(default_factory=dict)  # when each attempt was submitted (ms)
     ended: Dict[StepKey, float] = field(default_factory=dict)  # when the advance that ended it finished (ms)

@@ -5,7 +5,9 @@ names a GPU (``nvidia.com/gpu``, ``baidu.com/a800_80g_cgpu``, …). The running 
 job's ``runningAt`` (AIHC's; else its ``createdAt``) to its ``finishedAt`` (or now). AIHC gives
 those to the second; where the run record holds the same moments to the millisecond (when the
 step was submitted, when its advance ended) and they agree with the API's to within that
-second, the finer clock is used. Hours of failed attempts are *lost*.
+second, the finer clock is used. Hours of failed attempts are *lost* — all of them, unless the retry
+resumed from a checkpoint saved during the attempt: then only the time after that save
+(:func:`lost_hours`).
 """
 
 from __future__ import annotations
@@ -65,12 +67,33 @@ def attempt_hours(job_gpus: float, attempt: Any, submitted: Optional[float] = No
     return job_gpus * (window[1] - window[0]) / 3600.0
 
 
+def lost_hours(hours: float, window: Optional[Tuple[float, float]], saved: Optional[float]) -> float:
+    """Of a failed attempt's ``hours`` (spent over ``window``), those lost: all of them, or, when its
+    retry resumed from a checkpoint that became complete at ``saved`` during the attempt, only the
+    time after it (before: the retry did not do that work again)."""
+    if window is None or saved is None or window[1] <= window[0] or saved <= window[0]:
+        return hours
+    return hours * (window[1] - min(saved, window[1])) / (window[1] - window[0])
+
+
+def resumed_save(facts: Any, step: str, attempt: int) -> Optional[float]:
+    """When the checkpoint that attempt ``attempt``'s retry resumed from was saved, if that retry
+    resumed from the checkpoint attempt ``attempt`` left (None: it lost everything)."""
+    told = facts.resumed.get((step, attempt + 1))
+    if told is None or told[0] != facts.checkpoints.get((step, attempt)):
+        return None
+    saved = facts.checkpoint_saved.get((step, attempt))
+    return float(saved) if saved is not None else None
+
+
 def run_hours(chain: Any, attempts: Iterable[Any], failing: Optional[str] = None,
-              now: Optional[float] = None) -> Tuple[float, float]:
-    """(GPU-hours, of which lost) over ``attempts`` by the API's times alone (what a job can see);
-    ``failing``: a step whose latest attempt failed but whose job still runs (the one asking)."""
+              now: Optional[float] = None, facts: Any = None) -> Tuple[float, float]:
+    """(GPU-hours, of which lost) over ``attempts`` by the API's times (what a job can see);
+    ``failing``: a step whose latest attempt failed but whose job still runs (the one asking);
+    ``facts``: the run record's, which say what a retry resumed from (see :func:`lost_hours`)."""
     from job_chain.engine.states import FAILED
 
+    attempts = list(attempts)
     latest: Dict[str, int] = {}
     for item in attempts:
         latest[item.step] = max(latest.get(item.step, 0), item.attempt)
@@ -79,10 +102,12 @@ def run_hours(chain: Any, attempts: Iterable[Any], failing: Optional[str] = None
         step = chain.resolve(item.step)
         if step is None:
             continue
-        hours = attempt_hours(gpus(step.body), item, now=now) or 0.0
+        window = running_window(item, now=now)
+        hours = gpus(step.body) * (window[1] - window[0]) / 3600.0 if window is not None else 0.0
         total += hours
         if item.status in FAILED or (step.name == failing and item.attempt == latest[item.step]):
-            lost += hours
+            saved = resumed_save(facts, step.name, item.attempt) if facts is not None else None
+            lost += lost_hours(hours, window, saved)
     return total, lost
 
 

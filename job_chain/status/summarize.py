@@ -139,13 +139,16 @@ def _with_facts(item: Attempt, step: Step, facts: RunFacts, now: float) -> Attem
     """The attempt with what the record adds: why it failed, its checkpoints, its GPU-hours."""
     from dataclasses import replace
 
-    from job_chain.status.cost import attempt_hours, gpus
+    from job_chain.status.cost import gpus, lost_hours, resumed_save, running_window
 
     failure = fact(facts.failures, step, item.attempt) if item.status in FAILED else None
-    hours = attempt_hours(gpus(step.body), item, fact(facts.submitted, step, item.attempt),
-                          fact(facts.ended, step, item.attempt), now)
+    window = running_window(item, fact(facts.submitted, step, item.attempt), fact(facts.ended, step, item.attempt), now)
+    hours = gpus(step.body) * (window[1] - window[0]) / 3600.0 if window is not None else None
+    lost = None
+    if hours is not None:
+        lost = lost_hours(hours, window, resumed_save(facts, step.name, item.attempt)) if item.status in FAILED else 0.0
     return replace(item, failure=failure, checkpoint_iteration=fact(facts.checkpoints, step, item.attempt),
-                   resume_from=fact(facts.resumed, step, item.attempt), gpu_hours=hours)
+                   resume_from=fact(facts.resumed, step, item.attempt), gpu_hours=hours, lost_gpu_hours=lost)
 
 
 def _add_notes(chain: Chain, step: Step, state: StepStatus, run_id: str) -> None:
@@ -175,7 +178,7 @@ def _add_hours(state: StepStatus) -> StepStatus:
     every = state.history + state.attempts
     known = [a for a in every if a.gpu_hours is not None]
     state.gpu_hours = sum(a.gpu_hours or 0.0 for a in known) if known else None
-    state.lost_gpu_hours = sum(a.gpu_hours or 0.0 for a in known if a.status in FAILED) if known else None
+    state.lost_gpu_hours = sum(a.lost_gpu_hours or 0.0 for a in known) if known else None
     return state
 
 

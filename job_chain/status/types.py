@@ -71,6 +71,7 @@ class Attempt:
     resume_from: Optional[Tuple[int, str]] = None  # (iteration, directory) this attempt was told to resume from
     gpu_hours: Optional[float] = None
     cached: Optional[Dict[str, Any]] = None  # a reused success: {"run", "step", "attempt", "key", "savedGpuHours"}
+    lost_gpu_hours: Optional[float] = None  # of those, lost (status/cost.lost_hours); 0 unless it failed
 
     @property
     def terminal(self) -> bool:
@@ -81,6 +82,8 @@ class Attempt:
                 "reason": self.reason or None, "started": iso(self.started), "finished": iso(self.finished),
                 "failure": self.failure.as_json() if self.failure is not None else None,
                 "gpuHours": _hours(self.gpu_hours)}
+        if self.lost_gpu_hours is not None:
+            data["lostGpuHours"] = _hours(self.lost_gpu_hours)
         if self.checkpoint_iteration is not None:
             data["checkpointIteration"] = self.checkpoint_iteration
         if self.resume_from is not None:
