@@ -16,7 +16,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "job_chain"
 LONG_MODULE = 600  # lines: a warning, never a reason to split one class across files
 
 # Bottom to top: a package may import only the packages before it (and itself). ``errors`` is below all.
-LAYERS = ["errors", "util", "engine", "aihc", "failures", "spec", "rules", "record", "status", "submit", "hop",
+LAYERS = ["errors", "util", "engine", "aihc", "slurm", "failures", "spec", "rules", "record", "status", "submit", "hop",
           "session", "aiak", "ui", "cli", "__main__"]
 # The local server stands beside the chain's packages: it may use only these, and they never use it
 # (the session starts it; the CLI drives it).

@@ -73,6 +73,37 @@ SIGNATURES: Tuple[Signature, ...] = (
        "job-chain: step train succeeded, but the run record could not be written (cannot write "
        "/mnt/pfs/chain_info.json record of run r1: No space left on device); nothing is submitted or retried. "
        "Free space there, then run 'job-chain resume chain_info.json --run r1'"),
+    # -- Slurm's own verdicts (slurmstepd writes them into the job's output) ---------------------------
+    _S("slurm-time-limit", "timeout", VERDICT,
+       r"\*\*\* (?:JOB|STEP) \S+ ON \S+ CANCELLED AT \S+ DUE TO TIME LIMIT \*\*\*",
+       "Slurm ended the job at its time limit (TIMEOUT): raise the \"time\" of the step's \"slurm\" section if the "
+       "work needs longer, or make it save checkpoints and retry for timeout.",
+       "slurmstepd: error: *** JOB 4242 ON gpu-node-07 CANCELLED AT 2026-11-29T02:10:00 DUE TO TIME LIMIT ***",
+       "Slurm's time limit (TIMEOUT)"),
+    _S("slurm-preempted", "infra", VERDICT,
+       r"\*\*\* (?:JOB|STEP) \S+ ON \S+ CANCELLED AT \S+ DUE TO PREEMPTION \*\*\*",
+       "Slurm preempted the job for a higher-priority one (PREEMPTED): nothing was wrong with it. Retry.",
+       "slurmstepd: error: *** JOB 4242 ON gpu-node-07 CANCELLED AT 2026-11-29T02:10:00 DUE TO PREEMPTION ***",
+       "preempted by Slurm (PREEMPTED)"),
+    _S("slurm-node-fail", "infra", VERDICT,
+       r"\*\*\* (?:JOB|STEP) \S+ ON \S+ CANCELLED AT \S+ DUE TO NODE FAILURE",
+       "A node of the job failed and Slurm ended it (NODE_FAIL). Retry on other nodes; report the node.",
+       "slurmstepd: error: *** JOB 4242 ON gpu-node-07 CANCELLED AT 2026-11-29T02:10:00 DUE TO NODE FAILURE, SEE "
+       "SLURMCTLD LOG FOR DETAILS ***",
+       "a node failed (NODE_FAIL)"),
+    _S("slurm-oom-kill", "oom", ROOT,
+       r"Detected \d+ oom[-_]kill event",
+       "The job went over its memory and Slurm's cgroup killed it (OUT_OF_MEMORY): ask for more (\"mem\" in the "
+       "\"slurm\" section) or use less.",
+       "slurmstepd: error: Detected 1 oom_kill event in StepId=4242.batch. Some of the step tasks have been "
+       "OOM Killed.",
+       "killed by Slurm's cgroup for memory (OUT_OF_MEMORY)"),
+    _S("slurm-cancelled", "infra", VERDICT,
+       r"\*\*\* (?:JOB|STEP) \S+ ON \S+ CANCELLED AT \S+ \*\*\*",
+       "Someone cancelled the job with scancel outside job-chain (CANCELLED), or Slurm did: ask who. A stop by "
+       "job-chain itself is never a failure.",
+       "slurmstepd: error: *** JOB 4242 ON gpu-node-07 CANCELLED AT 2026-11-29T02:10:00 ***",
+       "cancelled outside job-chain (CANCELLED)"),
     # -- root causes: hardware ------------------------------------------------------------------------
     _S("gpu-fallen-off-bus", "infra", ROOT,
        r"Xid \(PCI:[0-9A-Fa-f:.]+\): 79\b|fallen off the bus|GPU is lost",

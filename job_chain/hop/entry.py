@@ -149,7 +149,12 @@ def run_advance(*, config_path: Optional[str], run_id: str, step: str, attempt: 
         return from_credentials(api_config=config(), api_config_origin=f"{path} api_config")
 
     hint = f"job-chain resume {shlex.quote(path)} --run {run_id}"
-    return advance(source, LazyClient(build), run_id=run_id, step=step, attempt=attempt, exit_code=exit_code,
+    client: Any = None
+    if os.environ.get("JOB_CHAIN_ENGINE") == "slurm":  # a Slurm job: sbatch from here (slurm/engine.py)
+        from job_chain.slurm.engine import engine_from_env
+
+        client = engine_from_env()
+    return advance(source, client or LazyClient(build), run_id=run_id, step=step, attempt=attempt, exit_code=exit_code,
                    records=records, resume_hint=hint, deadline=env_deadline(),
                    reconnect=reconnect_from_credentials_file, outputs=outputs)
 

@@ -36,6 +36,7 @@ from typing import Optional, Tuple
 RUNS_SUFFIX = ".runs"  # FILE's runs are kept in FILE.runs/
 LOCK = ".lock"  # in FILE.runs/: held while a run is checked for and recorded
 SUMMARIES = ".summaries"  # in FILE.runs/: RUN.json per run, outside the run's directory (whose mtime dates it)
+SLURM_DIR = ".slurm"  # in FILE.runs/: the Slurm engine's keys, scripts, node logs and exit codes (slurm/engine.py)
 RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")  # what may name a run's directory
 
 RUN = "run.json"

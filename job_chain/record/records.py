@@ -121,6 +121,10 @@ class RunRecords:
     def _path(self, run_id: str, name: str) -> str:
         return os.path.join(self._dir(run_id), name)
 
+    def slurm_dir(self) -> str:
+        """The Slurm engine's directory for this chain's runs (on the filesystem every node sees)."""
+        return os.path.join(self.root, layout.SLURM_DIR)
+
     def check_root(self) -> None:
         if os.path.lexists(self.root) and not os.path.isdir(self.root):
             raise UsageError(f"{self.root} is not a directory: job-chain keeps the runs of {self.chain_path} "

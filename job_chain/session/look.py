@@ -85,7 +85,7 @@ def _client_to_look(ctx: RunContext, run: Run) -> JobsAPI:
     """The client a look at ``run`` asks, made when first asked: a finished run whose jobs are
     cached needs no request (nor the SDK). A local run's is made at once, so a look says when
     its server is stopped rather than showing what was cached as if it were live."""
-    if run.local:
+    if run.local or ctx.places.engine_of(run) == "slurm":  # a Slurm engine costs nothing to make
         return ctx.places.client_for(run)
     from job_chain.aihc.api import LazyClient
 
@@ -96,7 +96,7 @@ def _fact_keys(chain: Chain, attempts: List[Any]) -> List[Tuple[str, int]]:
     """The (step, attempt) pairs whose record facts a look needs: where a job did not succeed, the
     furthest step's (its advance), and every attempt of a step with GPUs or a checkpoint (their
     ends and checkpoints). A 500-step run of CPU steps reads a handful of files."""
-    from job_chain.status.cost import gpus_per_replica
+    from job_chain.engine.resources import gpus_per_replica
 
     keys: List[Tuple[str, int]] = []
     for a in attempts:

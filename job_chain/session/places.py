@@ -75,10 +75,25 @@ class Places:
                                    api_config=self.file.chain.api_config,
                                    api_config_origin=f"{self.file.path} api_config")
 
+    def engine_of(self, run: Optional[Run] = None) -> str:
+        """Where ``run`` (None: a new run) runs its jobs: its frozen chain's ``engine``, else the file's."""
+        if run is None:
+            return self.file.chain.engine
+        return self.records.run_chain(run.run_id, lambda: self.file.chain).engine
+
     def client_for(self, run: Optional[Run] = None) -> JobsAPI:
         """The client for ``run`` (None: for a new run)."""
         if self.client is not None:
             return self.client
+        if self.engine_of(run) == "slurm":
+            if self.explicit_place:
+                raise UsageError("this chain runs on Slurm (\"engine\": \"slurm\"): --local, --host, keys and "
+                                 "--credentials do not apply; drop them")
+            if ("slurm",) not in self._clients:
+                from job_chain.slurm.engine import SlurmEngine
+
+                self._clients[("slurm",)] = SlurmEngine(self.records.slurm_dir())  # type: ignore[assignment]
+            return self._clients[("slurm",)]
         if run is not None and self.explicit_place:
             if self.local and not run.local and run.endpoint:
                 raise UsageError(f"run {run.run_id} runs on {run.endpoint}, not on the local server: drop --local")

@@ -49,6 +49,8 @@ def freeze(chain: Chain, *, steps: Optional[Iterable[Step]] = None) -> Dict[str,
         frozen["maxRunning"] = chain.max_running
     if chain.cache_dir:
         frozen["cacheDir"] = chain.cache_dir
+    if chain.engine != "aihc":  # an AIHC run's frozen copy (and digest) is as it was before engines
+        frozen.update(engine=chain.engine, slurm=chain.slurm)
     return frozen
 
 
@@ -94,7 +96,8 @@ def thaw(data: Dict[str, Any], path: str, *, revision: int = 0, digest_: str = "
                       notify=list(data.get("notify") or []), graph=bool(data.get("graph")),
                       revision=revision, digest=digest_, params=dict(data.get("params") or {}),
                       params_set=dict(data.get("paramsSet") or {}), max_running=data.get("maxRunning"),
-                      cache_dir=data.get("cacheDir"))
+                      cache_dir=data.get("cacheDir"),
+                      engine=str(data.get("engine") or "aihc"), slurm=dict(data.get("slurm") or {}))
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise FrozenDamaged(f"{type(exc).__name__}: {exc}") from None
     if problems:

@@ -22,7 +22,16 @@ from job_chain.spec.settings import read_step_settings, step_fields
 from job_chain.util.jsonfile import decode_utf8, describe, json_type, load_json_object, shown
 
 TOP_LEVEL_KEYS = {"scrips_path", "config_path", "api_config", "resourcePoolId", "jobs", "notify", "params",
-                  "maxRunning", "cacheDir", SETTINGS_KEY}
+                  "maxRunning", "cacheDir", "engine", "slurm", SETTINGS_KEY}
+ENGINES = ("aihc", "slurm")
+# what AIHC reads of a create body and Slurm has no use for: told, not refused, so one file can name
+# either engine (docs/slurm.md: what maps to what)
+AIHC_ONLY = {"jobSpec.image": "Slurm runs the command on the nodes as they are (no container image)",
+             "datasources": "Slurm nodes see the shared filesystem directly (no mounts to declare)",
+             "queue": "use the \"slurm\" section's \"partition\"/\"qos\"",
+             "priority": "use the \"slurm\" section's \"qos\" or \"nice\"",
+             "faultToleranceConfig": "use jobChain.retries / retryBudgets (Slurm's requeue is not used)",
+             "tensorboardConfig": "not on Slurm", "enableBccl": "not on Slurm"}
 _SCRIPT_TOKEN = re.compile(r"\S+\.sh")  # use with fullmatch
 _RUNNERS = ("bash", "sh")  # `bash X` / `sh X`: the script runs with that shell
 # a word of a command or script that may be a relative path: no quote, operator, `=` or `$`
@@ -202,7 +211,7 @@ def _stay_behind(where: str, text: str, origin: str, chain_dir: str, chain_name:
 
 
 def _check_step(c: _Checker, job: Any, index: int, chain_dir: str, chain_name: str, secret: Optional[str],
-                scripts: Optional[Dict[str, str]] = None,
+                scripts: Optional[Dict[str, str]] = None, engine: str = "aihc",
                 graph: Optional[Dict[int, GraphSettings]] = None,
                 matrices: Optional[Dict[int, Dict[str, List[str]]]] = None) -> Optional[Step]:
     """One job: the shared create-body rules (:mod:`job_chain.aihc.spec`) plus the chain-only ones."""
@@ -233,10 +242,21 @@ def _check_step(c: _Checker, job: Any, index: int, chain_dir: str, chain_name: s
         if script is not None and secret and secret in script:
             c.problem(f"{sw}.command", "the script contains the secret key from api_config; it would be "
                                        "visible to anyone who can list jobs")
-    for path, message in body_problems(body, command_room=TAIL_ROOM, also_known=frozenset({SETTINGS_KEY})):
-        if reported and path == "jobSpec.command":
+    for path, message in body_problems(body, command_room=TAIL_ROOM, also_known=frozenset({SETTINGS_KEY, "slurm"})):
+        if reported and path == "jobSpec.command" or engine == "slurm" and path == "jobSpec.image":
             continue
         c.problem(join_path(where, path), message)
+    if "slurm" in job:
+        from job_chain.slurm.options import option_problems
+
+        for path, message in option_problems(job["slurm"], f"{where}.slurm"):
+            c.problem(path, message)
+    if engine == "slurm":
+        for path, why in AIHC_ONLY.items():
+            head, _, leaf = path.rpartition(".")
+            holder = body.get(head) if head else body
+            if isinstance(holder, dict) and holder.get(leaf) not in (None, "", [], {}):
+                c.warnings.append(f"{where}.{path}: AIHC only, ignored on Slurm: {why}")
 
     settings = job.get(SETTINGS_KEY, {})
     for path, message in surrogate_problems(settings, f"{where}.{SETTINGS_KEY}"):
@@ -274,7 +294,19 @@ def check_chain_data(data: Dict[str, Any], path: str, *, local: bool = False,
             c.warnings.append(f"{key_path('', key)}: unknown top-level key, ignored")
     for where, message in surrogate_problems({k: v for k, v in data.items() if k != "jobs"}):
         c.problem(where, message)
-    pool = c.string(data, "resourcePoolId", "", required=True)
+    engine = data.get("engine", "aihc")
+    if engine not in ENGINES:
+        c.problem("engine", f"must be \"aihc\" (the default: AIHC or the local server) or \"slurm\", "
+                            f"found {describe(engine)}")
+        engine = "aihc"
+    slurm_options: Dict[str, Any] = {}
+    if "slurm" in data:
+        from job_chain.slurm.options import option_problems
+
+        for where, message in option_problems(data["slurm"], "slurm"):
+            c.problem(where, message)
+        slurm_options = dict(data["slurm"]) if isinstance(data["slurm"], dict) else {}
+    pool = c.string(data, "resourcePoolId", "", required=engine == "aihc")
     if pool and not (pool.isprintable() and len(pool.split()) == 1 and pool.strip() == pool):
         c.problem("resourcePoolId", f"must be a resource pool id such as cce-xxxxxxxx, found {describe(pool)}")
         pool = None
@@ -316,7 +348,8 @@ def check_chain_data(data: Dict[str, Any], path: str, *, local: bool = False,
     else:
         seen: Dict[str, int] = {}
         for index, job in enumerate(jobs):
-            step = _check_step(c, job, index, chain_dir, os.path.basename(path), secret, scripts, graph, matrices)
+            step = _check_step(c, job, index, chain_dir, os.path.basename(path), secret, scripts, engine, graph,
+                               matrices)
             if step is not None:
                 steps.append(step)
                 if step.name in seen:
@@ -337,11 +370,12 @@ def check_chain_data(data: Dict[str, Any], path: str, *, local: bool = False,
         _check_checkpoints(c, chain_of(steps, params))
     if c.problems:
         raise ChainFileError(path, c.problems)
-    chain = Chain(path=path, pool=pool or "", steps=steps, api_config=api_config,
+    chain = Chain(path=path, pool=pool or ("slurm" if engine == "slurm" else ""), steps=steps, api_config=api_config,
                   scrips_path=scrips_path or None, config_path=config_path or None, warnings=c.warnings,
                   notify=notify, graph=any(g.depends_on for g in graph.values()) or bool(matrices),
-                  params=params, max_running=max_running, cache_dir=cache_dir)
-    if not local:
+                  params=params, max_running=max_running, cache_dir=cache_dir, engine=engine,
+                  slurm=slurm_options)
+    if not local and engine == "aihc":
         chain.warnings.extend(reachability_warnings(chain))
     return chain
 

@@ -115,6 +115,8 @@ class Chain:
     params_set: Dict[str, str] = field(default_factory=dict)  # the values --param gave (a run keeps them)
     max_running: Optional[int] = None  # steps of the run active at once (top-level maxRunning)
     cache_dir: Optional[str] = None  # top-level cacheDir: where cached steps' entries live (else FILE.runs/.cache)
+    engine: str = "aihc"  # where its jobs run: "aihc" (AIHC or the local server) or "slurm"
+    slurm: Dict[str, Any] = field(default_factory=dict)  # sbatch long options for every step (docs/slurm.md)
     outputs: Dict[str, Dict[str, str]] = field(default_factory=dict)  # inline runs: outputs carried along
     began: Optional[float] = None  # inline runs: the API's createdAt of the run's first job (snapshots carry it)
     first_job: bool = False  # inline runs: this snapshot is the run's first job's (so it knows no began yet)

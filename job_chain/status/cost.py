@@ -12,23 +12,12 @@ resumed from a checkpoint saved during the attempt: then only the time after tha
 
 from __future__ import annotations
 
-import re
 import time
 from typing import Any, Dict, Iterable, Optional, Tuple
 
-GPU_RESOURCE = re.compile(r"gpu", re.IGNORECASE)
+from job_chain.engine.resources import gpus_per_replica
+
 _SLACK = 1.5  # seconds a record's clock may be after the API's truncated one and still be the same moment
-
-
-def gpus_per_replica(body: Dict[str, Any]) -> float:
-    """The GPUs one replica asks for (0 for a CPU-only step)."""
-    total = 0.0
-    for item in (body.get("jobSpec") or {}).get("resources") or []:
-        if isinstance(item, dict) and GPU_RESOURCE.search(str(item.get("name") or "")):
-            quantity = item.get("quantity")
-            if isinstance(quantity, (int, float)) and not isinstance(quantity, bool) and quantity > 0:
-                total += float(quantity)
-    return total
 
 
 def gpus(body: Dict[str, Any]) -> float:

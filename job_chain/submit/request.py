@@ -74,6 +74,11 @@ def build_request(
             timeout=step.timeout, hang_timeout=step.hang_timeout, runner=runner,
         )
     body["labels"] = _labels(body, run_id, step.name, attempt)
+    own = body.pop("slurm", None)
+    if chain.engine == "slurm":  # the step's sbatch options: the chain's, its own over them
+        from job_chain.slurm.options import merged
+
+        body["slurm"] = merged(chain.slurm, own)
     return body
 
 

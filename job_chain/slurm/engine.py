@@ -1,0 +1,366 @@
+"""Slurm behind the engine seam: a step is one batch job, made with ``sbatch`` and read with
+``scontrol``/``squeue``, stopped with ``scancel``. Nothing here does what Slurm does: Slurm queues,
+allocates nodes and GPUs, launches the tasks (``srun``), enforces time limits and tells the states.
+
+What Slurm forgets (a finished job leaves ``squeue``/``scontrol`` after ``MinJobAge``; ``sacct``
+only exists with accounting) is kept in the engine's directory on the shared filesystem
+(``FILE.runs/.slurm/``, given by the caller): the job each key created, each node's log and exit.
+
+**Exactly once** (``docs/slurm.md``): :meth:`SlurmEngine.create` holds an exclusive ``flock`` on
+the key's lock file while it looks for the key — its file, then a job of that name known to Slurm
+(``squeue --name``, and ``sacct --name`` where accounting exists) — and only then runs ``sbatch
+--job-name=KEY`` and writes the key's file. Two creators of one key wait for each other; a creator
+killed between ``sbatch`` and its file leaves a job Slurm still names, which the next creator finds.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shlex
+import subprocess
+from datetime import datetime
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
+from urllib.parse import quote, unquote
+
+from job_chain.engine.jobs import LABEL_ATTEMPT, LABEL_RUN, LABEL_STEP, Created, EngineError, Event, Job, Pod
+from job_chain.engine.resources import gpus_per_replica
+from job_chain.slurm.options import sbatch_words
+
+ENGINE_ENV = "JOB_CHAIN_ENGINE"  # "slurm" in every job this engine submits: the in-job advance builds it
+DIR_ENV = "JOB_CHAIN_SLURM_DIR"  # the engine's directory, for the in-job advance
+PAGE = 4 * 1024 * 1024  # bytes of log a page holds
+TIMEOUT = 60.0  # seconds a Slurm command may take
+
+# Slurm's job states in job-chain's words (engine/states.py); the reason is told as an event
+STATES = {
+    "PENDING": "Pending", "CONFIGURING": "Pending", "REQUEUED": "Pending", "REQUEUE_HOLD": "Pending",
+    "REQUEUE_FED": "Pending", "RESV_DEL_HOLD": "Pending", "SUSPENDED": "Running", "STOPPED": "Running",
+    "RUNNING": "Running", "COMPLETING": "Running", "RESIZING": "Running", "SIGNALING": "Running",
+    "STAGE_OUT": "Running", "COMPLETED": "Succeeded", "CANCELLED": "Stopped", "FAILED": "Failed",
+    "TIMEOUT": "Failed", "NODE_FAIL": "Failed", "OUT_OF_MEMORY": "Failed", "PREEMPTED": "Failed",
+    "BOOT_FAIL": "Failed", "DEADLINE": "Failed", "REVOKED": "Failed", "SPECIAL_EXIT": "Failed",
+}
+SAID = {  # what a job's end means, in the words of its event (and of docs/slurm.md)
+    "TIMEOUT": "Slurm ended the job at its time limit (TIMEOUT)",
+    "NODE_FAIL": "a node of the job failed (NODE_FAIL)",
+    "OUT_OF_MEMORY": "the job ran out of memory (OUT_OF_MEMORY)",
+    "PREEMPTED": "the job was preempted (PREEMPTED)",
+    "CANCELLED": "the job was cancelled (CANCELLED)",
+    "BOOT_FAIL": "a node of the job failed to boot (BOOT_FAIL)",
+    "DEADLINE": "the job passed its deadline (DEADLINE)",
+    "FAILED": "the job's batch script exited non-zero (FAILED)",
+}
+
+
+class SlurmError(EngineError):
+    engine = "slurm"
+
+
+def _transient(text: str) -> bool:
+    """slurmctld not answering (restarting, overloaded): the same command may work later."""
+    words = ("Unable to contact slurm controller", "Socket timed out", "Connection refused",
+             "Zero Bytes were transmitted", "Slurm temporarily unable", "Transport endpoint",
+             "communication connection failure", "Resource temporarily unavailable")
+    return any(w.lower() in text.lower() for w in words)
+
+
+def run_slurm(argv: List[str], *, stdin: Optional[str] = None, timeout: float = TIMEOUT) -> str:
+    """A Slurm command's output; :class:`SlurmError` (retryable when slurmctld did not answer)."""
+    try:
+        done = subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=timeout,
+                              stdin=None if stdin is not None else subprocess.DEVNULL)
+    except FileNotFoundError:
+        raise SlurmError(f"{argv[0]} is not installed here: job-chain drives Slurm through its commands "
+                         "(sbatch, squeue, scontrol, scancel); install the Slurm client", status=400) from None
+    except subprocess.TimeoutExpired:
+        raise SlurmError(f"{argv[0]} did not answer in {timeout:g}s") from None
+    if done.returncode != 0:
+        said = (done.stderr or done.stdout).strip().splitlines()
+        text = said[-1] if said else f"exit code {done.returncode}"
+        raise SlurmError(f"{argv[0]}: {text}", status=None if _transient(text) else 400)
+    return done.stdout
+
+
+def _seconds(text: Optional[str]) -> Optional[float]:
+    """Slurm's local times (``2026-11-29T02:46:10``) as epoch seconds; None for Unknown/N/A/None."""
+    if not text or not text[:1].isdigit():
+        return None
+    try:
+        return datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        return None
+
+
+def comment_of(run_id: str, step: str, attempt: str) -> str:
+    """The labels job-chain gives a job, as its Slurm comment (no spaces: scontrol's -o stays parsable)."""
+    return ",".join(f"{k}={quote(v, safe='')}" for k, v in ((LABEL_RUN, run_id), (LABEL_STEP, step),
+                                                            (LABEL_ATTEMPT, attempt)))
+
+
+def labels_of(comment: str) -> Dict[str, str]:
+    out = {}
+    for part in (comment or "").split(","):
+        key, eq, value = part.partition("=")
+        if eq and key.startswith("job-chain/"):
+            out[key] = unquote(value)
+    return out
+
+
+def parse_show(line: str) -> Dict[str, str]:
+    """One job of ``scontrol -o show job``: ``Key=Value`` words (a value may hold spaces: then it
+    runs to the next ``Key=``)."""
+    out: Dict[str, str] = {}
+    key = None
+    for word in line.split(" "):
+        name, eq, value = word.partition("=")
+        if eq and name and (name[0].isupper() or name in ("AllocNode:Sid",)) and "/" not in name[:1]:
+            key = name
+            out[key] = value
+        elif key is not None and word:
+            out[key] += " " + word
+    return out
+
+
+class SlurmEngine:
+    """The engine seam over a Slurm cluster's commands; ``state_dir`` on the filesystem every node
+    sees (``FILE.runs/.slurm``). The pool is not used: where a job runs is its sbatch options'."""
+
+    is_engine = True
+    page_size = 1_000_000  # squeue answers every job at once
+
+    def __init__(self, state_dir: str) -> None:
+        self.state_dir = os.path.abspath(state_dir)
+
+    def __repr__(self) -> str:
+        return f"SlurmEngine({self.state_dir!r})"
+
+    @property
+    def endpoint(self) -> str:
+        return f"slurm:{os.environ.get('SLURM_CONF') or 'default'}"
+
+    def _path(self, *parts: str) -> str:
+        return os.path.join(self.state_dir, *parts)
+
+    def _ensure(self) -> None:
+        for sub in ("keys", "logs", "exits", "scripts"):
+            os.makedirs(self._path(sub), exist_ok=True)
+
+    # -- create, once per key
+    def create(self, pool: str, body: Dict[str, Any], key: str) -> Created:
+        self._ensure()
+        with open(self._path("keys", f"{key}.lock"), "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released by the kernel if this process dies
+            found = self._known(key)
+            if found is None:
+                found = self._sbatch(body, key)
+                from job_chain.util.files import write_private
+
+                write_private(self._path("keys", key), found)
+        return Created(found, key)
+
+    def _known(self, key: str) -> Optional[str]:
+        """The job this key made: its file, else a job of that name Slurm still knows."""
+        try:
+            with open(self._path("keys", key)) as f:
+                recorded = f.read().strip()
+            if recorded:
+                return recorded
+        except FileNotFoundError:
+            pass
+        ids = run_slurm(["squeue", "-h", "-t", "all", f"--name={key}", "-o", "%i"]).split()
+        if not ids and self._accounting():
+            ids = run_slurm(["sacct", "-n", "-X", "-P", f"--name={key}", "-o", "JobID",
+                             "-S", "now-7days"]).split()
+        if ids:
+            from job_chain.util.files import write_private
+
+            write_private(self._path("keys", key), ids[0])
+            return ids[0]
+        return None
+
+    def _accounting(self) -> bool:
+        try:
+            run_slurm(["sacct", "-n", "-X", "-j", "0"], timeout=10)
+        except SlurmError:
+            return False
+        return True
+
+    def _sbatch(self, body: Dict[str, Any], key: str) -> str:
+        spec = body.get("jobSpec") or {}
+        replicas = int(spec.get("replicas") or 1)
+        script = self._path("scripts", f"{key}.sh")
+        from job_chain.util.files import write_private
+
+        write_private(script, str(spec.get("command") or ""))
+        labels = {str(x.get("key")): str(x.get("value")) for x in body.get("labels") or [] if isinstance(x, dict)}
+        gpus = int(gpus_per_replica(body))
+        options = dict(body.get("slurm") or {})
+        options.setdefault("chdir", os.path.dirname(os.path.dirname(self.state_dir)))
+        comment = comment_of(labels.get(LABEL_RUN, ""), labels.get(LABEL_STEP, ""), labels.get(LABEL_ATTEMPT, ""))
+        argv = ["sbatch", "--parsable", f"--job-name={key}", f"--nodes={replicas}", "--ntasks-per-node=1",
+                f"--output={self._path('logs', '%j.batch.log' if replicas > 1 else '%j.0.log')}",
+                f"--comment={comment}",
+                *([f"--gres=gpu:{gpus}"] if gpus else []), *sbatch_words(options)]
+        answer = run_slurm(argv, stdin=self.batch_script(spec, script, replicas))
+        return answer.strip().split(";")[0]
+
+    def batch_script(self, spec: Mapping[str, Any], script: str, replicas: int) -> str:
+        """The batch job: the step's environment, then its (wrapped) command on every node — under
+        ``srun`` with more than one — each node's log and exit code kept in the engine's directory."""
+        envs = {ENGINE_ENV: "slurm", DIR_ENV: self.state_dir}
+        envs.update({str(e["name"]): str(e.get("value", "")) for e in spec.get("envs") or []
+                     if isinstance(e, dict) and e.get("name")})
+        exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in envs.items())
+        logs, exits = shlex.quote(self._path("logs")), shlex.quote(self._path("exits"))
+        node = ("export RANK=${SLURM_PROCID:-0} POD_NAME=$SLURM_JOB_ID-${SLURM_PROCID:-0}; "
+                f"bash {shlex.quote(script)}; rc=$?; "
+                f"echo $rc > {exits}/$SLURM_JOB_ID.${{SLURM_PROCID:-0}}; exit $rc")
+        if replicas > 1:
+            run = (f"srun --kill-on-bad-exit=0 --output={logs}/%j.%t.log --ntasks={replicas} "
+                   f"--ntasks-per-node=1 bash -c {shlex.quote(node)}\n")
+        else:
+            run = f"bash -c {shlex.quote(node)}\n"  # its output is the batch job's: Slurm's own words too
+        return ("#!/bin/bash\n# job-chain: the step's command on each node; its log and exit code kept for job-chain\n"
+                f"{exports}export WORLD_SIZE={replicas} MASTER_ADDR=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" "
+                "| head -n 1) MASTER_PORT=$((20000 + SLURM_JOB_ID % 20000)) AIHC_JOB_NAME=$SLURM_JOB_NAME\n"
+                f"{run}")
+
+    # -- reading
+    def job(self, pool: str, job_id: str) -> Job:
+        try:
+            line = run_slurm(["scontrol", "-o", "show", "job", job_id]).strip()
+        except SlurmError as exc:
+            if "Invalid job id" not in exc.message:
+                raise
+            return self._forgotten(job_id)
+        return self._job_of(parse_show(line.splitlines()[0]), pods=True)
+
+    def _forgotten(self, job_id: str) -> Job:
+        """A job Slurm no longer shows (past MinJobAge, no accounting): what its nodes left."""
+        if self._accounting():
+            rows = run_slurm(["sacct", "-n", "-X", "-P", "-j", job_id, "-o",
+                              "JobID,JobName,State,Submit,Start,End,ExitCode,Comment,NNodes"]).splitlines()
+            if rows:
+                jid, name, state, sub, start, end, code, comment, nodes = (rows[0].split("|") + [""] * 9)[:9]
+                return self._job_of({"JobId": jid, "JobName": name, "JobState": state.split()[0],
+                                     "SubmitTime": sub, "StartTime": start, "EndTime": end, "ExitCode": code,
+                                     "Comment": comment, "NumNodes": nodes}, pods=True)
+        exits = self._exits(job_id)
+        if not exits:
+            raise SlurmError(f"job {job_id} is not known to Slurm any more (MinJobAge) and left no exit code "
+                             "in job-chain's directory", status=404)
+        codes = list(exits.values())
+        state = "COMPLETED" if all(c == 0 for c in codes) else "FAILED"
+        return self._job_of({"JobId": job_id, "JobState": state, "NumNodes": str(len(codes)),
+                             "ExitCode": f"{max(codes, key=abs)}:0"}, pods=True)
+
+    def _exits(self, job_id: str) -> Dict[int, int]:
+        out = {}
+        try:
+            names = os.listdir(self._path("exits"))
+        except FileNotFoundError:
+            return {}
+        for name in names:
+            jid, _, rank = name.partition(".")
+            if jid == job_id and rank.isdigit():
+                try:
+                    with open(self._path("exits", name)) as f:
+                        out[int(rank)] = int(f.read().strip() or "1")
+                except (OSError, ValueError):
+                    continue
+        return out
+
+    def _job_of(self, show: Mapping[str, str], *, pods: bool) -> Job:
+        job_id = show.get("JobId", "")
+        state = (show.get("JobState") or "UNKNOWN").split()[0].rstrip("+")
+        status = STATES.get(state, "Unknown")
+        code_text = (show.get("ExitCode") or "").split(":")[0]
+        exit_code = int(code_text) if code_text.lstrip("-").isdigit() and status not in ("Pending", "Running") else None
+        labels = labels_of(show.get("Comment", ""))
+        try:
+            attempt: Optional[int] = int(labels[LABEL_ATTEMPT]) if labels.get(LABEL_RUN) else None
+        except (KeyError, ValueError):
+            attempt = None
+        terminal = status not in ("Pending", "Running", "Unknown")
+        started = _seconds(show.get("StartTime")) if status != "Pending" else None
+        return Job(job_id, show.get("JobName", ""), status, _seconds(show.get("SubmitTime")), started,
+                   _seconds(show.get("EndTime")) if terminal else None, exit_code,
+                   labels.get(LABEL_RUN) or None, labels.get(LABEL_STEP) or None, attempt,
+                   self._pods(job_id, status, int(show.get("NumNodes", "1").split("-")[0] or 1)) if pods else ())
+
+    def _pods(self, job_id: str, status: str, nodes: int) -> Tuple[Pod, ...]:
+        """One pod a node (rank = SLURM_PROCID): ended when its exit code is kept, else the job's phase."""
+        exits = self._exits(job_id)
+        out = []
+        for rank in range(max(nodes, 1)):
+            if rank in exits:
+                phase = "Succeeded" if exits[rank] == 0 else "Failed"
+                finished = os.path.getmtime(self._path("exits", f"{job_id}.{rank}"))
+            else:
+                phase = {"Stopped": "Failed", "Unknown": "Unknown"}.get(status, status)
+                finished = None
+            out.append(Pod(f"{job_id}-{rank}", rank, phase, finished))
+        return tuple(out)
+
+    def jobs(self, pool: str) -> Iterator[Job]:
+        """Every job Slurm shows, newest first (without pods)."""
+        fields = "%i|%j|%T|%V|%S|%e|%k|%D"
+        rows = []
+        for line in run_slurm(["squeue", "-h", "-t", "all", "-o", fields]).splitlines():
+            parts = line.split("|")
+            if len(parts) != 8 or not parts[0].isdigit():
+                continue
+            jid, name, state, sub, start, end, comment, nodes = parts
+            rows.append({"JobId": jid, "JobName": name, "JobState": state, "SubmitTime": sub, "StartTime": start,
+                         "EndTime": end, "Comment": comment, "NumNodes": nodes})
+        for row in sorted(rows, key=lambda r: -int(r["JobId"])):
+            yield self._job_of(row, pods=False)
+
+    def stop(self, pool: str, job_id: str) -> None:
+        run_slurm(["scancel", job_id])
+
+    def events(self, pool: str, job_id: str) -> List[Event]:
+        """What Slurm says of the job: its end (state and reason), or why it waits."""
+        try:
+            show = parse_show(run_slurm(["scontrol", "-o", "show", "job", job_id]).strip().splitlines()[0])
+        except (SlurmError, IndexError):
+            return []
+        state = (show.get("JobState") or "").split()[0]
+        reason = show.get("Reason", "None")
+        when = _seconds(show.get("EndTime")) if STATES.get(state) in ("Failed", "Stopped", "Succeeded") else None
+        if state in SAID:
+            text = SAID[state] + (f"; reason: {reason}" if reason not in ("None", "") else "")
+            return [Event(f"Job{state.title().replace('_', '')}", "Warning", text
+                          + f"; exit code {show.get('ExitCode', '?')}", when)]
+        if state == "PENDING" and reason not in ("None", ""):
+            return [Event("JobPending", "Normal", f"waiting in Slurm's queue: {reason}", None)]
+        return []
+
+    def log_page(self, pool: str, job_id: str, pod: str, *, max_lines: Optional[int] = None,
+                 marker: Optional[str] = None, **params: Any) -> Tuple[List[str], Optional[str]]:
+        """A page of one node's log: the file its task writes; ``marker`` is a byte offset."""
+        rank = pod.rsplit("-", 1)[-1]
+        path = self._path("logs", f"{job_id}.{rank}.log")
+        start = int(marker) if marker and marker.isdigit() else 0
+        try:
+            with open(path, "rb") as f:
+                if max_lines is not None and marker is None:  # the tail: the last max_lines lines
+                    data = f.read()
+                    lines = data.decode("utf-8", "replace").splitlines(keepends=True)
+                    return ["".join(lines[-max_lines:])] if lines else [], None
+                f.seek(start)
+                data = f.read(PAGE)
+        except FileNotFoundError:
+            return [], None
+        if not data:
+            return [], None
+        following = str(start + len(data)) if len(data) == PAGE else None
+        return [data.decode("utf-8", "replace")], following
+
+
+def engine_from_env() -> Optional[SlurmEngine]:
+    """The engine a job this engine submitted runs under (None outside one)."""
+    if os.environ.get(ENGINE_ENV) == "slurm" and os.environ.get(DIR_ENV):
+        return SlurmEngine(os.environ[DIR_ENV])
+    return None

@@ -1,0 +1,244 @@
+"""The Slurm engine (job_chain/slurm/) on a real Slurm cluster (tests/slurm_cluster.py): the chain of
+issue 32 (a split, a join, a 3-point matrix under maxParallel 2, an NCCL timeout retried for infra,
+an output passed, an exit handler) with every step once; stop; exactly-once drills; and the chain
+file's rules for a Slurm chain, in-process."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any, Dict, List
+
+import pytest
+from chain_helpers import cli
+
+from job_chain.spec.loader import ChainFileError, load_chain
+
+VENV_BIN = os.path.dirname(sys.executable)
+
+
+def slurm_cli(slurm: Any, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    """The real CLI, with the cluster's SLURM_CONF and this venv's python3 first on PATH (what the
+    jobs inherit: their tail runs ``python3 -m job_chain.hop``)."""
+    env = slurm.env()
+    env["PATH"] = VENV_BIN + os.pathsep + env.get("PATH", "")
+    return subprocess.run([sys.executable, "-m", "job_chain", *args], capture_output=True, text=True,
+                          timeout=timeout, env=env)
+
+
+def job_names(slurm: Any) -> Counter:
+    return Counter(slurm.run("squeue", "-h", "-t", "all", "-o", "%j").stdout.split())
+
+
+TIMED = 'echo "start $(date +%s.%N)" >> "$SHARED/times.$JOB_CHAIN_STEP"\n{body}\n' \
+        'echo "end $(date +%s.%N)" >> "$SHARED/times.$JOB_CHAIN_STEP"\n'
+NCCL = ("[rank0]:[E1206 18:44:12.715 ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog caught collective operation "
+        "timeout: WorkNCCL(SeqNum=7753, OpType=ALLREDUCE) ran for 600013 milliseconds before timing out.")
+
+
+def issue_chain(directory: Path, engine: str, pool: str = "pool-local") -> Path:
+    """The chain of issue 32's 'done means', for either engine (the AIHC-only fields are told, not
+    refused, on Slurm)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    shared = directory / "shared"
+    shared.mkdir()
+    steps: List[Dict[str, Any]] = [
+        {"name": "prep", "script": 'echo "data=$SHARED/data-v1" >> "$JOB_CHAIN_OUTPUTS"'},
+        {"name": "flaky", "script": f'if [ ! -e "$SHARED/flaky.once" ]; then touch "$SHARED/flaky.once"; '
+                                    f'echo \'{NCCL}\'; exit 1; fi; echo fine',
+         "jobChain": {"dependsOn": ["prep"], "retries": {"infra": 1}}},
+        {"name": "sweep", "script": TIMED.format(body="sleep 1"),
+         "jobChain": {"dependsOn": ["prep"], "matrix": {"i": [1, 2, 3]}, "maxParallel": 2}},
+        {"name": "join", "script": 'echo "joined $DATA"; echo "joined $DATA" > "$SHARED/join.out"',
+         "envs": [{"name": "DATA", "value": "${steps.prep.outputs.data}"}],
+         "jobChain": {"dependsOn": ["flaky", "sweep"]}},
+        {"name": "always", "script": 'echo "$JOB_CHAIN_OUTCOME" >> "$SHARED/handled"', "jobChain": {"runOn": "always"}},
+    ]
+    jobs = []
+    for step in steps:
+        (directory / f"{step['name']}.sh").write_text(step["script"] + "\n")
+        job = {"name": step["name"], "queue": "default",
+               "jobSpec": {"command": f"{step['name']}.sh", "image": "local", "replicas": 1,
+                           "envs": [{"name": "SHARED", "value": str(shared)}] + step.get("envs", [])},
+               "datasources": [{"type": "pfs", "name": "pfs-test", "mountPath": str(shared)}]}
+        if "jobChain" in step:
+            job["jobChain"] = step["jobChain"]
+        jobs.append(job)
+    path = directory / "chain_info.json"
+    path.write_text(json.dumps({"engine": engine, "resourcePoolId": pool, "slurm": {"time": "10:00"},
+                                "jobs": jobs}, indent=2))
+    return path
+
+
+def max_overlap(shared: Path, prefix: str) -> int:
+    spans = []
+    for f in shared.glob(f"times.{prefix}*"):
+        words = f.read_text().split()
+        spans.append((float(words[1]), float(words[3])))
+    events = sorted([(s, 1) for s, _ in spans] + [(e, -1) for _, e in spans])
+    most = running = 0
+    for _, d in events:
+        running += d
+        most = max(most, running)
+    return most
+
+
+def test_the_issue_chain_runs_each_step_once_on_slurm(slurm: Any, tmp_path: Path) -> None:
+    chain = issue_chain(tmp_path / "s", "slurm")
+    started = slurm_cli(slurm, "run", str(chain), "--follow", timeout=180)
+    assert started.returncode == 0, started.stderr + started.stdout
+    data = json.loads(slurm_cli(slurm, "status", str(chain), "--json").stdout)
+    assert data["outcome"] == "succeeded", data["reason"]
+    run = data["run"]
+    names = job_names(slurm)
+    points = [f"sweep-i-{i}" for i in (1, 2, 3)]
+    mine = {n: c for n, c in names.items() if n.startswith(f"jc-{run}-")}
+    assert mine == {f"jc-{run}-{s}-{a}": 1 for s, a in [("prep", 1), ("flaky", 1), ("flaky", 2), ("join", 1),
+                                                         ("always", 1)] + [(p, 1) for p in points]}
+    flaky = next(s for s in data["steps"] if s["name"] == "flaky")
+    assert [(a["status"], (a.get("failure") or {}).get("class")) for a in flaky["attempts"]] == [
+        ("Failed", "infra"), ("Succeeded", None)]
+    shared = tmp_path / "s" / "shared"
+    assert (shared / "join.out").read_text() == f"joined {shared}/data-v1\n"
+    assert (shared / "handled").read_text() == "succeeded\n"
+    assert max_overlap(shared, "sweep") == 2
+    logs = slurm_cli(slurm, "logs", str(chain), "--step", "join")
+    assert logs.returncode == 0 and f"joined {shared}/data-v1" in logs.stdout, logs.stderr
+
+
+def test_the_same_chain_with_engine_aihc_runs_on_the_local_server(tmp_path: Path, shared_server: Any) -> None:
+    chain = issue_chain(tmp_path / "l", "aihc", shared_server.pool)
+    cli("run", str(chain), "--follow", server=shared_server, check=True, timeout=180)
+    data = json.loads(cli("status", str(chain), "--json", server=shared_server, check=True).stdout)
+    assert data["outcome"] == "succeeded"
+    flaky = next(s for s in data["steps"] if s["name"] == "flaky")
+    assert [(a.get("failure") or {}).get("class") for a in flaky["attempts"]] == ["infra", None]
+
+
+def test_stop_cancels_the_running_job_and_nothing_after_it_starts(slurm: Any, tmp_path: Path) -> None:
+    (tmp_path / "long.sh").write_text("sleep 120\n")
+    (tmp_path / "after.sh").write_text("touch after.ran\n")
+    chain = tmp_path / "chain_info.json"
+    chain.write_text(json.dumps({"engine": "slurm", "jobs": [
+        {"name": "long", "jobSpec": {"command": "long.sh"}},
+        {"name": "after", "jobSpec": {"command": "after.sh"}}]}))
+    assert slurm_cli(slurm, "run", str(chain)).returncode == 0
+    run = json.loads(slurm_cli(slurm, "status", str(chain), "--json").stdout)["run"]
+    end = time.monotonic() + 30
+    while "RUNNING" not in slurm.run("squeue", "-h", "-t", "all", f"--name=jc-{run}-long-1", "-o", "%T").stdout:
+        assert time.monotonic() < end
+        time.sleep(0.1)
+    stopped = slurm_cli(slurm, "stop", str(chain))
+    assert stopped.returncode == 0, stopped.stderr
+    end = time.monotonic() + 30
+    while "CANCELLED" not in slurm.run("squeue", "-h", "-t", "all", f"--name=jc-{run}-long-1", "-o", "%T").stdout:
+        assert time.monotonic() < end
+        time.sleep(0.1)
+    time.sleep(1.5)  # what a late hop would have submitted by now
+    assert not [n for n in job_names(slurm) if n.startswith(f"jc-{run}-after")]
+    assert not (tmp_path / "after.ran").exists()
+    data = json.loads(slurm_cli(slurm, "status", str(chain), "--json").stdout)
+    assert data["outcome"] == "stopped" and data["steps"][0]["status"] == "Stopped"
+
+
+def body(command: str = "true") -> Dict[str, Any]:
+    return {"name": "x", "jobSpec": {"command": command, "replicas": 1}, "labels": []}
+
+
+def test_creates_of_one_key_at_once_make_one_job(slurm: Any, tmp_path: Path, monkeypatch: Any) -> None:
+    from job_chain.slurm.engine import SlurmEngine
+
+    monkeypatch.setenv("SLURM_CONF", str(slurm.conf))
+    found: List[str] = []
+    threads = [threading.Thread(target=lambda: found.append(SlurmEngine(str(tmp_path / ".slurm")).create(
+        "p", body(), "jc-drill-once-1").id)) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(found) == 4 and len(set(found)) == 1
+    assert job_names(slurm)["jc-drill-once-1"] == 1
+
+
+KILLED = """
+import os, sys
+import job_chain.slurm.engine as e
+real = e.run_slurm
+def run_slurm(argv, **kw):
+    out = real(argv, **kw)
+    if argv[0] == "sbatch":
+        os.kill(os.getpid(), 9)  # between sbatch and the key's file
+    return out
+e.run_slurm = run_slurm
+e.SlurmEngine(sys.argv[1]).create("p", {"name": "x", "jobSpec": {"command": "true"}}, sys.argv[2])
+"""
+
+
+def test_a_creator_killed_between_sbatch_and_its_record_is_found_by_the_next(slurm: Any, tmp_path: Path,
+                                                                            monkeypatch: Any) -> None:
+    from job_chain.slurm.engine import SlurmEngine
+
+    state = str(tmp_path / ".slurm")
+    killed = subprocess.run([sys.executable, "-c", KILLED, state, "jc-drill-killed-1"], env=slurm.env(),
+                            capture_output=True, text=True, timeout=60)
+    assert killed.returncode == -9, killed.stderr
+    assert not (tmp_path / ".slurm" / "keys" / "jc-drill-killed-1").exists()
+    monkeypatch.setenv("SLURM_CONF", str(slurm.conf))
+    again = SlurmEngine(state).create("p", body(), "jc-drill-killed-1")
+    assert job_names(slurm)["jc-drill-killed-1"] == 1
+    assert slurm.run("squeue", "-h", "-t", "all", "--name=jc-drill-killed-1", "-o", "%i").stdout.split() == [again.id]
+
+
+# -- the chain file of a Slurm chain (in-process) ---------------------------------------------------------
+
+def write(tmp_path: Path, data: Dict[str, Any]) -> str:
+    (tmp_path / "a.sh").write_text("true\n")
+    path = tmp_path / "chain_info.json"
+    path.write_text(json.dumps(data))
+    return str(path)
+
+
+def test_a_slurm_chain_needs_no_pool_and_tells_what_is_aihc_only(tmp_path: Path) -> None:
+    chain = load_chain(write(tmp_path, {"engine": "slurm", "slurm": {"partition": "gpu", "exclusive": True},
+                                        "jobs": [{"name": "a", "queue": "q1",
+                                                  "jobSpec": {"command": "a.sh", "image": "img"},
+                                                  "slurm": {"time": "1:00:00"}}]}))
+    assert chain.engine == "slurm" and chain.slurm == {"partition": "gpu", "exclusive": True}
+    assert "jobs[0].jobSpec.image: AIHC only, ignored on Slurm" in " ".join(chain.warnings)
+    assert "jobs[0].queue: AIHC only" in " ".join(chain.warnings)
+    from job_chain.submit.request import build_request
+
+    request = build_request(chain, "a", "r1", 1)
+    assert request["slurm"] == {"partition": "gpu", "exclusive": True, "time": "1:00:00"}
+    from job_chain.slurm.options import sbatch_words
+
+    assert sbatch_words(request["slurm"]) == ["--partition=gpu", "--exclusive", "--time=1:00:00"]
+
+
+def test_an_aihc_chain_sends_no_slurm_section_and_still_needs_its_pool(tmp_path: Path) -> None:
+    chain = load_chain(write(tmp_path, {"resourcePoolId": "cce-1", "slurm": {"partition": "gpu"}, "jobs": [
+        {"name": "a", "jobSpec": {"command": "a.sh", "image": "img"}, "slurm": {"time": "1:00"}}]}))
+    from job_chain.submit.request import build_request
+
+    assert "slurm" not in build_request(chain, "a", "r1", 1)
+    with pytest.raises(ChainFileError) as caught:
+        load_chain(write(tmp_path, {"jobs": [{"name": "a", "jobSpec": {"command": "a.sh", "image": "img"}}]}))
+    assert "resourcePoolId: required" in str(caught.value)
+
+
+def test_slurm_options_job_chain_sets_and_bad_engines_are_refused_at_their_path(tmp_path: Path) -> None:
+    with pytest.raises(ChainFileError) as caught:
+        load_chain(write(tmp_path, {"engine": "k8s", "slurm": {"time": 1.5, "job-name": "x"}, "jobs": [
+            {"name": "a", "jobSpec": {"command": "a.sh"}, "slurm": {"nodes": 2, "Bad Key": "x"}}]}))
+    problems = caught.value.problems
+    assert any(p.startswith('engine: must be "aihc"') for p in problems)
+    assert any(p.startswith("slurm.time: must be a string, a number or true") for p in problems)
+    assert any(p.startswith("slurm.job-name: is set by job-chain") for p in problems)
+    assert any(p.startswith("jobs[0].slurm.nodes: is set by job-chain: use jobSpec.replicas") for p in problems)
+    assert any(p.startswith("jobs[0].slurm.Bad Key: must be an sbatch long option") for p in problems)
