@@ -208,7 +208,8 @@ def test_notifications_say_why_and_what_it_cost() -> None:
 # -- the chain file ------------------------------------------------------------------------------------
 def test_new_settings_are_checked_at_their_json_paths() -> None:
     assert problems({"retries": {"infar": 2}}) == [
-        "jobs[0].jobChain.retries.infar: unknown cause (known: infra, oom, hang, timeout, user, unknown; a "
+        "jobs[0].jobChain.retries.infar: unknown cause (did you mean 'infra'? known: infra, oom, hang, timeout, "
+        "user, unknown; a "
         "failureRules class can have a budget too)"]
     assert problems({"retries": {"infra": -1}}) == [
         "jobs[0].jobChain.retries.infra: must be a whole number from 0 to 1000, found -1"]

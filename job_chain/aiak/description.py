@@ -6,7 +6,6 @@ Every problem is reported at once and becomes one line naming the file, the key 
 
 from __future__ import annotations
 
-import difflib
 import math
 import posixpath
 import re
@@ -18,6 +17,7 @@ from job_chain.aiak.resources import RESOURCE_KINDS, resources_problem
 from job_chain.aihc.spec import PRIORITIES
 from job_chain.errors import UsageError
 from job_chain.util.jsonfile import describe, json_type
+from job_chain.util.suggest import closest
 
 PHASES = ("pretrain", "sft", "pretrain+sft")
 REQUIRED = ("MODEL_NAME", "REPLICAS", "VERSION", "TRAINING_PHASE", "TP", "PP", "DATASET_NAME",
@@ -222,8 +222,8 @@ def parse_spec(raw: Dict[str, Any], source: str = "aiak_job_info.json",
 
     known = list(REQUIRED) + list(OPTIONAL) + list(PRETRAIN_SFT_KEYS) + ["EVAL"] + list(EVAL_KEYS)
     for key in sorted(str(k) for k in raw if k not in known):
-        close = difflib.get_close_matches(key.upper(), known, n=1)
-        hint = f" (did you mean {close[0]}?)" if close else f"; known keys: {', '.join(known)}"
+        close = closest(key, known)
+        hint = f" (did you mean {close}?)" if close else f"; known keys: {', '.join(known)}"
         bad(key if _PLAIN_KEY.fullmatch(key) else describe(key, 40), "unknown key" + hint)
     for key in REQUIRED:
         if key not in raw:

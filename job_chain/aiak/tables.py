@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import difflib
 import io
 import os
 import posixpath
@@ -27,6 +26,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from job_chain.errors import UsageError
 from job_chain.util.jsonfile import describe
+from job_chain.util.suggest import close_matches
 
 SHIPPED_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "aiak_dict")
 NO_DEFAULT = "#N/A"
@@ -362,9 +362,8 @@ def datasets() -> Dict[str, Dataset]:
 
 
 def suggest(name: str, known: List[str]) -> str:
-    """``" (did you mean X?)"`` for a close match, else a hint to list the table."""
-    lowered = {k.lower(): k for k in known}
-    close = difflib.get_close_matches(name.lower(), list(lowered), n=3, cutoff=0.5)
+    """``" (did you mean X?)"`` for a close match (up to three), else ``""``."""
+    close = close_matches(name, known, n=3, cutoff=0.5)
     if close:
-        return " (did you mean " + " or ".join(lowered[c] for c in close) + "?)"
+        return " (did you mean " + " or ".join(close) + "?)"
     return ""

@@ -9,6 +9,7 @@ import re
 from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Tuple
 
 from job_chain.util.jsonfile import describe
+from job_chain.util.suggest import closest
 
 _PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 Problem = Tuple[str, str]
@@ -29,17 +30,6 @@ def join_path(prefix: str, path: str) -> str:
     if not prefix or path.startswith("["):
         return prefix + path
     return f"{prefix}.{path}"
-
-
-def closest(key: str, known: Iterable[str]) -> Optional[str]:
-    """The known key ``key`` most likely misspells (case aside: ``resourcePoolID``), or None."""
-    import difflib  # here: a job advancing a chain reads settings, never unknown keys
-
-    if len(key) >= 100:
-        return None
-    lowered = {k.lower(): k for k in known}
-    close = difflib.get_close_matches(key.lower(), sorted(lowered), n=1, cutoff=0.6)
-    return lowered[close[0]] if close else None
 
 
 def hint(key: str, known: Iterable[str]) -> str:

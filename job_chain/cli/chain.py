@@ -336,7 +336,8 @@ def resume(chain_file: Optional[str], run_id: Optional[str], rerun: Tuple[str, .
         click.echo(f"run {run.run_id}: every step succeeded; nothing to resume")
         return
     for done in submitted:
-        verb = "resubmitted as" if done.created else "was already submitted as"
+        verb = ("was already submitted as" if not done.created else
+                "submitted as" if done.attempt == 1 else "resubmitted as")  # a first submission is not a resubmission
         click.echo(f"run {run.run_id}: step {done.step} {verb} job {done.job_id} (attempt {done.attempt})")
     watch_mode = (mode or run.mode) == "watch"
     if follow or watch_mode:
@@ -378,14 +379,18 @@ def _print_expansion(chain: Any) -> None:
 def _print_plan(plan: Any, revision: int) -> None:
     if plan.note:
         click.echo(plan.note)
-    if plan.changes:
+    in_file = [c for c in plan.changes if c.kind != "rerun"]  # --rerun is asked for, not a change in the file
+    if in_file:
         click.echo(f"changes in the chain file since run {plan.run_id} was frozen (revision {revision}):")
-        for line in _change_lines(plan.changes):
+        for line in _change_lines(in_file):
             click.echo(f"  {line}")
-        if plan.revision != revision:
-            click.echo(f"the run becomes revision {plan.revision}")
     elif revision and not plan.note:
         click.echo(f"the file matches the run as frozen (revision {revision})")
+    reruns = [c for c in plan.changes if c.kind == "rerun"]
+    if reruns:
+        click.echo("--rerun: " + ", ".join(f"{c.name} {c.note}" for c in reruns))
+    if plan.changes and plan.revision != revision:
+        click.echo(f"the run becomes revision {plan.revision}")
     if plan.targets:
         click.echo("would submit: " + ", ".join(f"{name} (attempt {attempt})" for name, attempt in plan.targets))
     if plan.waiting:

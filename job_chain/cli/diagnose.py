@@ -58,13 +58,15 @@ def chain_rules(chain_file: Optional[str], step_name: Optional[str]) -> Tuple[An
             raise UsageError("--step names a step of a chain: pass --chain CHAIN.json too")
         return ()
     from job_chain.spec.loader import load_chain
+    from job_chain.util.suggest import did_you_mean
 
     chain = load_chain(chain_file, local=True)
     if step_name is not None:
         found = chain.find(step_name)
         if found is None:
             known = ", ".join(s.name for s in chain.steps[:20])
-            raise UsageError(f"{chain_file}: no step named {step_name!r} (steps: {known})")
+            raise UsageError(f"{chain_file}: no step named {step_name!r}"
+                             f"{did_you_mean(step_name, [s.name for s in chain.steps])} (steps: {known})")
         return found.failure_rules
     distinct = {s.failure_rules for s in chain.steps}
     if len(distinct) > 1:

@@ -11,9 +11,11 @@ those do not, a line on stderr says lines may be missing there.
 
 from __future__ import annotations
 
+import functools
+import sys
 import time
 from collections import deque
-from typing import Any, Deque, Iterable, Iterator, List, Optional
+from typing import Any, Callable, Deque, Iterable, Iterator, List, Optional, TypeVar
 
 import click
 
@@ -81,6 +83,26 @@ def _complete(lines: Iterable[str], done: bool) -> Iterator[str]:
         last = line
     if last is not None and (done or last.endswith("\n")):
         yield last
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def detach_on_ctrl_c(what: str) -> Callable[[F], F]:
+    """A ``--follow`` command that Ctrl-C leaves: it says "detached" and what goes on (``what``), as
+    ``run --follow`` and ``status --watch`` do, never "aborted" (the job or run was not); exit 130."""
+    def wrap(command: F) -> F:
+        @functools.wraps(command)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return command(*args, **kwargs)
+            except KeyboardInterrupt:
+                if not kwargs.get("follow"):
+                    raise
+                click.echo(f"\ndetached: {what}; only this view of its log stopped", err=True)
+                sys.exit(130)
+        return wrapper  # type: ignore[return-value]
+    return wrap
 
 
 def follow_logs(client: Any, pool: str, job_id: str, pod: str, tail: Optional[int],

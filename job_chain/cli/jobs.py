@@ -7,6 +7,7 @@ from typing import Any, Optional
 import click
 
 from job_chain.aihc import spec
+from job_chain.cli.follow import detach_on_ctrl_c
 from job_chain.cli.options import echo_json, pool_option, read_json_file, resolve_pool, with_client
 
 PRIORITIES = click.Choice(list(spec.PRIORITIES))
@@ -221,6 +222,7 @@ def pod_events_cmd(client: Any, job_id: str, pod: Optional[str], pool: Optional[
 @pool_option
 @JSON_FLAG
 @with_client(read_only=True)
+@detach_on_ctrl_c("the job keeps running")
 def logs_cmd(client: Any, job_id: str, pod: Optional[str], follow: bool, tail: Optional[int],
              pool: Optional[str], as_json: bool) -> None:
     """Print a pod's log."""

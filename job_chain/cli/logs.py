@@ -9,6 +9,7 @@ from typing import Any, Optional
 import click
 
 from job_chain.cli.chain import OPTIONAL_CHAIN_FILE, RUN_OPTION, open_runs
+from job_chain.cli.follow import detach_on_ctrl_c
 from job_chain.cli.options import api_options
 
 
@@ -25,6 +26,7 @@ from job_chain.cli.options import api_options
                    "until the run ends.")
 @click.option("--tail", type=click.IntRange(min=0), default=None, help="Only the last N lines.")
 @api_options
+@detach_on_ctrl_c("the run keeps going by itself")
 def logs(chain_file: Optional[str], step: Optional[str], attempt: Optional[int], run_id: Optional[str],
          pod: Optional[str], all_pods: bool, follow: bool, tail: Optional[int], **kwargs: Any) -> None:
     """Print the log of a chain step (with --follow and no --step: of the whole run, step after step)."""

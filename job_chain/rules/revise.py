@@ -17,13 +17,13 @@ class Change:
     """One step's difference between the frozen run and the file, and what resume does with it."""
 
     name: str
-    kind: str  # "added" | "removed" | "changed"
+    kind: str  # "added" | "removed" | "changed" (in the file) | "rerun" (asked for with --rerun only)
     what: List[str] = field(default_factory=list)  # "script content (train.sh)", "jobSpec.image", …
     applied: bool = True
     note: str = ""  # why not applied, or how it runs
 
     def line(self) -> str:
-        sign = {"added": "+", "removed": "-", "changed": "~"}[self.kind]
+        sign = {"added": "+", "removed": "-", "changed": "~", "rerun": "*"}[self.kind]
         text = f"{sign} {self.name}: {self.kind}"
         if self.what:
             text += " (" + ", ".join(self.what) + ")"
@@ -150,8 +150,9 @@ def revise(old: Chain, new: Chain, *, done: Set[str], latest: Dict[str, int], re
                 first = next_attempt(before, latest.get(fresh.name))
             step = replace(fresh, body=copy.deepcopy(fresh.body), first_attempt=first, excluded=before.excluded,
                            changed_in=changed_in)
-            if fresh.name in again:
-                changes.append(Change(fresh.display, "changed", what, note=f"re-runs as attempt {first}"))
+            if fresh.name in again:  # asked for (--rerun), not a change in the file unless it has one
+                changes.append(Change(fresh.display, "changed" if what else "rerun", what,
+                                      note=f"re-runs as attempt {first}"))
             elif what:
                 changes.append(Change(fresh.display, "changed", what))
         steps.append(step)

@@ -11,6 +11,7 @@ from job_chain.errors import UsageError
 from job_chain.record.records import as_placed
 from job_chain.session.context import RunContext, find_run, frozen
 from job_chain.spec.model import Chain, Step
+from job_chain.util.suggest import did_you_mean
 
 
 def start_step(ctx: RunContext, first: Union[int, str]) -> Step:
@@ -19,7 +20,8 @@ def start_step(ctx: RunContext, first: Union[int, str]) -> Step:
     chain = ctx.file.chain
     step = chain.find(first)
     if step is None:
-        raise UsageError(f"--start {first}: {ctx.path} has {len(chain.steps)} steps, numbered 0 to "
+        hint = did_you_mean(str(first), [s.name for s in chain.steps] + [s.display for s in chain.steps])
+        raise UsageError(f"--start {first}: no such step{hint}; {ctx.path} has {len(chain.steps)} steps, numbered 0 to "
                          f"{len(chain.steps) - 1} (names: {', '.join(s.name for s in chain.steps[:8])}"
                          f"{', …' if len(chain.steps) > 8 else ''})")
     if step.is_handler:
@@ -154,7 +156,8 @@ def step_of(chain: Chain, step: Union[int, str]) -> Step:
     found = chain.find(step)
     if found is None:
         names = ", ".join(f"{s.index} {s.name}" for s in chain.steps[:10])
-        raise UsageError(f"no step {step!r} in this run (steps: {names}{', …' if len(chain.steps) > 10 else ''})")
+        hint = did_you_mean(str(step), [s.name for s in chain.steps])
+        raise UsageError(f"no step {step!r} in this run{hint} (steps: {names}{', …' if len(chain.steps) > 10 else ''})")
     return found
 
 

@@ -21,6 +21,7 @@ from job_chain.session.start import start_ready
 from job_chain.spec.model import Chain
 from job_chain.status.summarize import resume_targets, summarize
 from job_chain.status.types import StepStatus
+from job_chain.util.suggest import did_you_mean
 
 
 def preview(ctx: RunContext, run: Run, rerun: Tuple[str, ...], params: Dict[str, str],
@@ -114,7 +115,8 @@ def rerun_names(ctx: RunContext, chain: Chain, rerun: Tuple[str, ...]) -> List[s
         points = chain.points(name)
         found = [s.name for s in points] or [s.name for s in [chain.find(name)] if s is not None]
         if not found:
-            raise UsageError(f"--rerun {name}: no step {name!r} in {ctx.path}")
+            raise UsageError(f"--rerun {name}: no step {name!r} in {ctx.path}"
+                             f"{did_you_mean(name, [s.name for s in chain.steps])}")
         out.extend(found)
     return out
 
@@ -146,9 +148,9 @@ def apply(ctx: RunContext, run_id: Optional[str] = None, *, mode: Optional[str] 
     changes: Dict[str, Any] = {"mode": chosen, "round": round_ + (1 if ended else 0),
                                "epoch": int(record.get("epoch") or 0) + 1}  # every slot free again
     if plan.revision != run.revision:
-        why = "resumed with " + ", ".join(c.line()[2:] for c in plan.changes if c.applied)
-        if rerun:
-            why += f"; --rerun {', '.join(rerun)}"
+        said = [c.line()[2:] for c in plan.changes if c.applied and c.kind != "rerun"]
+        said += [f"--rerun {', '.join(rerun)}"] if rerun else []
+        why = "resumed with " + "; ".join(said)
         changes["digest"] = ctx.records.freeze(run.run_id, freeze(chain), revision=plan.revision, reason=why,
                                                changes=[c.as_json() for c in plan.changes])
         changes["revision"] = plan.revision

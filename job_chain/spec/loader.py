@@ -12,7 +12,7 @@ import shlex
 import stat
 from typing import Any, Dict, List, Optional, Tuple
 
-from job_chain.aihc.keys import closest, join_path, key_path
+from job_chain.aihc.keys import join_path, key_path
 from job_chain.aihc.spec import MAX_ARG_BYTES, body_problems, surrogate_problems
 from job_chain.errors import ChainFileInvalid, UsageError
 from job_chain.spec import notify as notify_
@@ -20,6 +20,7 @@ from job_chain.spec.graph import GraphSettings, check_graph
 from job_chain.spec.model import SETTINGS_KEY, Chain, Step
 from job_chain.spec.settings import read_step_settings, step_fields
 from job_chain.util.jsonfile import decode_utf8, describe, json_type, load_json_object, shown
+from job_chain.util.suggest import closest
 
 TOP_LEVEL_KEYS = {"scrips_path", "config_path", "api_config", "resourcePoolId", "jobs", "notify", "params",
                   "maxRunning", "cacheDir", "engine", "slurm", SETTINGS_KEY}
@@ -368,6 +369,14 @@ def check_chain_data(data: Dict[str, Any], path: str, *, local: bool = False,
         _check_references(c, steps, matrices, params)
         steps = expand(steps, matrices, c.problems)
         _check_checkpoints(c, chain_of(steps, params))
+    elif isinstance(jobs, list) and c.problems:  # the other reference rules need a sound chain; a
+        from job_chain.spec.params import param_typos  # misspelt parameter is listed with the rest now
+
+        raw = data.get("params")
+        known = set(params) | (set(str(k) for k in raw) if isinstance(raw, dict) else set())
+        for index, job in enumerate(jobs):
+            if isinstance(job, dict):
+                param_typos(job, f"jobs[{index}]", known, c.problems)
     if c.problems:
         raise ChainFileError(path, c.problems)
     chain = Chain(path=path, pool=pool or ("slurm" if engine == "slurm" else ""), steps=steps, api_config=api_config,

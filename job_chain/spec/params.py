@@ -17,8 +17,9 @@ from dataclasses import dataclass
 from typing import Any, Callable, Container, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
 
 from job_chain.errors import JobChainError, UsageError
-from job_chain.spec.model import Chain, Checkpoint, Step
+from job_chain.spec.model import SETTINGS_KEY, Chain, Checkpoint, Step
 from job_chain.util.jsonfile import describe, json_type
+from job_chain.util.suggest import did_you_mean
 
 NAME = r"[A-Za-z_][A-Za-z0-9_]{0,63}"
 NAME_RE = re.compile(NAME)
@@ -114,14 +115,6 @@ def env_name_problem(name: str, taken: Mapping[str, str], prefix: str, what: str
     if name.upper() in taken:
         return f"{describe(name)} and {describe(taken[name.upper()])} would both be {prefix}{name.upper()}: rename one"
     return None
-
-
-def did_you_mean(name: str, known: Iterable[str]) -> str:
-    """`` (did you mean "lr"?)`` or ``""``."""
-    import difflib
-
-    close = difflib.get_close_matches(name, list(known), n=1)
-    return f" (did you mean {describe(close[0])}?)" if close else ""
 
 
 def parse_param_args(args: Iterable[str]) -> Dict[str, str]:
@@ -277,6 +270,25 @@ def check_step_refs(body: Dict[str, Any], where: str, *, script_file: bool, scri
         warnings.append(f"{where}.jobSpec.command: the script file contains {candidate.group(0)}, which runs as "
                         "written (script files are never rewritten): read $JOB_CHAIN_PARAM_<NAME> / "
                         "$JOB_CHAIN_MATRIX_<NAME> there, or pass the reference in an env value")
+
+
+def param_typos(job: Dict[str, Any], where: str, known: Iterable[str], problems: List[str]) -> None:
+    """Only the ``${params.X}`` references of one job (its create body and its checkpoint) that name
+    no parameter: what validate lists with a chain file's other problems, before the rest of the
+    reference rules can run."""
+    from job_chain.aihc.keys import join_path
+
+    settings = job.get(SETTINGS_KEY)
+    checkpoint = settings.get("checkpoint") if isinstance(settings, dict) else None
+    body = {k: v for k, v in job.items() if k != SETTINGS_KEY}
+    known = set(known)
+    places = [(where, body), (f"{where}.{SETTINGS_KEY}.checkpoint", checkpoint)]
+    for base, value in places:
+        for path, text in strings(value, script_file=False):
+            for ref in scan(text)[0]:
+                if ref.kind == "params" and ref.name not in known:
+                    problems.append(f"{join_path(base, path)}: {ref.text}: no parameter {describe(ref.name)}"
+                                    f"{did_you_mean(ref.name, known)}")
 
 
 def _ref_problem(ref: Ref, name: str, params: Mapping[str, str], matrix: Optional[Mapping[str, Any]],

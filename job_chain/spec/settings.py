@@ -15,6 +15,7 @@ from job_chain.aihc.keys import hint, key_path
 from job_chain.spec.graph import GRAPH_SETTINGS, GraphSettings, read_settings
 from job_chain.spec.model import CacheSettings, Checkpoint, FailureRule
 from job_chain.util.jsonfile import describe, json_type
+from job_chain.util.suggest import closest
 from job_chain.util.user_regex import compile_user
 
 SETTINGS_KEYS = frozenset({"retries", "generatedBy", "metrics", "failureRules", "checkpoint", "matrix", "maxParallel",
@@ -86,8 +87,10 @@ def _read_budgets(budgets: Dict[str, Any], where: str, own: Any, problems: List[
     good: Dict[str, int] = {}
     for cause, count in budgets.items():
         if cause not in known:
-            problems.append(f"{key_path(where, cause)}: unknown cause (known: {', '.join(known)}; a failureRules "
-                            "class can have a budget too)")
+            near = closest(cause, known)  # OOM, Infra: the causes are lower case
+            hint = f"did you mean {describe(near)}? " if near else ""
+            problems.append(f"{key_path(where, cause)}: unknown cause ({hint}known: {', '.join(known)}; a "
+                            "failureRules class can have a budget too)")
         elif not _is_int(count) or not 0 <= count <= MAX_BUDGET:
             problems.append(f"{key_path(where, cause)}: must be a whole number from 0 to {MAX_BUDGET}, found "
                             f"{describe(count)}")
