@@ -102,3 +102,29 @@ def test_a_join_whose_markers_cannot_be_written_fails_loudly_and_resume_continue
     s.resume(run.run_id)
     assert hop("b", 2) == 0 and hop("c", 2) == 0
     assert [c.labels["job-chain/attempt"] for c in api.creates if c.labels["job-chain/step"] == "d"] == ["1"]
+
+
+def test_a_secret_env_value_in_a_failures_matching_line_is_hidden_wherever_the_line_goes(tmp_path: Path) -> None:
+    import json
+
+    from job_chain.util.redaction import REDACTED
+
+    secret = "hf_abcdefghijkl0123"
+    (tmp_path / "a.sh").write_text("false\n")
+    chain = tmp_path / "chain_info.json"
+    chain.write_text(json.dumps({"resourcePoolId": "pool-local", "jobs": [{
+        "name": "a", "jobSpec": {"command": "a.sh", "image": "local", "envs": [{"name": "HF_TOKEN", "value": secret}]},
+        "jobChain": {"failureRules": [{"match": "401 for token", "class": "auth"}]}}]}))
+    api = MemoryAPI()
+    s = ChainSession.from_file(str(chain), client=api)
+    run = s.start()
+    api.finish(api.creates[0].job_id, 1, log=f"step 1\nHTTP 401 for token {secret} at hub\n")
+    assert advance(s.frozen(run), api, run_id=run.run_id, step="a", attempt=1, exit_code=1,
+                   records=s.records, resume_hint="resume") == 1
+    kept = s.records.failure(run.run_id, "a", 1)
+    assert kept is not None and kept["line"] == f"HTTP 401 for token {REDACTED} at hub"
+    [step] = s.status(run.run_id).steps
+    assert step.attempts[-1].failure.line == f"HTTP 401 for token {REDACTED} at hub"
+    record_dir = Path(f"{chain}.runs") / run.run_id
+    assert not [p.name for p in record_dir.iterdir() if p.is_file() and secret in p.read_text()
+                and not p.name.startswith(("revision-", "run.json"))]

@@ -49,6 +49,16 @@ class Failure:
             return f"{self.cls} (no known signature in the logs)"
         return f"{self.cls} ({self.signature}{where})"
 
+    def redacted(self, secrets: Iterable[str]) -> Failure:
+        """This failure with every known secret hidden in its line and words (the line is a log's:
+        ``status``, ``runs --json``, webhooks and the console show it as the log view would)."""
+        from job_chain.util.redaction import redact
+
+        known = [s for s in secrets if s]
+        if not known:
+            return self
+        return replace(self, line=redact(self.line, known), words=redact(self.words, known))
+
     def as_json(self) -> Dict[str, Any]:
         data = {"class": self.cls, "signature": self.signature or None, "line": self.line or None,
                 "pod": self.pod or None}

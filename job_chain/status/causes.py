@@ -16,6 +16,7 @@ from job_chain.engine.jobs import EngineError, Job
 from job_chain.failures.classify import TAIL_BYTES, Failure, classify, tail_text
 from job_chain.rules.state import AttemptFacts
 from job_chain.spec.model import Chain, Step
+from job_chain.util.redaction import env_secrets
 
 TAIL_LINES = 2000  # asked of the API per pod (training lines are ~100-300 bytes); then cut to TAIL_BYTES
 MAX_PODS = 256  # a bound on what one classification reads (256 × 256 KB)
@@ -48,8 +49,11 @@ def pod_tails(client: Any, pool: str, job_id: str, first: Optional[str] = None) 
 
 def classify_job(client: Any, pool: str, job_id: str, step: Step, exit_code: Optional[int] = None,
                  first: Optional[str] = None) -> Failure:
-    """The cause of one failed job, from every pod's log tail (the step's failureRules first)."""
-    return classify(pod_tails(client, pool, job_id, first), step.failure_rules, exit_code)
+    """The cause of one failed job, from every pod's log tail (the step's failureRules first); its
+    matching line with the step's secret env values hidden (:mod:`job_chain.util.redaction`), as the
+    log view hides them: the line is kept in the record, and shown and sent from there."""
+    found = classify(pod_tails(client, pool, job_id, first), step.failure_rules, exit_code)
+    return found.redacted(env_secrets(step.body))
 
 
 def keep(records: Any, run_id: str, step: Step, attempt: int, failure: Failure,

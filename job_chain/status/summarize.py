@@ -28,6 +28,7 @@ from job_chain.status.types import (
     StepStatus,
     utc,
 )
+from job_chain.util.redaction import env_secrets
 
 T = TypeVar("T")
 
@@ -142,6 +143,8 @@ def _with_facts(item: Attempt, step: Step, facts: RunFacts, now: float) -> Attem
     from job_chain.status.cost import gpus, lost_hours, resumed_save, running_window
 
     failure = fact(facts.failures, step, item.attempt) if item.status in FAILED else None
+    if failure is not None and failure.line:  # kept before lines were redacted: hide its secrets all the same
+        failure = failure.redacted(env_secrets(step.body))
     window = running_window(item, fact(facts.submitted, step, item.attempt), fact(facts.ended, step, item.attempt), now)
     hours = gpus(step.body) * (window[1] - window[0]) / 3600.0 if window is not None else None
     lost = None
