@@ -11,7 +11,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Tuple
 
 from job_chain.engine.jobs import LABEL_RUN
 
@@ -151,3 +151,37 @@ def recorded_run(path: Path, pool: str, jobs: List[Dict[str, Any]], *, endpoint:
         records.record_exit(run_id, name, 1, 0)
         records.record_succeeded(run_id, name, 1)
     return records.frozen(run_id), records
+
+
+def age_run(run_dir: Path, seconds: float = 60.0) -> None:
+    """Date a run's record back, as a run that ended a while ago (its summary's basis settles)."""
+    import os
+    import time
+
+    when = time.time_ns() - int(seconds * 1e9)
+    for path in [*run_dir.iterdir(), run_dir]:
+        os.utime(path, ns=(when, when))
+
+
+def memory_runs(directory: Path, count: int, exit_codes: Tuple[int, ...] = (0,), steps: Any = None,
+                **top: Any) -> Tuple[Path, List[str], Any]:
+    """``count`` finished runs of a one-step chain on the in-memory jobs API (each job ended with the
+    next of ``exit_codes``): (the chain file, the run ids oldest first, the API)."""
+    import time
+
+    from memory_api import MemoryAPI
+
+    from job_chain import ChainSession
+
+    chain = write_chain(directory, "pool-local", steps or [{"name": "train", "script": "true"}], **top)
+    ticks = iter(range(10 ** 9))
+    api = MemoryAPI(clock=lambda: time.time() - 86400 + 60 * next(ticks))  # each job lasts minutes
+    session = ChainSession.from_file(str(chain), client=api)
+    ids = []
+    for number in range(count):
+        run = session.start()
+        job_id = next(j for j, job in api.jobs.items() if job.status not in ("Succeeded", "Failed"))
+        api.finish(job_id, exit_codes[number % len(exit_codes)])
+        ids.append(run.run_id)
+        time.sleep(0.002)  # distinct start times
+    return chain, ids, api

@@ -8,41 +8,26 @@ not the wire; the CLI through CliRunner over summaries the library wrote.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import time
 from pathlib import Path
 from typing import Any, List, Tuple
 
 import pytest
-from chain_helpers import write_chain
+from chain_helpers import age_run, memory_runs
 from click.testing import CliRunner
-from memory_api import MemoryAPI
 
 from job_chain import ChainSession
 from job_chain.cli import cli as job_chain_cli
 from job_chain.session import look
 
 
-def _age(run_dir: Path, seconds: float = 60.0) -> None:
-    """Date the run's directory back, as a run that ended a while ago (its summary's basis settles)."""
-    when = time.time_ns() - int(seconds * 1e9)
-    for path in [*run_dir.iterdir(), run_dir]:
-        os.utime(path, ns=(when, when))
+def _age(run_dir: Path) -> None:
+    age_run(run_dir)
 
 
-def _finished(tmp_path: Path, count: int, exit_codes: Tuple[int, ...] = (0,)) -> Tuple[Path, List[str], MemoryAPI]:
-    chain = write_chain(tmp_path, "pool-local", [{"name": "train", "script": "true"}])
-    api = MemoryAPI()
-    session = ChainSession.from_file(str(chain), client=api)
-    ids = []
-    for number in range(count):
-        run = session.start()
-        job_id = next(j for j, job in api.jobs.items() if job.status not in ("Succeeded", "Failed"))
-        api.finish(job_id, exit_codes[number % len(exit_codes)])
-        ids.append(run.run_id)
-        time.sleep(0.002)  # distinct start times
-    return chain, ids, api
+def _finished(tmp_path: Path, count: int, exit_codes: Tuple[int, ...] = (0,)) -> Tuple[Path, List[str], Any]:
+    return memory_runs(tmp_path, count, exit_codes)
 
 
 @pytest.fixture

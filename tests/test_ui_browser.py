@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -77,10 +78,10 @@ def shot(browser: Any, tmp_path: Path, name: str) -> Path:
     return path
 
 
-def chain_in(home: Path, name: str, steps: Any, pool: str) -> Path:
+def chain_in(home: Path, name: str, steps: Any, pool: str, **top: Any) -> Path:
     folder = home / name
     folder.mkdir()
-    return make_chain(folder, steps, pool)
+    return make_chain(folder, steps, pool, **top)
 
 
 def test_run_page_goes_live_without_reload(console: Console, browser: Any, home: Path, shared_server: Any,
@@ -388,7 +389,8 @@ def test_console_jobs_page_shows_own_labels_and_whole_job_ids(console: Console, 
 def test_console_runs_table_fits_800_px(console: Console, browser: Any, home: Path, shared_server: Any,
                                         tmp_path: Path) -> None:
     chain = chain_in(home, "a-rather-long-directory-name-for-the-pretraining-stage",
-                     [{"name": "prepare-the-dataset-shards", "script": "echo a\n"}], shared_server.pool)
+                     [{"name": "prepare-the-dataset-shards", "script": "echo a\n"}], shared_server.pool,
+                     params={"learning_rate": "3e-4", "tag": "an-ablation-with-a-long-name"})
     cli("run", str(chain), "--follow", server=shared_server, check=True)
     browser.set_window_size(800, 900)
     try:
@@ -439,3 +441,66 @@ def requests_text(console: Console, path: str) -> str:
     session = requests.Session()
     session.get(console.token_url)
     return session.get(console.url + path).text
+
+
+def test_runs_list_pages_tells_chains_apart_and_an_idle_poll_sends_nothing(browser: Any, tmp_path: Path) -> None:
+    """Issue 35 and issue 29 item 13: a page of runs, newest first, with older ones a click away; two
+    chain files of one name under different folders told apart in the list and its filter; a failed
+    run's cause, parameters and GPU-hours in its row; the time filter; and a poll of a page where
+    nothing changed answers 204 with no body, leaving the rows as they are."""
+    from chain_helpers import age_run, memory_runs
+    from selenium.webdriver.support.ui import Select
+
+    home = tmp_path / "team"
+    deep = home / "projects-of-the-llama-team-for-the-year-2026" / "a-long-folder-every-chain-shares"
+    sft, sft_ids, sft_api = memory_runs(deep / "sft", 55)
+    gpu = [{"name": "train", "script": "true", "resources": [{"name": "baidu.com/a800_80g_cgpu", "quantity": 8}]}]
+    pre, pre_ids, pre_api = memory_runs(deep / "pretrain", 2, exit_codes=(3, 0), steps=gpu, params={"lr": "0.1"})
+    old = pre.parent / "chain_info.json.runs" / pre_ids[1] / "run.json"
+    old.write_text(json.dumps(dict(json.loads(old.read_text()), started=time.time() - 3 * 86400)))
+    from job_chain import ChainSession
+
+    for chain, ids, api in ((sft, sft_ids, sft_api), (pre, pre_ids, pre_api)):
+        for run_id in ids:
+            age_run(chain.parent / "chain_info.json.runs" / run_id)
+        ChainSession.from_file(str(chain), client=api).summaries()  # their summaries stand in from now on
+    served = Console([str(home)])
+    try:
+        browser.get(served.url + "/")
+        wait_for(browser, lambda b: len(b.find_elements("css selector", "tr.run-row")) == 50)
+        names = browser.execute_script("return Array.prototype.map.call(document.querySelectorAll('td.chain'),"
+                                       " function (c) { return c.textContent; });")
+        assert set(names) == {"sft/chain_info.json", "pretrain/chain_info.json"}
+        assert not browser.find_elements("css selector", "tr.run-row[data-outcome='unknown']")
+        options = [o.text for o in Select(css(browser, "#chain-filter")).options]
+        assert options == ["all", "pretrain/chain_info.json", "sft/chain_info.json"]
+        failed = css(browser, f"tr[data-run='{pre_ids[0]}']").text
+        assert "exit 3" in failed and "lr=0.1" in failed, failed
+        assert "failed" in failed
+        hours = css(browser, f"tr[data-run='{pre_ids[0]}'] td.took .gpus").text
+        assert hours.endswith("lost)") and float(hours.split()[0]) > 0 and "GPU-h" in hours, hours
+        # an idle page: every poll answers 204 with nothing, and no row is swapped
+        browser.execute_script(
+            "window.__polls = []; document.querySelectorAll('tr.run-row').forEach(function (r) { r.__kept = 1; });"
+            "document.body.addEventListener('htmx:afterRequest', function (e) {"
+            "  window.__polls.push([e.detail.xhr.status, e.detail.xhr.responseText.length]); });")
+        wait_for(browser, lambda b: len(b.execute_script("return window.__polls;")) >= 2, timeout=10)
+        assert all(poll == [204, 0] for poll in browser.execute_script("return window.__polls;"))
+        assert browser.execute_script("return Array.prototype.every.call(document.querySelectorAll('tr.run-row'),"
+                                      " function (r) { return r.__kept === 1; });")
+        shot(browser, tmp_path, "runs-page-1")
+        css(browser, "tr.pager a[rel='next']").click()
+        wait_for(browser, lambda b: "page=1" in b.current_url)
+        rows = [r.get_attribute("data-run") for r in browser.find_elements("css selector", "tr.run-row")]
+        assert rows == sft_ids[:6][::-1] + [pre_ids[1]], rows  # the 7 oldest, the one of 3 days ago last
+        Select(css(browser, "#since")).select_by_value("24h")
+        wait_for(browser, lambda b: "since=24h" in b.current_url and "page=0" in b.current_url)
+        shown = {r.get_attribute("data-run") for r in browser.find_elements("css selector", "tr.run-row")}
+        assert pre_ids[1] not in shown and pre_ids[0] in shown and len(shown) == 50
+        Select(css(browser, "#chain-filter")).select_by_visible_text("pretrain/chain_info.json")
+        wait_for(browser, lambda b: "chain=" in b.current_url)
+        shown_now = [r.get_attribute("data-run") for r in browser.find_elements("css selector", "tr.run-row")]
+        assert shown_now == [pre_ids[0]]
+        shot(browser, tmp_path, "runs-filtered")
+    finally:
+        served.close()

@@ -2,58 +2,98 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any, Dict, List, Optional, Tuple
 
 from fastapi import FastAPI, Request
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, Response
 from starlette.concurrency import run_in_threadpool
 
 from job_chain.errors import JobChainError
+from job_chain.session.summaries import parse_since
 from job_chain.ui import dag, views
-from job_chain.ui.catalog import Entry
-from job_chain.ui.pages import RUNS_PER_CHAIN, NotFoundError, Pages, say
+from job_chain.ui.catalog import Entry, short_names
+from job_chain.ui.pages import NotFoundError, Pages, say
 from job_chain.util.redaction import redact
+
+PAGE = 50  # runs on a page of the runs list
+SINCE = ("1h", "24h", "7d", "30d")  # the time filter's choices (besides any time)
+
+
+def pager_digest(more: bool, page: int) -> str:
+    """What the page's pager row shows (its rows' digests say the same of each run)."""
+    return f"{int(more)}{page}"
 
 
 def register(app: FastAPI, pages: Pages) -> None:
     catalog = pages.catalog
 
-    def run_rows(outcome: str, chain: str) -> Tuple[List[Dict[str, Any]], List[Entry]]:
-        """The runs shown, newest first, of every chain (or of the chain whose id is ``chain``)."""
+    def run_rows(outcome: str, chain: str, since: str, page: int) -> Tuple[List[Dict[str, Any]], List[Entry], bool]:
+        """One page of runs, newest first, of every chain (or of the chain whose id is ``chain``),
+        each from its summary: (rows, chains that cannot be opened, whether older runs follow)."""
+        entries = catalog.entries()
+        names = short_names([e.path for e in entries])
+        since_at = parse_since(since) if since in SINCE else None
+        # without an outcome filter a chain's newest runs are enough: the page's, and one to say more follow
+        want = None if outcome else (page + 1) * PAGE + 1
         rows: List[Dict[str, Any]] = []
         broken: List[Entry] = []
-        for found in catalog.entries():
+        for found in entries:
             if chain and found.id != chain:
                 continue
             if found.session is None:
                 broken.append(found)
                 continue
-            for run in found.session.runs()[:RUNS_PER_CHAIN]:
-                row: Dict[str, Any] = {"entry": found, "run": run, "status": None, "error": ""}
-                try:
-                    row["status"] = catalog.status(found, run.run_id)
-                except JobChainError as exc:
-                    row["error"] = say(exc).splitlines()[0]
-                got = row["status"].outcome.value if row["status"] else "unknown"
-                if outcome and got != outcome:
+            for summary in found.session.summaries(limit=want, since=since_at):
+                if outcome and summary.outcome != outcome:
                     continue
-                rows.append(row)
-        rows.sort(key=lambda r: r["run"].started, reverse=True)
-        return rows, broken
+                rows.append({"entry": found, "name": names.get(found.path, found.path), "s": summary,
+                             "id": f"r-{found.id}-{summary.run_id}"})
+        rows.sort(key=lambda r: (r["s"].started.timestamp() if r["s"].started else 0.0, r["s"].run_id), reverse=True)
+        shown = rows[page * PAGE:(page + 1) * PAGE]
+        for row in shown:
+            html = pages.env.get_template("_run_row.html").render(r=row)
+            row["digest"] = hashlib.sha1(html.encode("utf-8", "surrogateescape")).hexdigest()[:16]
+            row["html"] = html.replace('<tr class="run-row"', f'<tr data-digest="{row["digest"]}" class="run-row"', 1)
+        return shown, broken, len(rows) > (page + 1) * PAGE
+
+    def page_number(page: str) -> int:
+        return int(page) if page.isdigit() and len(page) < 7 else 0
 
     @app.get("/", response_class=HTMLResponse)
-    def runs_page(request: Request, outcome: str = "", chain: str = "") -> HTMLResponse:
-        """Every run; ``?chain=ID`` and ``?outcome=…`` filter them (the filter's selects set both)."""
-        rows, broken = run_rows(outcome, chain)
-        choices = sorted(((e.id, pages.rel(e.path)) for e in catalog.entries()), key=lambda c: c[1])
-        return pages.page("runs.html", rows=rows, broken=broken, outcome=outcome, chain=chain, choices=choices,
-                          paths=catalog.paths, chains=len(catalog.files()))
+    def runs_page(request: Request, outcome: str = "", chain: str = "", since: str = "",
+                  page: str = "") -> HTMLResponse:
+        """A page of runs, newest first; ``?chain=ID``, ``?outcome=…`` and ``?since=7d`` filter them (the
+        filter's selects set them), ``?page=N`` pages back."""
+        number = page_number(page)
+        rows, broken, more = run_rows(outcome, chain, since, number)
+        entries = catalog.entries()
+        names = short_names([e.path for e in entries])
+        choices = sorted(((e.id, names.get(e.path, e.path), pages.rel(e.path)) for e in entries), key=lambda c: c[1])
+        return pages.page("runs.html", rows=rows, broken=broken, outcome=outcome, chain=chain, since=since,
+                          page=number, more=more, page_size=PAGE, choices=choices, sinces=SINCE, paths=catalog.paths,
+                          chains=len(catalog.files()))
 
     @app.get("/fragment/runs", response_class=HTMLResponse)
-    def runs_fragment(request: Request, outcome: str = "", chain: str = "") -> HTMLResponse:
-        rows, broken = run_rows(outcome, chain)
-        return pages.page("_runs_rows.html", rows=rows, outcome=outcome, chain=chain)
+    def runs_fragment(request: Request, outcome: str = "", chain: str = "", since: str = "", page: str = "",
+                      seen: str = "") -> Response:
+        """The live poll: nothing (204) when the rows the page shows (``seen``: ``ID:DIGEST,…``) are
+        unchanged; only the rows that changed when the same runs are shown; else the page's rows."""
+        number = page_number(page)
+        rows, _, more = run_rows(outcome, chain, since, number)
+        known = [item.partition(":") for item in seen.split(",") if item]
+        if seen and [k[0] for k in known] == [r["id"] for r in rows] + ["pager"]:
+            old = {k[0]: k[2] for k in known}
+            changed = [r for r in rows if old.get(r["id"]) != r["digest"]]
+            if old["pager"] == pager_digest(more, number) and not changed:
+                return Response(status_code=204)
+            if old["pager"] == pager_digest(more, number):
+                response = pages.page("_runs_changed.html", rows=changed)
+                response.headers["HX-Reswap"] = "none"  # the rows swap themselves (out of band)
+                return response
+        return pages.page("_runs_rows.html", rows=rows, outcome=outcome, chain=chain, since=since, page=number,
+                          more=more, page_size=PAGE)
 
     def run_context(cid: str, run_id: str) -> Dict[str, Any]:
         found = pages.entry(cid)

@@ -137,6 +137,23 @@
   document.body && document.body.addEventListener("htmx:afterSettle", function (e) { scan(e.target); });
   document.addEventListener("htmx:afterSettle", function (e) { scan(e.target); });
 
+  // the runs list's poll says which rows it shows (id:digest): the answer is nothing when none
+  // changed, else only the rows that did (or the page's rows when the runs shown are others)
+  document.addEventListener("htmx:configRequest", function (e) {
+    var elt = e.detail.elt;
+    if (!elt || elt.id !== "runs-body") return;
+    var seen = [];
+    elt.querySelectorAll("tr[data-digest]").forEach(function (tr) { seen.push(tr.id + ":" + tr.dataset.digest); });
+    e.detail.parameters.seen = seen.join(",");
+  });
+  // a filter of the runs list: its first page, as a page of its own (the address says what it shows)
+  document.addEventListener("change", function (e) {
+    var form = e.target && e.target.closest && e.target.closest("form#filter");
+    if (!form) return;
+    form.elements.page.value = "0";
+    form.submit();
+  });
+
   document.addEventListener("change", function (e) {
     if (e.target && e.target.id === "import" && e.target.files.length) {
       var file = e.target.files[0];
