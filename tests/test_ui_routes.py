@@ -188,9 +188,14 @@ def test_resume_from_the_console_shows_the_changes_then_submits(console: Console
     cli("run", str(chain), "--follow", server=shared_server)
     run_id = latest_run(chain)
     cid = chain_id(str(chain))
+    from job_chain.record.records import RunRecords  # a notify target that failed is said on the run's page
+
+    RunRecords(str(chain)).record_notify_failure(run_id, 0, "notify[0] (dingtalk, $DING_URL): the failed message "
+                                                            "was not sent: the dingtalk bot refused it")
     live = requests.get(f"{console.url}/fragment/run/{cid}/{run_id}").text
     assert 'data-outcome="failed"' in live and 'id="resume"' in live
     assert 'id="failed-steps"' in live and "step-1 · exit 3" in live and 'id="stop"' not in live
+    assert "notification failed: notify[0] (dingtalk, $DING_URL): the failed message was not sent" in live
     (chain.parent / "step-1.sh").write_text("echo fixed\n")  # the fix goes in through resume
     preview = requests.post(f"{console.url}/action/{cid}/{run_id}/preview", headers=csrf(console)).text
     assert "~ step-1: changed (script content (step-1.sh))" in html.unescape(preview)
