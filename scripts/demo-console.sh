@@ -16,6 +16,11 @@ if [ -s "$pid_file" ]; then
         exit 0
     fi
 fi
+# the log's first line is the console's URL with its token: readable by this user only (a log left
+# by an older demo may be 0644, and truncating a file keeps its mode)
+umask 077
+: > "$log"
+chmod 600 "$log"
 nohup "$job_chain" ui "$@" --port 0 > "$log" 2>&1 &
 echo $! > "$pid_file"
 i=0

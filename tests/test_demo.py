@@ -24,10 +24,14 @@ def test_make_demo_starts_its_console_once_and_then_reuses_it(tmp_path: Path) ->
         assert done.returncode == 0, done.stderr
         return done.stdout
 
+    (tmp_path / "ui.log").write_text("an older demo's log\n")
+    (tmp_path / "ui.log").chmod(0o644)
     first = demo()
     pid = int((tmp_path / "ui.pid").read_text())
     try:
         assert first.startswith("web console: http://127.0.0.1:") and f"kill {pid}" in first
+        assert "token=" in (tmp_path / "ui.log").read_text()  # the URL with its token: private
+        assert [oct((tmp_path / name).stat().st_mode & 0o777) for name in ("ui.log", "ui.pid")] == ["0o600"] * 2
         again = demo()
         assert again.startswith("web console (already running): http://127.0.0.1:")
         assert int((tmp_path / "ui.pid").read_text()) == pid  # no second console
