@@ -126,6 +126,27 @@ def test_the_cli_prints_a_token_url_first(home: Path) -> None:
     assert refused.returncode == 2 and "--no-token is for a loopback --bind only" in refused.stderr
 
 
+def test_a_no_token_console_only_shows(home: Path) -> None:
+    # anyone on the machine can open it: submitting through it would run commands as its user
+    import re
+
+    proc = subprocess.Popen([sys.executable, "-m", "job_chain", "ui", str(home), "--no-token", "--port", "0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        url = proc.stdout.readline().strip()  # type: ignore[union-attr]
+        page = requests.get(url + "submit")
+        assert page.status_code == 200
+        token = re.search(r'"X-CSRF-Token": "([^"]+)"', page.text).group(1)  # type: ignore[union-attr]
+        chain = json.dumps({"resourcePoolId": "p", "jobs": [{"name": "a", "jobSpec": {"command": "id", "image": "i"}}]})
+        for path in ("submit/run", "submit/check", "action/x/y/stop"):
+            answer = requests.post(url + path, data={"name": "nt.json", "chain": chain},
+                                   headers={"X-CSRF-Token": token, "Origin": url.rstrip("/")})
+            assert answer.status_code == 403 and "started with --no-token" in answer.text
+        assert not (home / "nt.json").exists()
+    finally:
+        kill(proc)
+
+
 def test_posts_need_the_csrf_header_and_a_matching_origin(console: Console) -> None:
     data = {"name": "x.json", "chain": "{}"}
     assert requests.post(console.url + "/submit/check", data=data).status_code == 403

@@ -14,7 +14,8 @@ import click
               help="Port to listen on (0: any free port).")
 @click.option("--bind", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--no-token", is_flag=True,
-              help="Loopback only: let anyone on this machine in without the URL's token.")
+              help="Loopback only: let anyone on this machine in without the URL's token; the console "
+                   "then only shows (no submit, stop, resume or delete).")
 def ui(paths: Tuple[str, ...], local: bool, port: int, bind: str, no_token: bool) -> None:
     """Serve a web console for the chains under PATH (default: here).
 

@@ -45,11 +45,17 @@ def refuse_no_token_off_loopback(bind: str) -> None:
                          "port could submit chains; keep the token (the URL printed first carries it)")
 
 
+READ_ONLY = ("refused: this console was started with --no-token, so anyone on this machine can open it and it "
+             "only shows runs; to submit, stop, resume or delete, start it without --no-token and open the URL "
+             "it prints (it carries the token)")
+
+
 class Guard:
     """The console's access rules; ``token`` is None only with ``--no-token`` (on loopback)."""
 
-    def __init__(self, token: Optional[str], hosts: Set[str], port: int = 0) -> None:
+    def __init__(self, token: Optional[str], hosts: Set[str], port: int = 0, *, read_only: bool = False) -> None:
         self.token = token
+        self.read_only = read_only  # --no-token: pages only; nothing that submits, stops or deletes
         self.hosts = hosts  # acceptable Host headers ("127.0.0.1:8780", ...); empty: any
         self.csrf = secrets.token_urlsafe(24)
         self.cookie = f"{COOKIE}{port}"
@@ -59,14 +65,16 @@ class Guard:
 
     @classmethod
     def for_bind(cls, bind: str, port: int, *, token: bool = True) -> Guard:
-        """The rules for a console on ``bind:port``; ``token=False`` (``--no-token``) only on loopback."""
+        """The rules for a console on ``bind:port``; ``token=False`` (``--no-token``) only on loopback,
+        and read-only: anyone on the machine gets in, so nobody may submit, stop, resume or delete
+        through it (that would run commands as the console's user)."""
         if not token:
             refuse_no_token_off_loopback(bind)
         hosts: Set[str] = set()
         if is_loopback(bind):
             named = f"[{bind}]" if ":" in bind else bind
             hosts = {f"{h}:{port}" for h in ("127.0.0.1", "localhost", "[::1]", named)}
-        return cls(secrets.token_urlsafe(24) if token else None, hosts, port)
+        return cls(secrets.token_urlsafe(24) if token else None, hosts, port, read_only=not token)
 
     def host_ok(self, request: Request) -> bool:
         return not self.hosts or request.headers.get("host", "") in self.hosts
@@ -96,6 +104,8 @@ class Guard:
             if not same(request.cookies.get(self.cookie), self.cookie_value):
                 return PlainTextResponse("open the console with the URL it printed (it carries ?token=...)",
                                          status_code=403)
+        if request.method not in ("GET", "HEAD", "OPTIONS") and self.read_only:
+            return PlainTextResponse(READ_ONLY, status_code=403)
         if request.method not in ("GET", "HEAD", "OPTIONS") and not self.csrf_ok(request):
             return PlainTextResponse("refused: missing or wrong CSRF token, or a foreign Origin "
                                      "(reload the page and try again)", status_code=403)
