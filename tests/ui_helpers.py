@@ -32,8 +32,8 @@ class Console:
         self.port = sock.getsockname()[1]
         # route tests: no token and NOT read-only, a guard `job-chain ui` never makes (--no-token is
         # read-only: test_ui_routes checks that); the token's own tests and the browser use one
-        self.guard = guard or (Guard.for_bind("127.0.0.1", self.port) if token else
-                               Guard(None, {f"{h}:{self.port}" for h in ("127.0.0.1", "localhost", "[::1]")}, self.port))
+        loopback = {f"{h}:{self.port}" for h in ("127.0.0.1", "localhost", "[::1]")}
+        self.guard = guard or (Guard.for_bind("127.0.0.1", self.port) if token else Guard(None, loopback, self.port))
         self.catalog = Catalog(paths, local=local, rescan=0.5)
         self.url = f"http://127.0.0.1:{self.port}"
         self.token_url = self.url + (f"/?token={self.guard.token}" if self.guard.token else "/")
