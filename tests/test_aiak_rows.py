@@ -326,3 +326,12 @@ def test_the_description_sets_aiaks_install_paths_for_every_step(tmp_path: Path)
     assert all("AIAK_TRAINING_PATH" not in job for job in chain_for(SEED_INPUT))  # else each script finds it
     assert_refused(gen(tmp_path, dict(SEED_INPUT, MEGATRON_PATH="Loong-Megatron"), *STORAGE),
                    "MEGATRON_PATH: must be an absolute path in the image")
+    template = {"resourcePoolId": "p", "jobs": [{"jobSpec": {"envs": [
+        {"name": "AIAK_TRAINING_PATH", "value": "/opt/aiak"}, {"name": "NCCL_DEBUG", "value": "INFO"}]},
+        "datasources": [{"type": "pfs", "name": "f", "mountPath": "/root/pfs"}]}]}
+    kept, _ = generate_chain(SEED_INPUT, template)  # a template's install path is kept, as every env of its own
+    assert all(envs(job)["AIAK_TRAINING_PATH"] == "/opt/aiak" for job in kept["jobs"])
+    described, _ = generate_chain(dict(SEED_INPUT, **paths), template)  # the description's replaces it, once
+    for job in described["jobs"]:
+        names = [e["name"] for e in job["jobSpec"]["envs"]]
+        assert names.count("AIAK_TRAINING_PATH") == 1 and envs(job)["AIAK_TRAINING_PATH"] == "/workspace/LoongForge"
