@@ -12,8 +12,33 @@ import time
 from pathlib import Path
 from typing import Any, Dict
 
-from chain_helpers import cli, latest_run, write_chain
+from chain_helpers import cli as subprocess_cli
+from chain_helpers import latest_run, write_chain
 from conftest import LocalServer
+
+
+class _Done:
+    def __init__(self, returncode: int, stdout: str, stderr: str) -> None:
+        self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
+
+
+def cli(*args: str, server: LocalServer, check: bool = False) -> Any:
+    """The real CLI in-process (its output is what is checked), against the test server; ``run
+    --follow`` in a subprocess (it waits)."""
+    from click.testing import CliRunner
+
+    from job_chain.cli import cli as job_chain_cli
+
+    if "--follow" in args:
+        return subprocess_cli(*args, server=server, check=check)
+    env = {"JOB_CHAIN_CREDENTIALS": server.credentials_file, "AIHC_HOST": None, "AIHC_AK": None, "AIHC_SK": None}
+    result = CliRunner().invoke(job_chain_cli, list(args), env=env)
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    done = _Done(result.exit_code, result.stdout, result.stderr)
+    if check:
+        assert done.returncode == 0, done.stderr + done.stdout
+    return done
 
 
 def test_scripts_named_by_bash_sh_and_dot_slash_travel_and_others_are_warned(
@@ -102,7 +127,7 @@ def wait_status(chain: Path, server: LocalServer, wanted: Dict[str, str], timeou
         time.sleep(0.2)
 
 
-def test_status_says_in_one_line_when_the_chain_file_differs_from_the_run(
+def test_status_says_the_file_differs_and_resume_applies_it_to_a_going_run_without_a_stop(
         tmp_path: Path, shared_server: LocalServer) -> None:
     chain = write_chain(tmp_path, shared_server.pool, [
         {"name": "train", "script": gate("go")}, {"name": "evaluate", "script": "echo evaluate-v1"}])
@@ -120,6 +145,124 @@ def test_status_says_in_one_line_when_the_chain_file_differs_from_the_run(
         data = json.loads(cli("status", str(chain), "--json", server=shared_server, check=True).stdout)
         assert [(c["step"], c["kind"], c["what"]) for c in data["fileChanges"]] == [
             ("evaluate", "changed", ["script content (evaluate.sh)"])]
+        train_job = data["steps"][0]["jobId"]
+        (tmp_path / "train.sh").write_text(gate("go") + "\necho train-edited")
+        # item 7: resume --dry-run reads a going run; resume applies what it can, stopping nothing
+        dry = cli("resume", str(chain), "--dry-run", server=shared_server)
+        assert dry.returncode == 0, dry.stderr
+        assert "  ~ evaluate: changed (script content (evaluate.sh))" in dry.stdout, dry.stdout
+        assert ("  ~ train: changed (script content (train.sh)) — it is running: not applied (it runs what it was "
+                "submitted with; stop the run and resume to apply it)") in dry.stdout, dry.stdout
+        assert f"run {run_id} is going (train is Running): nothing is stopped or submitted" in dry.stdout
+        assert not (tmp_path / "chain_info.json.runs" / run_id / "revision-2.json").exists()
+        done = cli("resume", str(chain), server=shared_server)
+        assert done.returncode == 0 and f"run {run_id} goes on at revision 2" in done.stdout, done.stdout + done.stderr
+        after = json.loads(cli("status", str(chain), "--json", server=shared_server, check=True).stdout)
+        assert (after["steps"][0]["status"], after["steps"][0]["jobId"], after["revision"]) == ("Running", train_job, 2)
+        assert [c["step"] for c in after["fileChanges"]] == ["train"]  # what could not be applied still differs
     finally:
         (tmp_path / "shared" / "go").write_text("")
     wait_status(chain, shared_server, {"train": "Succeeded", "evaluate": "Succeeded"})
+    log = cli("logs", str(chain), "--step", "evaluate", server=shared_server, check=True).stdout
+    assert "evaluate-v2" in log, log
+    assert "train-edited" not in cli("logs", str(chain), "--step", "train", server=shared_server, check=True).stdout
+
+
+# -- a going run revised while a hop plans from the previous revision (in-process, the memory API) --
+
+def _line_run(tmp_path: Path, steps: Any) -> Any:
+    from chain_helpers import make_chain
+    from memory_api import MemoryAPI
+
+    from job_chain import ChainSession
+
+    api = MemoryAPI()
+    chain = make_chain(tmp_path, steps, "pool-local")
+    s = ChainSession.from_file(str(chain), client=api)
+    return api, chain, s, s.start()
+
+
+def _hop(s: Any, api: Any, run: Any, chain: Any, step: str) -> int:
+    from job_chain.hop.advance import advance
+
+    return advance(lambda: s.records.run_chain(run.run_id, lambda: None), api, run_id=run.run_id, step=step,
+                   attempt=1, exit_code=0, records=s.records, resume_hint="resume")
+
+
+def test_a_fix_written_while_a_hop_read_the_old_plan_reaches_the_step_once(tmp_path: Path, monkeypatch: Any) -> None:
+    from job_chain.hop.advance import _Hop
+
+    api, chain, s, run = _line_run(tmp_path, [{"name": "a", "script": "echo a"}, {"name": "b", "script": "echo b-v1"}])
+    (tmp_path / "b.sh").write_text("echo b-v2")
+    read_plan, plans = _Hop.read_plan, []
+
+    def resume_meanwhile(hop: Any, *args: Any) -> bool:  # the hop read its plan (revision 1) …
+        held = read_plan(hop, *args)
+        plans.append(s.revise_running(run.run_id))  # … then the resume wrote revision 2
+        return held
+
+    monkeypatch.setattr(_Hop, "read_plan", resume_meanwhile)
+    assert _hop(s, api, run, chain, "a") == 0  # a's job runs its tail: the run is going
+    [change] = plans[0].changes
+    assert (change.name, change.applied, change.note) == ("b", True, "") and plans[0].revision == 2
+    b = [c for c in api.creates if c.labels["job-chain/step"] == "b"]
+    assert len(b) == 1 and "echo b-v2" in b[0].body["jobSpec"]["command"], b
+    assert b[0].client_token == f"jc-{run.run_id}-b-1"  # the token every revision gives it
+
+
+def test_a_fix_written_after_the_hop_read_the_revision_is_reported_as_maybe_not_applied(
+        tmp_path: Path, monkeypatch: Any) -> None:
+    from job_chain.hop.advance import _Hop
+
+    api, chain, s, run = _line_run(tmp_path, [{"name": "a", "script": "echo a"}, {"name": "b", "script": "echo b-v1"}])
+    (tmp_path / "b.sh").write_text("echo b-v2")
+    current, plans = _Hop._current_revision, []
+
+    def resume_meanwhile(hop: Any) -> None:  # a's marker is written and the hop read revision 1 …
+        current(hop)
+        plans.append(s.revise_running(run.run_id))  # … then the resume wrote revision 2 and looked
+
+    monkeypatch.setattr(_Hop, "_current_revision", resume_meanwhile)
+    assert _hop(s, api, run, chain, "a") == 0
+    [change] = plans[0].changes
+    assert change.note.startswith("it became ready while the change was written: it may run as before"), change
+    b = [c for c in api.creates if c.labels["job-chain/step"] == "b"]
+    assert len(b) == 1 and "echo b-v1" in b[0].body["jobSpec"]["command"]
+
+
+def test_two_branches_at_two_revisions_create_their_join_once(tmp_path: Path, monkeypatch: Any, capsys: Any) -> None:
+    from chain_helpers import make_chain
+    from memory_api import MemoryAPI
+
+    from job_chain import ChainSession
+    from job_chain.hop.advance import _Hop
+    from job_chain.submit.create import submit_step
+
+    api = MemoryAPI()
+    chain = make_chain(tmp_path, [{"name": n, "script": f"echo {n}"} for n in ("p", "q", "r", "x")], "pool-local")
+    data = json.loads(chain.read_text())
+    for job in data["jobs"][:3]:
+        job["jobChain"] = {"dependsOn": []}
+    data["jobs"][3]["jobChain"] = {"dependsOn": ["p", "q"]}  # r keeps the run going
+    chain.write_text(json.dumps(data))
+    s = ChainSession.from_file(str(chain), client=api)
+    run = s.start()
+    jobs = {c.labels["job-chain/step"]: c.job_id for c in api.creates}
+    for name in ("p", "q"):  # p and q end together: both tails write their markers
+        api.finish(jobs[name], 0)
+        s.records.record_exit(run.run_id, name, 1, 0)
+        s.records.record_succeeded(run.run_id, name, 1)
+    stale = s.frozen(run.run_id)  # q's tail read revision 1 …
+    (tmp_path / "x.sh").write_text("echo x-v2")
+    plan = s.revise_running(run.run_id)  # … then the resume wrote revision 2 and looked
+    [change] = plan.changes
+    assert plan.revision == 2 and change.name == "x" and "it may run as before" in change.note
+    assert submit_step(api, stale, "x", run.run_id, 1, records=s.records)["created"] == "yes"  # q's create
+    for entry in (chain.parent / (chain.name + ".runs") / run.run_id).glob("step-x-attempt-1*"):
+        entry.unlink()  # p looked before q's create was recorded …
+    monkeypatch.setattr(_Hop, "read_plan", lambda *args: False)
+    assert _hop(s, api, run, chain, "p") == 0  # … and creates x from revision 2: another body, the same token
+    # the API refused the second body under the first's token (IdempotentParameterMismatch): one x
+    assert "step x was already submitted as job (made by its token from another revision)" in capsys.readouterr().err
+    xs = [c for c in api.creates if c.labels["job-chain/step"] == "x"]
+    assert len(xs) == 1 and xs[0].client_token == f"jc-{run.run_id}-x-1" and len(api.jobs) == 4  # p, q, r, x

@@ -328,6 +328,14 @@ def resume(chain_file: Optional[str], run_id: Optional[str], rerun: Tuple[str, .
 
     given = parse_param_args(params)
     plan = session.preview_resume(run.run_id, rerun=rerun, params=given, as_frozen=as_frozen)
+    if plan.going and not dry_run:  # the steps not submitted yet take the changes; nothing stops
+        plan = session.revise_running(run.run_id)
+        _print_plan(plan, run.revision)
+        click.echo(f"run {run.run_id} goes on at revision {plan.revision}" if plan.revision != run.revision else
+                   f"run {run.run_id} goes on unchanged")
+        if follow:
+            sys.exit(_follow(session, run.run_id, run.mode == "watch"))
+        return
     _print_plan(plan, run.revision)
     if dry_run:
         return
@@ -391,6 +399,8 @@ def _print_plan(plan: Any, revision: int) -> None:
         click.echo("--rerun: " + ", ".join(f"{c.name} {c.note}" for c in reruns))
     if plan.changes and plan.revision != revision:
         click.echo(f"the run becomes revision {plan.revision}")
+    elif in_file and plan.going:
+        click.echo("nothing here can be applied while the run goes")
     if plan.targets:
         click.echo("would submit: " + ", ".join(f"{name} (attempt {attempt})" for name, attempt in plan.targets))
     if plan.waiting:

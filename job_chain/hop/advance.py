@@ -405,6 +405,8 @@ class _Hop:
         alone (every step of a plain line) submits them without looking at the rest of the run;
         only joins, exit handlers and notifications need the run's state.
         """
+        if self.records is not None:
+            self._current_revision()
         if self.plan is not None and succeeded:
             try:
                 code = self._follow_plan(me, attempt)
@@ -415,6 +417,18 @@ class _Hop:
                 return code
             self.followed_plan = False
         return self._finish(me, attempt, succeeded)
+
+    def _current_revision(self) -> None:
+        """After this step's marker is written, decide from the revision the run is at now: a resume
+        of a going run writes its revision, then reads the markers (``session/resume.revise_going``),
+        so what it reports as applied is what every later decision reads."""
+        assert self.records is not None
+        now = (self.records.get_run(self.run_id) or {}).get("revision")
+        if self.plan is not None and now != self.plan.get("revision"):
+            self.plan = None  # the plan was made at the previous revision: the full way decides
+        if self._chain is not None and now is not None and now != self._chain.revision:
+            given = self._chain  # thawed again, at the revision written meanwhile
+            self._chain = self.records.run_chain(self.run_id, lambda: given)
 
     def _finish(self, me_facts: Finishing, attempt: int, succeeded: bool) -> int:
         from job_chain.record import slots

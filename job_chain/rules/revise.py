@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterable, List, Set, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
 
 from job_chain.rules.state import next_attempt
 from job_chain.spec.model import SETTINGS_KEY, Chain, Step
@@ -104,7 +104,7 @@ def _ancestors(chain: Chain, step: Step) -> Set[str]:
 
 
 def revise(old: Chain, new: Chain, *, done: Set[str], latest: Dict[str, int], rerun: Iterable[str],
-           revision: int) -> Tuple[Chain, List[Change]]:
+           revision: int, held: Optional[Dict[str, str]] = None) -> Tuple[Chain, List[Change]]:
     """The run's next revision: ``new`` (the file now) applied to ``old`` (the frozen run) by name.
 
     ``done``: steps that succeeded in the run (or were excluded from it); ``latest``: each
@@ -112,6 +112,12 @@ def revise(old: Chain, new: Chain, *, done: Set[str], latest: Dict[str, int], re
     ``rerun``, which re-runs it and everything that depends on it with what the file says now.
     A step added upstream of a succeeded one does not run in this run. Nothing borrows another
     step's jobs: history follows names.
+
+    ``held`` (a run still going): the steps that have been submitted in it, each with why a change
+    cannot reach it now ("running", …); they keep their frozen content, and a removed one stays.
+    Every other step takes the file's content but keeps its client token (``changed_in``): a hop
+    that read the previous revision at the same moment creates it with the same token, so it is
+    created once whichever revision its creator read (docs/graphs.md, "Changing a going run").
     """
     from dataclasses import replace
 
@@ -136,6 +142,14 @@ def revise(old: Chain, new: Chain, *, done: Set[str], latest: Dict[str, int], re
             steps.append(step)
             continue
         what = step_differences(old, before, new, fresh)
+        if held is not None and fresh.name in held and fresh.name not in kept_done:
+            step = replace(before, index=fresh.index, depends_on=fresh.depends_on)
+            if what:
+                changes.append(Change(fresh.display, "changed", what, applied=False,
+                                      note=f"{held[fresh.name]}: not applied (it runs what it was submitted with; "
+                                           "stop the run and resume to apply it)"))
+            steps.append(step)
+            continue
         if fresh.name in kept_done and fresh.name not in again:
             step = replace(before, index=fresh.index, depends_on=fresh.depends_on)
             if what:
@@ -144,7 +158,7 @@ def revise(old: Chain, new: Chain, *, done: Set[str], latest: Dict[str, int], re
                                            "it and re-runs what depends on it)"))
         else:
             content = params_changed or any(not w.startswith("needs ") for w in what)  # a new request: a new token
-            changed_in = revision if content else before.changed_in
+            changed_in = revision if content and held is None else before.changed_in
             first = before.first_attempt
             if fresh.name in again:
                 first = next_attempt(before, latest.get(fresh.name))
@@ -157,7 +171,17 @@ def revise(old: Chain, new: Chain, *, done: Set[str], latest: Dict[str, int], re
                 changes.append(Change(fresh.display, "changed", what))
         steps.append(step)
     for gone in old.steps:
-        if new.named(gone.name) is None:
+        if new.named(gone.name) is not None:
+            continue
+        if held is not None and gone.name in held:  # it runs in this run: it stays in it
+            names = {s.name: s.index for s in steps}
+            needs = tuple(names[p.name] for p in (old.step(d) for d in gone.depends_on)
+                          if p is not None and p.name in names)
+            steps.append(replace(gone, index=max(s.index for s in steps) + 1 if steps else 0, depends_on=needs))
+            changes.append(Change(gone.display, "removed", applied=False,
+                                  note=f"{held[gone.name]}: it stays in this run (stop the run and resume to "
+                                       "remove it)"))
+        else:
             changes.append(Change(gone.display, "removed"))
     revised = Chain(path=old.path, pool=new.pool, steps=steps, api_config=dict(old.api_config),
                     scrips_path=old.scrips_path, config_path=old.config_path, notify=new.notify, graph=new.graph,
@@ -169,7 +193,11 @@ def revise(old: Chain, new: Chain, *, done: Set[str], latest: Dict[str, int], re
                                                     if old.params.get(n) != new.params.get(n)],
                               note="for every step that has not succeeded (succeeded steps keep the values they "
                                    "ran with; --rerun NAME runs one again)"))
-    if old.max_running != new.max_running:
+    if old.max_running != new.max_running and held is not None:
+        changes.append(Change("maxRunning", "changed", [f"{old.max_running} -> {new.max_running}"], applied=False,
+                              note="its slots are in use while the run goes: not applied (stop and resume)"))
+        revised.max_running = old.max_running
+    elif old.max_running != new.max_running:
         changes.append(Change("maxRunning", "changed", [f"{old.max_running} -> {new.max_running}"]))
     if old.notify != new.notify:
         changes.append(Change("notify", "changed", ["notify"]))

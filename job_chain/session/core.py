@@ -252,6 +252,13 @@ class ChainSession:
         """
         return resume.apply(self.context, run_id, mode=mode, rerun=tuple(rerun), params=params, as_frozen=as_frozen)
 
+    def revise_running(self, run_id: Optional[str] = None) -> ResumePlan:
+        """Apply the chain file's changes to a run that is going, without stopping anything: the
+        steps not submitted yet take them (a new revision); the plan's changes say which could not
+        be applied (running, submitted or succeeded steps) and why. A run that is not going is only
+        previewed (:meth:`resume` resumes it)."""
+        return resume.revise_running(self.context, run_id)
+
     # -- stop -------------------------------------------------------------------------------------
     def stop(self, run_id: Optional[str] = None, *, settle: float = 120.0) -> List[StepStatus]:
         """Stop the run: no later step starts, and each step still going is stopped (returned).

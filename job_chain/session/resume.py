@@ -34,10 +34,11 @@ def preview(ctx: RunContext, run: Run, rerun: Tuple[str, ...], params: Dict[str,
 
     now = status(ctx, run.run_id)
     active = [s for s in now.steps if s.active]
-    if active:
+    if active and (rerun or params):
         raise RunStillActive(
-            f"run {run.run_id} is still going ({active[0].name} is {active[0].status}); stop it first "
-            f"with 'job-chain stop {shlex.quote(ctx.path)} --run {run.run_id}'", run.run_id)
+            f"run {run.run_id} is still going ({active[0].name} is {active[0].status}): "
+            f"{'--rerun' if rerun else '--param'} waits until it ended; stop it first with "
+            f"'job-chain stop {shlex.quote(ctx.path)} --run {run.run_id}'", run.run_id)
     old = frozen(ctx, run)
     note = ""
     new: Optional[Chain]
@@ -57,19 +58,32 @@ def preview(ctx: RunContext, run: Run, rerun: Tuple[str, ...], params: Dict[str,
     if new is not None and run.revision:
         latest = {s.name: max([a.attempt for a in s.attempts + s.history] or [0]) for s in now.steps}
         done = {s.name for s in now.steps if _kept(old, s)}
-        candidate, changes = revise(old, new, done=done, latest=latest, rerun=rerun, revision=run.revision + 1)
+        held = {s.name: _why_held(s) for s in now.steps if s.submitted} if active else None
+        candidate, changes = revise(old, new, done=done, latest=latest, rerun=rerun, revision=run.revision + 1,
+                                    held=held)
         if any(c.applied for c in changes) or rerun:
             chain, revision = candidate, run.revision + 1
             chain.digest = ""
     if chain is not old:
         now = summarize(chain, [a for s in now.steps for a in s.attempts + s.history],
                         ctx.records.facts(run.run_id), run_id=run.run_id)
+    if active:  # the run goes on by itself: nothing is submitted or stopped from here
+        going = f"run {run.run_id} is going ({active[0].name} is {active[0].status}): nothing is stopped or submitted"
+        return ResumePlan(run.run_id, revision, changes, [], f"{note}; {going}" if note else going,
+                          going=True), chain
     targets = resume_targets(now, chain)
     first, later = slots.first_wave(chain, steps_named(chain, [n for n, _ in targets]))
     attempt = dict(targets)
     return ResumePlan(run.run_id, revision, changes, [(s.name, attempt[s.name]) for s in first], note,
                       waiting=[(s.name, attempt[s.name]) for s in later],
                       checkpoints=checkpoints(chain, run.run_id, [s.name for s in now.steps if not s.succeeded])), chain
+
+
+def _why_held(step: StepStatus) -> str:
+    """Why a change cannot reach a step of a going run: it has been submitted in it."""
+    if step.succeeded:
+        return "already succeeded"
+    return f"it is {step.status.lower()}" if step.active else f"already submitted ({step.status.lower()})"
 
 
 def _with_params(old: Chain, base: Chain, params: Dict[str, str], path: str) -> Chain:
@@ -102,6 +116,52 @@ def file_changes(ctx: RunContext, run: Run) -> List[Change]:
     return revise(old, new, done=set(), latest={}, rerun=(), revision=run.revision + 1)[1]
 
 
+def revise_going(ctx: RunContext, run: Run, plan: ResumePlan, chain: Chain) -> ResumePlan:
+    """Keep ``plan``'s revision of a going run, stopping and submitting nothing; then say which of
+    its changes may not reach their step after all (``plan.changes`` updated, and returned).
+
+    Exactly once holds whatever a hop read (:func:`~job_chain.rules.revise.revise` keeps every
+    token). Which content a step runs: a hop writes its success marker, then reads the run's
+    revision (``hop/advance.finish``); this writes the revision, then reads the record again. So a
+    hop that read the previous revision wrote its marker before this looks, and every change to a
+    step that became ready (or was submitted) meanwhile is reported as one that may not apply.
+    """
+    from job_chain.spec.frozen import freeze
+
+    if plan.revision == run.revision:
+        return plan
+    old = frozen(ctx, run)
+    with ctx.records.start_lock():  # one resume at a time writes the next revision
+        current = find_run(ctx, run.run_id)
+        if current.revision != run.revision:
+            raise UsageError(f"run {run.run_id} was revised meanwhile (it is at revision {current.revision}): "
+                             "resume again")
+        why = "resumed while going with " + ", ".join(c.line()[2:] for c in plan.changes if c.applied)
+        digest = ctx.records.freeze(run.run_id, freeze(chain), revision=plan.revision, reason=why,
+                                    changes=[c.as_json() for c in plan.changes])
+        ctx.records.update_run(run.run_id, digest=digest, revision=plan.revision)
+    after = status(ctx, run.run_id)  # read after the write: what became ready meanwhile
+    by_name = {s.name: s for s in after.steps}
+    for change in plan.changes:
+        where = old if change.kind == "removed" else chain
+        step = where.find(change.name)
+        if not change.applied or step is None or step.is_handler:
+            continue
+        state = by_name.get(step.name)
+        needs = [where.step(d) for d in step.depends_on]
+        ready = all(d is not None and d.name in by_name and _succeeded(ctx, run.run_id, by_name[d.name])
+                    for d in needs)
+        if (state is not None and state.submitted) or ready:
+            change.note = ("it became ready while the change was written: it may run as before "
+                           "(its submission record keeps the revision it was made from)")
+    return plan
+
+
+def _succeeded(ctx: RunContext, run_id: str, step: StepStatus) -> bool:
+    """The step succeeded, or its tail has written its marker (its job still runs the tail)."""
+    return step.succeeded or bool(step.attempt and ctx.records.succeeded(run_id, step.name, step.attempt))
+
+
 def _kept(old: Chain, step: StepStatus) -> bool:
     """A step a resume leaves as it is: it succeeded, or the run excluded it (started after it)."""
     frozen_step = old.named(step.name)
@@ -125,11 +185,27 @@ def apply(ctx: RunContext, run_id: Optional[str] = None, *, mode: Optional[str] 
           rerun: Tuple[str, ...] = (), params: Optional[Dict[str, str]] = None,
           as_frozen: bool = False) -> List[Submitted]:
     """Resume the run (see :meth:`job_chain.session.ChainSession.resume`): keep what :func:`preview`
-    decides as a new revision, and submit its targets."""
-    from job_chain.spec.frozen import freeze
-
+    decides as a new revision, and submit its targets. A going run: see :func:`revise_going`."""
     run = find_run(ctx, run_id)
     plan, chain = preview(ctx, run, tuple(rerun), dict(params or {}), as_frozen)
+    if plan.going:
+        revise_going(ctx, run, plan, chain)
+        return []
+    return _submit(ctx, run, plan, chain, mode, rerun)
+
+
+def revise_running(ctx: RunContext, run_id: Optional[str] = None) -> ResumePlan:
+    """A going run: keep the file's changes it can take now as a new revision (nothing stopped or
+    submitted); the plan says what was applied and what was not, and why."""
+    run = find_run(ctx, run_id)
+    plan, chain = preview(ctx, run, (), {})
+    return revise_going(ctx, run, plan, chain) if plan.going else plan
+
+
+def _submit(ctx: RunContext, run: Run, plan: ResumePlan, chain: Chain, mode: Optional[str],
+            rerun: Tuple[str, ...]) -> List[Submitted]:
+    from job_chain.spec.frozen import freeze
+
     if not plan.targets:
         return []
     check_mode(chain, mode or run.mode)

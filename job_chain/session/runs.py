@@ -123,6 +123,7 @@ class ResumePlan:
     note: str = ""  # e.g. "the chain file is gone: resuming the run as it was frozen"
     waiting: List[Tuple[str, int]] = field(default_factory=list)  # targets that wait for a slot (maxParallel)
     checkpoints: List[Any] = field(default_factory=list)  # job_chain.rules.checkpoint.Seen of steps still to run
+    going: bool = False  # the run is going: a resume keeps the changes it can apply, submits and stops nothing
 
     @property
     def changed(self) -> bool:
@@ -132,7 +133,7 @@ class ResumePlan:
         return {"run": self.run_id, "revision": self.revision, "changes": [c.as_json() for c in self.changes],
                 "submits": [{"step": name, "attempt": attempt} for name, attempt in self.targets],
                 "waits": [{"step": name, "attempt": attempt} for name, attempt in self.waiting],
-                "note": self.note or None,
+                "note": self.note or None, "going": self.going,
                 "checkpoints": [{"step": c.step, "dir": c.dir, "iteration": c.found[0] if c.found else None,
                                  "exists": c.exists} for c in self.checkpoints]}
 

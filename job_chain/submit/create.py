@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from job_chain.spec.model import Chain
 
 MODES = ("job", "watch", "inline")
+TOKEN_TAKEN = "IdempotentParameterMismatch"  # a clientToken that already made a job from another request
 
 
 def find_submitted(client: Any, pool: str, run_id: str, step: str, attempt: int,
@@ -70,8 +71,18 @@ def create_once(client: Any, pool: str, body: Dict[str, Any], token: str, *, rec
     if done is not None:
         return done
     from job_chain.aihc.engine import as_engine
+    from job_chain.engine.jobs import EngineError
 
-    job_id, job_name = as_engine(client).create(pool, body, token)
+    try:
+        job_id, job_name = as_engine(client).create(pool, body, token)
+    except EngineError as exc:
+        if exc.code != TOKEN_TAKEN:
+            raise
+        # the token of (run, step, attempt) already made a job, from another revision's request (a
+        # resume of a going run keeps tokens): that job is the step's attempt; its tail records it
+        recorded = records.submission(run_id, step, attempt) if records is not None else None
+        return {"jobId": str(recorded["jobId"]) if recorded else "(made by its token from another revision)",
+                "jobName": str((recorded or {}).get("jobName", "")), "created": "no"}
     if records is not None:
         records.record_submission(run_id, step, attempt, job_id, job_name, revision, resume=resume, mode=mode,
                                   cache=cache)
