@@ -27,7 +27,8 @@ from job_chain.util.suggest import did_you_mean
 def preview(ctx: RunContext, run: Run, rerun: Tuple[str, ...], params: Dict[str, str],
             as_frozen: bool = False) -> Tuple[ResumePlan, Chain]:
     """(what a resume of ``run`` would do, the chain it would run): the file's changes by step name
-    and what it would submit. :class:`RunStillActive` while a step is going. ``as_frozen``: the
+    and what it would submit (a going run: ``going``, nothing to submit; :class:`RunStillActive` for
+    ``rerun``/``params`` then). ``as_frozen``: the
     file is not read; the run continues as frozen (``--rerun`` and ``--param`` still apply)."""
     from job_chain.record import slots
     from job_chain.rules.revise import revise
