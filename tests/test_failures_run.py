@@ -7,6 +7,7 @@ Each test is one short run; scripts print the lines PyTorch, NCCL and Python pri
 from __future__ import annotations
 
 import json
+import shlex
 import time
 from pathlib import Path
 from typing import Any, Dict, List
@@ -88,6 +89,16 @@ def test_the_cause_is_found_in_a_worker_pods_log_while_the_masters_says_nothing(
         "class": "infra", "signature": "nccl-remote-error", "pod": "train-worker-0",
         "line": "ncclRemoteError: A call failed possibly due to a network error or a remote process exiting "
                 "prematurely."}
+    # issue 29 item 4: the suggested command and logs without --pod opened train-master-0, which says nothing
+    hint = data["hint"]
+    assert hint.startswith("job-chain logs ") and "--attempt 1" in hint
+    suggested = invoke(shared_server, *shlex.split(hint)[1:])
+    assert suggested.exit_code == 0 and "· pod train-worker-0" in suggested.output, suggested.output
+    assert "ncclRemoteError: A call failed" in suggested.output
+    plain = invoke(shared_server, "logs", str(chain), "--step", "train")
+    assert "· pod train-worker-0" in plain.output and "ncclRemoteError" in plain.output
+    master = invoke(shared_server, "logs", str(chain), "--pod", "train-master-0")
+    assert "· pod train-master-0" in master.output and "ncclRemoteError" not in master.output
 
 
 def test_a_users_rule_comes_before_the_builtins_and_has_its_own_budget(tmp_path: Path,

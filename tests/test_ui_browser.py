@@ -241,6 +241,29 @@ def test_a_failed_step_shows_its_cause_and_the_run_its_gpu_hours(console: Consol
     assert "not retried: its retries give user failures no budget" in css(browser, "#retry-note").text
     assert css(browser, "#step-gpu-hours").text
     shot(browser, tmp_path, "run-failed-cause")
+def test_the_log_panel_opens_the_pod_the_cause_names(console: Console, browser: Any, home: Path,
+                                                     shared_server: Any, tmp_path: Path) -> None:
+    # issue 29 item 4: an OOM on train-worker-0, and the log panel opened train-master-0
+    folder = home / "worker-oom"
+    folder.mkdir()
+    (folder / "train.sh").write_text(
+        'if [ "$RANK" = 1 ]; then echo "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB" >&2\n'
+        '  exit 1; fi\necho "master: waiting for the others"; sleep 30\n')
+    chain = folder / "chain_info.json"
+    chain.write_text(json.dumps({"resourcePoolId": shared_server.pool, "jobs": [{
+        "name": "train", "jobSpec": {"command": "train.sh", "image": "local", "replicas": 2}}]}))
+    run_id = start_run(chain, shared_server)
+    browser.get(f"{console.url}/run/{_cid(chain)}/{run_id}")
+    wait_for(browser, lambda b: attr(b, "#outcome", "data-outcome") == "failed")
+    browser.execute_script("document.querySelector('#step-row-0 a').click();")
+    wait_for(browser, lambda b: "CUDA out of memory" in css(b, "#log-text").text)
+    assert "master: waiting" not in css(browser, "#log-text").text
+    assert browser.execute_script("return document.querySelector('select[name=pod]').value") == "train-worker-0"
+    assert "oom" in css(browser, "#cause").text and "train-worker-0" in css(browser, "#cause").text
+    browser.execute_script("document.querySelector('#log-text').scrollIntoView({block: 'center'});")
+    shot(browser, tmp_path, "log-of-the-cause-pod")
+
+
 def test_a_sweep_submitted_with_params_shows_its_matrix_params_and_outputs(
         console: Console, browser: Any, home: Path, shared_server: Any, tmp_path: Path) -> None:
     text = json.dumps({"resourcePoolId": shared_server.pool, "params": {"tag": "base"}, "jobs": [

@@ -19,7 +19,7 @@ from job_chain.cli.options import api_options
               help="Step name or number (default: a failed run's failed step, else the latest submitted step).")
 @click.option("--attempt", type=click.IntRange(min=1), default=None, help="Attempt (default: the step's latest).")
 @RUN_OPTION
-@click.option("--pod", default=None, help="Pod name (default: the step's master pod).")
+@click.option("--pod", default=None, help="Pod name (default: the pod a failure's cause names, else the master).")
 @click.option("--all-pods", is_flag=True, help="Every pod of the step, each line prefixed with its pod.")
 @click.option("-f", "--follow", is_flag=True,
               help="Keep printing new lines: until the step ends with --step, else through every later step "
@@ -83,7 +83,7 @@ def _print_attempt(client: Any, pool: str, state: Any, chosen: Any, pod: Optiona
             job = engine.job(pool, chosen.job_id)
     if pod is None and not job.pods:
         raise UsageError(f"job {chosen.job_id} has no pods yet; pass --pod NAME once it is scheduled")
-    pod_name = pod or job.pod_names[0]
+    pod_name = pod or chosen.log_pod(job.pod_names) or job.pod_names[0]
     click.echo(f"{_where(state, chosen)} · pod {pod_name}", err=True)
     with naming_pods(client, pool, chosen.job_id, pod_name):
         follow_logs(engine, pool, chosen.job_id, pod_name, tail, follow)

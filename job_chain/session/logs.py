@@ -56,15 +56,15 @@ def pod_log(ctx: RunContext, run: Run, job_id: str, pod: str, **params: Any) -> 
 
 def log(ctx: RunContext, run_id: Optional[str] = None, step: Union[int, str, None] = None,
         number: Optional[int] = None, pod: Optional[str] = None, tail: Optional[int] = None) -> str:
-    """The log text of one attempt's pod (default: the master pod of the latest attempt); with
-    ``tail``, only the last ``tail`` lines are asked of the engine (its ``maxLines``)."""
+    """The log text of one attempt's pod (default: of the latest attempt, the pod its failure's cause
+    names, else the master: :meth:`~job_chain.status.types.Attempt.log_pod`); with ``tail``, only
+    the last ``tail`` lines are asked of the engine (its ``maxLines``)."""
     run = find_run(ctx, run_id)
     _, chosen = attempt(ctx, run.run_id, step, number)
     if pod is None:
-        names = pods(ctx, run, chosen.job_id)
-        if not names:
+        pod = chosen.log_pod(pods(ctx, run, chosen.job_id))
+        if pod is None:
             raise UsageError(f"job {chosen.job_id} has no pods yet")
-        pod = names[0]
     # the engine cuts the tail (maxLines); a whole log comes page by page
     text = "".join(pod_log(ctx, run, chosen.job_id, pod, max_lines=tail))
     if tail is not None:

@@ -13,7 +13,7 @@ import re
 import time
 from dataclasses import dataclass, field, replace
 from enum import Enum
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from job_chain.engine.jobs import Event, Job
 from job_chain.engine.states import FAILED, SUCCEEDED, TERMINAL
@@ -76,6 +76,14 @@ class Attempt:
     @property
     def terminal(self) -> bool:
         return self.status in TERMINAL
+
+    def log_pod(self, names: Sequence[str]) -> Optional[str]:
+        """The pod a look at this attempt's log opens when none is named: the one its failure's cause
+        names (where the evidence is: an OOM on ``train-worker-0``), else the first (the master)."""
+        cause = self.failure.pod if self.failure is not None else None
+        if cause and cause in names:
+            return str(cause)
+        return names[0] if names else None
 
     def as_json(self) -> Dict[str, Any]:
         data = {"attempt": self.attempt, "jobId": self.job_id, "status": self.status, "exitCode": self.exit_code,

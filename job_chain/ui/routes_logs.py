@@ -35,9 +35,8 @@ def register(app: FastAPI, pages: Pages) -> None:
             error = "not submitted yet"
         else:
             try:
-                if pod is None:
-                    names = session.pods(run, chosen.job_id)
-                    pod = names[0] if names else None
+                if pod is None:  # the pod the cause names, else the master
+                    pod = chosen.log_pod(session.pods(run, chosen.job_id))
                 if pod is None:
                     error = f"job {chosen.job_id} has no pod yet"
                 else:
@@ -60,8 +59,7 @@ def register(app: FastAPI, pages: Pages) -> None:
             raise NotFoundError(f"step {step_key} of run {run_id} has not been submitted")
         try:
             if not pod:
-                names = session.pods(run, chosen.job_id)
-                pod = names[0] if names else None
+                pod = chosen.log_pod(session.pods(run, chosen.job_id))
             if pod is None:
                 raise NotFoundError(f"job {chosen.job_id} has no pod yet")
             # page by page (nextMarker), records of 2000 lines: never the whole log in memory

@@ -137,7 +137,8 @@ def register(app: FastAPI, pages: Pages) -> None:
             except JobChainError as exc:
                 pod_error = say(exc)
         return pages.page("_step.html", entry=found, run=run, step=step, chosen=chosen, pods=pods,
-                          pod_error=pod_error, request_json=request_json)
+                          pod=chosen.log_pod(pods) if chosen is not None else None, pod_error=pod_error,
+                          request_json=request_json)
 
     @app.post("/action/{cid}/{run_id}/{action}", response_class=HTMLResponse)
     async def act(request: Request, cid: str, run_id: str, action: str) -> HTMLResponse:
