@@ -199,3 +199,26 @@ def test_local_start_passes_the_faults_on(tmp_path: Any) -> None:
         assert "injected fault" in log
     finally:
         daemon.stop(str(state))
+
+
+def test_faults_hit_api_v2_actions_too(local_server_factory: Any) -> None:
+    # --inject-faults matched paths starting /api/ only: at rate 1.0, v1 calls failed 10/10 and v2 0/10
+    server = local_server_factory(extra_args=["--inject-faults", "1", "--fault-seed", "13"])
+    statuses = []
+    for _ in range(10):
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+        try:
+            conn.request("GET", "/?action=DescribeJobs&resourcePoolId=" + server.pool, headers={"version": "v2"})
+            answer = conn.getresponse()
+            answer.read()  # a dropped answer is cut off half-way
+            statuses.append(answer.status)
+        except (http.client.HTTPException, OSError):
+            statuses.append(DROP)
+        finally:
+            conn.close()
+    assert set(statuses) <= {503, 500, 429, DROP} and len(statuses) == 10
+    assert sum("injected fault" in line and "GET / " in line for line in fault_lines(server)) == 10
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    conn.request("GET", "/healthz")
+    assert conn.getresponse().status == 200  # never faulted
+    conn.close()

@@ -4,8 +4,9 @@ Why: job-chain must survive 5xx answers, throttling and dropped connections, and
 create that fails *after* the job was committed (a retry without a client token then makes a
 duplicate). ``job-chain local serve --inject-faults RATE [--fault-seed S]`` places
 :class:`FaultInjector` between the request-id and the auth middleware, where a cloud's gateway
-sits: faults hit signed and unsigned requests alike. ``/healthz`` and the web-terminal
-websocket are never faulted. With a seed, the same sequence of requests meets the same faults.
+sits: faults hit signed and unsigned requests alike, of both API styles (v1 ``/api/v1/…``, v2
+``/?action=…``). ``/healthz`` and the web-terminal websocket are never faulted. With a seed, the
+same sequence of requests meets the same faults.
 
 :func:`kill_pod` (``job-chain local fault JOB SIGNATURE``) makes a running pod die the way a real
 failure does: a catalogue signature's line in its log, then SIGABRT to its training processes.
@@ -93,7 +94,7 @@ class FaultInjector:
         return FAULTS[pick] if roll < self.rate else None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not scope["path"].startswith("/api/"):
+        if not is_api(scope):
             await self.app(scope, receive, send)
             return
         fault = self.draw()
@@ -125,6 +126,17 @@ class FaultInjector:
             await _cut_off(send, status, list(start.get("headers") or []), body)
         else:  # the answer replaced by an error (a 503 if there was no answer to cut)
             await _error(send, fault if fault.status is not None else FAULTS[0], request_id)
+
+
+def is_api(scope: Scope) -> bool:
+    """An API request of either style: v1 (``/api/v1/…``) or v2 (``/?action=Name``, Baidu's
+    action style). Everything else (``/healthz``, the web terminal) is never faulted."""
+    if scope["type"] != "http":
+        return False
+    if scope["path"].startswith("/api/"):
+        return True
+    return scope["path"] == "/" and any(key == b"action" for key, _, _ in
+                                        (pair.partition(b"=") for pair in scope.get("query_string", b"").split(b"&")))
 
 
 def _json_bytes(body: Dict[str, str]) -> bytes:
