@@ -202,6 +202,16 @@ def test_senders_in_separate_processes_keep_feishus_5_a_second(tmp_path: Path, l
 
 
 # -- sending: signed, checked by the listener; failures said, never raised ----------------------------------
+def test_a_text_target_gets_plain_text_and_a_bad_url_is_said_without_it(tmp_path: Path) -> None:
+    chain = chain_with(tmp_path, [{"url": "https://x.example/h", "format": "text"}])
+    facts = message(chain, "r1", "failed", None, "failed", None, [{"name": "train", "exitCode": 3}])
+    data, kind = bots_.encode("text", bots_.body("text", facts))
+    assert kind == "text/plain; charset=utf-8" and data.decode().startswith("job-chain: run r1 of ")
+    said: List[str] = []
+    why = Sender(None, {"U": "ftp//tok-123"}, said.append).send(0, {"url": {"env": "U"}, "format": "json"}, facts)
+    assert why == "its URL is not a valid http:// or https:// URL" and "tok-123" not in why
+
+
 def test_a_refusing_bot_is_said_once_with_why_and_never_raises(tmp_path: Path, listener: Bots) -> None:
     chain = chain_with(tmp_path, TARGETS)
     said: List[str] = []
@@ -258,6 +268,9 @@ def test_a_missing_variable_refuses_the_start_naming_it(tmp_path: Path, shared_s
     assert ("# notify: reads $DING_URL, $DING_SECRET, $FEISHU_URL, $FEISHU_SECRET, $WECOM_URL from this environment "
             "at start; not set here: $FEISHU_SECRET, $WECOM_URL (the run would be refused)") in dry.output
     assert DING_SECRET not in dry.output and "127.0.0.1:9" not in dry.output
+    bad = invoke("run", str(chain), env=dict(env, FEISHU_SECRET="s", WECOM_URL="qyapi.weixin.qq.com/send?key=k-77"))
+    assert bad.exit_code != 0 and "notify's URL $WECOM_URL is not an http:// or https:// URL" in bad.output
+    assert "k-77" not in bad.output
     inline = invoke("run", str(chain), "--inline", env=dict(env, FEISHU_SECRET="s", WECOM_URL="http://127.0.0.1:9/z"))
     assert inline.exit_code != 0 and "an --inline run has no record" in inline.output
 

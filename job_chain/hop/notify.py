@@ -116,7 +116,9 @@ def send(url: str, data: bytes, content_type: str, fmt: str = "json",
             why = f"it answered HTTP {exc.code}" + (f": {detail}" if detail else f" {exc.reason}")
             if exc.code < 500 and exc.code != 429:
                 return why
-        except (urllib.error.URLError, OSError, ValueError) as exc:
+        except ValueError:  # its text would quote the URL, a credential
+            return "its URL is not a valid http:// or https:// URL"
+        except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", None) or exc
             why = f"it could not be reached: {reason}"
         if attempt < TRIES - 1:

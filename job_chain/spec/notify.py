@@ -112,4 +112,9 @@ def resolve(targets: List[Dict[str, Any]], environ: Mapping[str, str], where: st
                          f"here: set {'it' if len(missing) == 1 else 'them'} in the environment of the command that "
                          "starts or resumes the run (the value is kept in the run record, mode 0600, for the jobs "
                          "that send notifications)")
-    return {n: environ[n] for n in names}
+    urls = {env_name(t.get("url")) for t in targets} - {None}
+    bad = [n for n in names if n in urls and not re.fullmatch(r"https?://\S+", environ[n].strip())]
+    if bad:  # said before the run, not by every job that would send (and never the value: it is a credential)
+        raise UsageError(f"{where}: notify's URL ${bad[0]} is not an http:// or https:// URL (its value is "
+                         "not shown: a bot's URL is a credential)")
+    return {n: environ[n].strip() if n in urls else environ[n] for n in names}
