@@ -341,3 +341,26 @@ def test_a_failed_run_notifies_each_bot_signed_and_keeps_its_secrets(tmp_path: P
     for secret in secrets:
         assert secret not in jobs and secret not in logs.output and secret not in shown.output
     assert holding == []
+
+
+def test_a_going_run_revised_with_new_notify_targets_keeps_their_secrets(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A resume of a going run that adds a {"env"} target reads the variable then (or refuses)."""
+    from memory_api import MemoryAPI
+
+    from job_chain.errors import UsageError
+
+    api = MemoryAPI()
+    chain = write_chain(tmp_path, "pool-local", [{"name": "a", "script": "true"}, {"name": "b", "script": "true"}])
+    s = ChainSession.from_file(str(chain), client=api)
+    run = s.start()
+    data = json.loads(chain.read_text())
+    data["notify"] = [{"url": {"env": "WECOM_URL"}, "format": "wecom"}]
+    chain.write_text(json.dumps(data))
+    monkeypatch.delenv("WECOM_URL", raising=False)
+    with pytest.raises(UsageError, match=r"notify names \$WECOM_URL, which is not set here"):
+        s.revise_running(run.run_id)
+    assert s.records.notify_secrets(run.run_id) == {}
+    monkeypatch.setenv("WECOM_URL", "https://qyapi.weixin.qq.com/cgi-bin/webhook/send?key=k1")
+    assert s.revise_running(run.run_id).revision == 2
+    assert s.records.notify_secrets(run.run_id) == {"WECOM_URL": "https://qyapi.weixin.qq.com/cgi-bin/webhook/send?key=k1"}

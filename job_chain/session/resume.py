@@ -132,6 +132,9 @@ def revise_going(ctx: RunContext, run: Run, plan: ResumePlan, chain: Chain) -> R
     if plan.revision == run.revision:
         return plan
     old = frozen(ctx, run)
+    secrets = notify_values(ctx, chain)  # before the revision that names them (a variable not set refuses)
+    if secrets:
+        ctx.records.save_notify_secrets(run.run_id, secrets)
     with ctx.records.start_lock():  # one resume at a time writes the next revision
         current = find_run(ctx, run.run_id)
         if current.revision != run.revision:
