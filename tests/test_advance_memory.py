@@ -128,3 +128,29 @@ def test_a_secret_env_value_in_a_failures_matching_line_is_hidden_wherever_the_l
     record_dir = Path(f"{chain}.runs") / run.run_id
     assert not [p.name for p in record_dir.iterdir() if p.is_file() and secret in p.read_text()
                 and not p.name.startswith(("revision-", "run.json"))]
+
+
+def test_a_one_off_status_retries_its_reads_as_long_as_a_create_would(tmp_path: Path, monkeypatch: Any) -> None:
+    # under 30% faults a one-off status gave up (exit 1) after the client's own 4 retries
+    from job_chain.aihc.errors import AIHCError
+    from job_chain.engine import deadline
+
+    class Flaky(MemoryAPI):
+        failures = 0
+
+        def get_job(self, pool: str, job_id: str) -> Any:
+            if self.failures < 5:
+                self.failures += 1
+                raise AIHCError("the service is temporarily unavailable (injected)", status=503)
+            return super().get_job(pool, job_id)
+
+    waited: list = []
+    monkeypatch.setattr(deadline, "_sleep", waited.append)
+    api = Flaky()
+    chain = make_chain(tmp_path, [{"script": "echo a"}, {"script": "echo b"}], "pool-local")
+    s = ChainSession.from_file(str(chain), client=api)
+    run = s.start()
+    api.failures = 0
+    look = s.status(run.run_id)
+    assert api.failures == 5 and waited == [1.0, 2.0, 4.0, 8.0, 16.0]
+    assert [st.status for st in look.steps][:1] == ["Running"]

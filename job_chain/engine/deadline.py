@@ -9,9 +9,14 @@ from typing import Any, Callable, Optional
 from job_chain.engine.jobs import EngineError
 from job_chain.util.log import log
 
+_sleep = time.sleep  # (tests replace it)
+
+
+CALL_DEADLINE = 60.0  # seconds a create of run/resume, and a look of status/runs/logs, keep retrying
+
 
 def submit_with_deadline(
-    submit: Callable[[], Any], deadline: float, sleep: Callable[[float], None] = time.sleep,
+    submit: Callable[[], Any], deadline: float, sleep: Optional[Callable[[float], None]] = None,
     on_unreachable: Optional[Callable[[], None]] = None,
 ) -> Any:
     """Call ``submit`` until it works, a non-retryable error occurs, or ``deadline`` passes.
@@ -28,7 +33,7 @@ def submit_with_deadline(
             if not exc.retryable or time.monotonic() + delay > end:
                 raise
             log(f"{exc}; retrying in {delay:.0f}s")
-            sleep(delay)
+            (sleep or _sleep)(delay)
             delay = min(delay * 2, 30.0)
             if exc.status is None and on_unreachable is not None:
                 on_unreachable()

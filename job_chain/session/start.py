@@ -10,6 +10,7 @@ from __future__ import annotations
 import shlex
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
+from job_chain.engine.deadline import CALL_DEADLINE
 from job_chain.errors import JobChainError, RunStillActive, UsageError
 from job_chain.record.records import RecordDamaged, new_run_id
 from job_chain.session.context import RunContext, find_run, frozen
@@ -19,7 +20,7 @@ from job_chain.session.runs import Run, SubmitInterrupted, Submitted
 from job_chain.spec.model import Chain, Step
 from job_chain.submit.create import MODES
 
-SUBMIT_DEADLINE = 60.0  # seconds start and resume keep retrying a step's create through transient errors
+SUBMIT_DEADLINE = CALL_DEADLINE  # seconds start and resume keep retrying a step's create through transient errors
 
 
 def start(ctx: RunContext, first: Union[int, str] = 0, *, mode: str = "job", force: bool = False,

@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, List, Set, Tuple
 
 from job_chain.aihc.names import is_job_id
+from job_chain.engine.deadline import CALL_DEADLINE, submit_with_deadline
 from job_chain.errors import JobChainError
 from job_chain.record.records import RunRecords
 from job_chain.spec.model import Chain
@@ -66,12 +67,15 @@ def run_attempts(records: RunRecords, client_for: Callable[[], Any], chain: Chai
     cache, final = cached_attempts(records, run.run_id)
     try:
         client = client_for()
-        if walk or must_walk(records, run.run_id, run.mode, ids):
-            attempts, known, settled = observe(client, chain.pool, run.run_id, cache=cache, final=final,
-                                               first_job_id=entries[0]["jobId"] if entries else None,
-                                               since=run.started.timestamp())
-        else:
-            attempts, known, settled = by_id(client, chain.pool, run.run_id, ids, cache=cache, final=final)
+
+        def look() -> Any:
+            if walk or must_walk(records, run.run_id, run.mode, ids):
+                return observe(client, chain.pool, run.run_id, cache=cache, final=final,
+                               first_job_id=entries[0]["jobId"] if entries else None, since=run.started.timestamp())
+            return by_id(client, chain.pool, run.run_id, ids, cache=cache, final=final)
+
+        # a look only reads: through transient errors it retries for as long as a create of run does
+        attempts, known, settled = submit_with_deadline(look, CALL_DEADLINE)
     except JobChainError:
         if never_started:  # the API may be why it never started: nothing to show, not an error
             return [], run.endpoint
