@@ -242,3 +242,28 @@ def test_slurm_options_job_chain_sets_and_bad_engines_are_refused_at_their_path(
     assert any(p.startswith("slurm.job-name: is set by job-chain") for p in problems)
     assert any(p.startswith("jobs[0].slurm.nodes: is set by job-chain: use jobSpec.replicas") for p in problems)
     assert any(p.startswith("jobs[0].slurm.Bad Key: must be an sbatch long option") for p in problems)
+
+
+def test_slurm_words_become_job_chain_s_and_its_verdict_is_classified() -> None:
+    from job_chain.failures.classify import classify
+    from job_chain.slurm.engine import SlurmEngine, comment_of, parse_show
+
+    line = ("JobId=42 JobName=jc-r1-train-2 UserId=root(0) JobState=TIMEOUT Reason=TimeLimit ExitCode=0:15 "
+            "SubmitTime=2026-11-29T02:46:10 StartTime=2026-11-29T02:46:12 EndTime=2026-11-29T03:46:12 "
+            f"NumNodes=2 Comment={comment_of('r 1', 'train', '2')} StdOut=/x y/out")
+    show = parse_show(line)
+    assert show["StdOut"] == "/x y/out" and show["JobState"] == "TIMEOUT"
+    job = SlurmEngine("/nonexistent")._job_of(show, pods=False)
+    assert (job.status, job.run_id, job.step, job.attempt, job.exit_code) == ("Failed", "r 1", "train", 2, 0)
+    assert job.finished is not None and job.finished - job.running == 3600
+    text = "slurmstepd: error: *** JOB 42 ON jc1 CANCELLED AT 2026-11-29T03:46:12 DUE TO TIME LIMIT ***\n"
+    assert (classify([("42-0", text)]).cls, classify([("42-0", text)]).signature) == ("timeout", "slurm-time-limit")
+
+
+def test_a_slurm_chain_is_never_run_inline(tmp_path: Path) -> None:
+    from job_chain.errors import UsageError
+    from job_chain.session.plan import check_mode
+
+    chain = load_chain(write(tmp_path, {"engine": "slurm", "jobs": [{"name": "a", "jobSpec": {"command": "a.sh"}}]}))
+    with pytest.raises(UsageError, match="without --inline"):
+        check_mode(chain, "inline")

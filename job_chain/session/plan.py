@@ -69,6 +69,10 @@ def check_mode(chain: Chain, mode: str) -> None:
     from job_chain.record import outputs, slots
     from job_chain.spec import notify as notify_
 
+    if mode == "inline" and chain.engine == "slurm":
+        raise UsageError("a Slurm chain keeps what Slurm forgets (its jobs, each node's log and exit) beside the run "
+                         "record on the shared filesystem (docs/slurm.md); an --inline run has no record: run it "
+                         "without --inline")
     if mode == "inline" and slots.capped(chain):
         raise UsageError("maxParallel and maxRunning need the run record on shared storage to hand slots on "
                          "(docs/graphs.md); an --inline run has none: run it without --inline")

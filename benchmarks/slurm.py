@@ -1,0 +1,147 @@
+"""job-chain on Slurm next to Slurm's own ``--dependency=afterok``, in one run (issue 32).
+
+Starts two private one-host Slurm clusters in turn (``tests/slurm_cluster.py``: munged, slurmctld,
+two slurmd on loopback; needs root and Debian's slurm-wlm and munge) — one at Slurm's scheduler
+defaults, one tuned (``SchedulerParameters=batch_sched_delay=0,defer_batch=0,…``, what the tests
+use) — and on each measures three shapes both ways:
+
+- **hop**: a line of steps; from a step's script ending to the next one's script starting;
+- **diamond join**: a → (b, c) → d; from the later of b and c ending to d starting;
+- **fan-in-8**: a → 8 branches → join; from the last branch ending to the join starting.
+
+job-chain: the chain run with ``"engine": "slurm"`` (each job's tail submits what its success
+starts with sbatch, from inside the job). afterok: every job submitted up front with ``sbatch
+--dependency=afterok:IDS`` (Slurm starts each when what it waits for completed). Every script
+writes its start and end (``date +%s.%N``) to a file; the figures are the medians of the gaps.
+
+Usage: ``.venv/bin/python benchmarks/slurm.py [--quick] [--hops N] [--rounds N]``; writes
+``benchmarks/results/slurm.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Tuple
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "tests"))
+
+import slurm_cluster  # noqa: E402
+
+STAMP = 'echo "start $(date +%s.%N)" > "{times}/$1"\n{body}\necho "end $(date +%s.%N)" >> "{times}/$1"\n'
+
+
+def shapes(hops: int) -> Dict[str, List[Tuple[str, List[str]]]]:
+    """Each shape: (step, the steps it waits for) in order."""
+    line = [(f"s{i}", [f"s{i - 1}"] if i else []) for i in range(hops + 1)]
+    diamond = [("a", []), ("b", ["a"]), ("c", ["a"]), ("d", ["b", "c"])]
+    fan = [("a", [])] + [(f"b{i}", ["a"]) for i in range(8)] + [("join", [f"b{i}" for i in range(8)])]
+    return {"hop": line, "diamond join": diamond, "fan-in-8 join": fan}
+
+
+def times(directory: Path) -> Dict[str, Tuple[float, float]]:
+    out = {}
+    for f in directory.iterdir():
+        words = f.read_text().split()
+        if len(words) == 4:
+            out[f.name] = (float(words[1]), float(words[3]))
+    return out
+
+
+def gaps(shape: List[Tuple[str, List[str]]], seen: Dict[str, Tuple[float, float]]) -> List[float]:
+    """A line: for each step after the first, its start minus the end of the one before. A join
+    shape: the join's start minus the end of the last step it waited for (the branches' own hops
+    are not counted)."""
+    waiting = [(name, deps) for name, deps in shape if deps]
+    if len(shape[-1][1]) > 1:
+        waiting = [shape[-1]]
+    return [seen[name][0] - max(seen[d][1] for d in deps) for name, deps in waiting]
+
+
+def wait_for(directory: Path, count: int, timeout: float) -> None:
+    end = time.monotonic() + timeout
+    while len(times(directory)) < count:
+        if time.monotonic() > end:
+            raise RuntimeError(f"only {len(times(directory))} of {count} steps finished in {timeout:g}s")
+        time.sleep(0.2)
+
+
+def job_chain_round(cluster: Any, work: Path, shape: List[Tuple[str, List[str]]]) -> List[float]:
+    stamps = work / "times"
+    stamps.mkdir(parents=True)
+    jobs = []
+    for name, deps in shape:
+        (work / f"{name}.sh").write_text(STAMP.format(times=stamps, body="true").replace("$1", name))
+        job: Dict[str, Any] = {"name": name, "jobSpec": {"command": f"{name}.sh"}}
+        if deps:
+            job["jobChain"] = {"dependsOn": deps}
+        jobs.append(job)
+    chain = work / "chain.json"
+    chain.write_text(json.dumps({"engine": "slurm", "jobs": jobs}))
+    env = cluster.env()
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+    subprocess.run([sys.executable, "-m", "job_chain", "run", str(chain)], env=env, check=True,
+                   capture_output=True, timeout=120)
+    wait_for(stamps, len(shape), 300)
+    return gaps(shape, times(stamps))
+
+
+def afterok_round(cluster: Any, work: Path, shape: List[Tuple[str, List[str]]]) -> List[float]:
+    stamps = work / "times"
+    stamps.mkdir(parents=True)
+    ids: Dict[str, str] = {}
+    for name, deps in shape:
+        script = "#!/bin/bash\n" + STAMP.format(times=stamps, body="true").replace("$1", name)
+        argv = ["sbatch", "--parsable", f"--job-name=afterok-{name}", f"--output={work}/{name}.out"]
+        if deps:
+            argv.append("--dependency=afterok:" + ":".join(ids[d] for d in deps))
+        done = subprocess.run(argv, input=script, text=True, capture_output=True, env=cluster.env(), check=True)
+        ids[name] = done.stdout.strip().split(";")[0]
+    wait_for(stamps, len(shape), 600)
+    return gaps(shape, times(stamps))
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="3 hops, 1 round")
+    p.add_argument("--hops", type=int, default=5)
+    p.add_argument("--rounds", type=int, default=3)
+    a = p.parse_args()
+    hops, rounds = (3, 1) if a.quick else (a.hops, a.rounds)
+    why = slurm_cluster.require()
+    if why or os.geteuid() != 0:
+        print(why or "the Slurm benchmark starts slurmd, which needs root", file=sys.stderr)
+        return 2
+    results: Dict[str, Dict[str, Any]] = {}
+    with tempfile.TemporaryDirectory(prefix="jc-bench-slurm-") as tmp:
+        for config, tuned in (("Slurm defaults", False), ("tuned", True)):
+            with slurm_cluster.SlurmCluster(Path(tmp) / config.replace(" ", "-"), tuned=tuned) as cluster:
+                for shape_name, shape in shapes(hops).items():
+                    for how, run in (("job-chain", job_chain_round), ("afterok", afterok_round)):
+                        samples: List[float] = []
+                        for r in range(rounds):
+                            samples += run(cluster, Path(tmp) / f"{config}-{shape_name}-{how}-{r}".replace(" ", "_"),
+                                           shape)
+                        results[f"{shape_name} · {how} · {config}"] = {
+                            "median_s": round(statistics.median(samples), 3), "max_s": round(max(samples), 3),
+                            "samples": [round(s, 3) for s in samples]}
+                        print(f"{shape_name:14} {how:10} {config:15} median {statistics.median(samples):.2f}s "
+                              f"max {max(samples):.2f}s (n={len(samples)})", flush=True)
+    out = HERE / "results"
+    out.mkdir(exist_ok=True)
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=HERE).stdout
+    (out / "slurm.json").write_text(json.dumps({"hops": hops, "rounds": rounds, "commit": commit.strip(),
+                                                "load": os.getloadavg(), "results": results}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
