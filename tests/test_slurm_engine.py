@@ -267,3 +267,29 @@ def test_a_slurm_chain_is_never_run_inline(tmp_path: Path) -> None:
     chain = load_chain(write(tmp_path, {"engine": "slurm", "jobs": [{"name": "a", "jobSpec": {"command": "a.sh"}}]}))
     with pytest.raises(UsageError, match="without --inline"):
         check_mode(chain, "inline")
+
+
+LOSING_SBATCH = """#!/bin/bash
+# the real sbatch submits, then its answer is lost (what a client sees when slurmctld is slow)
+/usr/bin/sbatch "$@" > /dev/null || exit $?
+echo "sbatch: error: Batch job submission failed: Socket timed out on send/recv operation" >&2
+exit 1
+"""
+
+
+def test_an_sbatch_whose_answer_is_lost_is_retried_into_the_same_job(slurm: Any, tmp_path: Path,
+                                                                     monkeypatch: Any) -> None:
+    from job_chain.engine.deadline import submit_with_deadline
+    from job_chain.slurm.engine import SlurmEngine
+
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "sbatch").write_text(LOSING_SBATCH)
+    (fake / "sbatch").chmod(0o755)
+    monkeypatch.setenv("SLURM_CONF", str(slurm.conf))
+    monkeypatch.setenv("PATH", f"{fake}{os.pathsep}{os.environ['PATH']}")
+    engine = SlurmEngine(str(tmp_path / ".slurm"))
+    pauses: List[float] = []
+    created = submit_with_deadline(lambda: engine.create("p", body(), "jc-drill-lost-1"), 60, sleep=pauses.append)
+    assert pauses == [1.0]  # the lost answer was retryable, and the retry found the job by its name
+    assert slurm.run("squeue", "-h", "-t", "all", "--name=jc-drill-lost-1", "-o", "%i").stdout.split() == [created.id]
