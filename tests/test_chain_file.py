@@ -281,3 +281,12 @@ def test_a_long_command_full_of_references_validates_in_linear_time(tmp_path: Pa
     with pytest.raises(ChainFileError):
         load_chain(write_chain(tmp_path, {"resourcePoolId": "p", "jobs": [job("a", command=text)]}))
     assert time.monotonic() - started < 20  # ~0.5 s now; minutes before
+
+
+def test_a_chain_of_more_than_5000_jobs_is_refused_before_its_jobs_are_read(tmp_path: Path) -> None:
+    # the documented limit was not enforced: 100,000 steps validated (5 s, 335 MB) and 20,000 ran
+    jobs = [job(f"s{i}") for i in range(5001)]
+    with pytest.raises(ChainFileError) as error:
+        load_chain(write_chain(tmp_path, {"resourcePoolId": "p", "jobs": jobs}))
+    assert error.value.problems == ["jobs: at most 5000 jobs in a chain, found 5001: split it into several chains"]
+    assert "5,000 steps per chain" in (EXAMPLES.parent / "docs" / "graphs.md").read_text()  # the documented limit
