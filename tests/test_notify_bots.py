@@ -365,3 +365,18 @@ def test_a_going_run_revised_with_new_notify_targets_keeps_their_secrets(tmp_pat
     monkeypatch.setenv("WECOM_URL", "https://qyapi.weixin.qq.com/cgi-bin/webhook/send?key=k1")
     assert s.revise_running(run.run_id).revision == 2
     assert s.records.notify_secrets(run.run_id) == {"WECOM_URL": "https://qyapi.weixin.qq.com/cgi-bin/webhook/send?key=k1"}
+
+
+def test_an_unexpected_error_in_a_send_is_a_failed_target_not_a_failed_advance(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    chain = chain_with(tmp_path, [{"url": "https://x.example/hook/tok-991", "format": "slack"}])
+
+    def broken(*args: Any) -> Any:
+        raise RuntimeError("while posting to https://x.example/hook/tok-991")
+
+    monkeypatch.setattr(bots_, "body", broken)
+    said: List[str] = []
+    failed: List[Any] = []
+    facts = message(chain, "r1", "failed", None, "failed", None)
+    assert Sender(None, {}, said.append).send_all([(0, chain.notify[0])], facts, lambda i, w: failed.append(w)) == 0
+    assert failed == ["it could not be sent (RuntimeError)"] and "tok-991" not in said[0]

@@ -208,7 +208,10 @@ class Sender:
         """Send to each (index, target); the number that took it. ``failed(index, why)`` is told the rest."""
         took = 0
         for index, target in targets:
-            why = self.send(index, target, facts)
+            try:
+                why = self.send(index, target, facts)
+            except Exception as exc:  # noqa: BLE001 (a notification never fails the advance; its text may quote a URL)
+                why = f"it could not be sent ({type(exc).__name__})"
             if why is None:
                 took += 1
                 continue
