@@ -172,7 +172,7 @@ def test_odd_file_names_and_values_make_one_line_problems(tmp_path: Path, spec: 
     assert all(line.isprintable() for line in str(info.value).split("\n"))
 
 
-KNOWN = ("checkpoint, dependsOn, failureRules, generatedBy, hangTimeout, matrix, maxParallel, metrics, retries, "
+KNOWN = ("cache, checkpoint, dependsOn, failureRules, generatedBy, hangTimeout, matrix, maxParallel, metrics, retries, "
          "retryOnExitCodes, runOn, timeout")
 
 
