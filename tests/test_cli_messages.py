@@ -190,3 +190,21 @@ def test_a_wrong_pod_of_a_missing_job_says_no_such_job(shared_server: Any) -> No
                     JOB_CHAIN_CREDENTIALS=shared_server.credentials_file)
     assert "NoSuchJob" in one_error_line(result)
 
+
+
+def test_sk_on_the_command_line_is_warned_about_and_env_is_not() -> None:
+    # --sk stays readable in the process's command line (ps) for as long as it runs: local serve, run --follow
+    from click.testing import CliRunner
+
+    from job_chain.cli import cli as job_chain_cli
+
+    runner = CliRunner()
+    typed = runner.invoke(job_chain_cli, ["jobs", "list", "--pool", "p", "--host", "127.0.0.1:1", "--ak", "a",
+                                          "--sk", "typed-secret-key"])
+    assert "warning: --sk puts the secret key in this process's command line" in typed.output
+    assert "--credentials FILE" in typed.output and "typed-secret-key" not in typed.output
+    quiet = runner.invoke(job_chain_cli, ["jobs", "list", "--pool", "p", "--host", "127.0.0.1:1", "--ak", "a"],
+                          env={"AIHC_SK": "from-env-secret"})
+    assert "warning: --sk" not in quiet.output
+    served = runner.invoke(job_chain_cli, ["local", "serve", "--ak", "a", "--sk", "typed", "--port", "-1"])
+    assert "warning: --sk" in served.output and "JOB_CHAIN_LOCAL_SK" in served.output

@@ -8,6 +8,8 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import click
 
+from job_chain.cli.options import sk_on_command_line
+
 
 class Delay(click.ParamType):
     """A duration such as ``20s``, ``1m``, ``0`` or a number of seconds (``2.5``)."""
@@ -39,7 +41,8 @@ def _server_options(func: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--ak", default=None, envvar="JOB_CHAIN_LOCAL_AK",
                      help="Access key to accept (default: a generated pair)."),
         click.option("--sk", default=None, envvar="JOB_CHAIN_LOCAL_SK",
-                     help="Secret key to accept (prefer env JOB_CHAIN_LOCAL_SK)."),
+                     callback=sk_on_command_line("set env JOB_CHAIN_LOCAL_SK instead"),
+                     help="Secret key to accept (prefer env JOB_CHAIN_LOCAL_SK: a command line is public)."),
         click.option("--max-running", type=click.IntRange(min=1), default=None,
                      help="At most N jobs run at once (with --pool: in each queue without its "
                      "own capacity); others queue by priority."),

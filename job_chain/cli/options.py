@@ -14,12 +14,29 @@ from job_chain.errors import UsageError
 POOL_ENV = "AIHC_RESOURCE_POOL_ID"
 
 
+def sk_on_command_line(instead: str) -> Callable[[click.Context, click.Parameter, Optional[str]], Optional[str]]:
+    """A ``--sk`` callback: when the key was typed on the command line (not from the environment),
+    warn that every local user can read it there (``ps``, ``/proc/PID/cmdline``) for as long as the
+    process runs, and name the way that keeps it out: ``instead``."""
+    def warn(ctx: click.Context, param: click.Parameter, value: Optional[str]) -> Optional[str]:
+        if value and ctx.get_parameter_source(param.name or "sk") == click.core.ParameterSource.COMMANDLINE:
+            click.echo(f"job-chain: warning: --sk puts the secret key in this process's command line, which every "
+                       f"user of this machine can read (ps, /proc/PID/cmdline) while it runs: {instead}", err=True)
+        return value
+    return warn
+
+
+SK_INSTEAD = ("set env AIHC_SK, or keep host/ak/sk in a credentials file of mode 0600 (--credentials FILE or env "
+              "JOB_CHAIN_CREDENTIALS) instead")
+
+
 def api_options(func: Callable[..., Any]) -> Callable[..., Any]:
     """Add --host/--ak/--sk/--credentials/--local to a command (all optional)."""
     options = [
         click.option("--host", default=None, help="AIHC endpoint, e.g. aihc.bj.baidubce.com (env AIHC_HOST)."),
         click.option("--ak", default=None, help="Access key id (env AIHC_AK)."),
-        click.option("--sk", default=None, help="Secret access key (env AIHC_SK; prefer env or a file)."),
+        click.option("--sk", default=None, callback=sk_on_command_line(SK_INSTEAD),
+                     help="Secret access key (env AIHC_SK; prefer env or a file: a command line is public)."),
         click.option("--credentials", "credentials_file", default=None, metavar="FILE",
                      help="JSON file with host, ak, sk (env JOB_CHAIN_CREDENTIALS)."),
         click.option("--local", "use_local", is_flag=True,
