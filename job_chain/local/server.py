@@ -240,6 +240,15 @@ IDLE_TIMEOUT = 5  # seconds a connection may sit without a complete request head
 MAX_HEAD = 64 * 1024  # bytes of request line + headers; more is refused
 
 
+_HEAD_END = re.compile(rb"\r?\n\r?\n")
+
+
+def head_size(pending: bytes) -> int:
+    """Bytes of the request head at the start of ``pending`` (all of it while the head is not complete)."""
+    end = _HEAD_END.search(pending, 0, MAX_HEAD + 8)
+    return end.end() if end else len(pending)
+
+
 def _protocol() -> Any:
     """uvicorn's h11 protocol with a deadline on each request head.
 
@@ -248,6 +257,7 @@ def _protocol() -> Any:
     keep-alive timer is also armed when a connection opens and data no longer disarms it: only
     a complete request head does. h11 (unlike httptools) also bounds the head's size.
     """
+    import h11
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
     class BoundedH11Protocol(H11Protocol):
@@ -258,6 +268,11 @@ def _protocol() -> Any:
 
         def data_received(self, data: bytes) -> None:
             self.conn.receive_data(data)  # the timer is disarmed by handle_events on a request
+            if self.conn.their_state is h11.IDLE and head_size(self.conn.trailing_data[0]) > MAX_HEAD:
+                # h11 checks its bound only while a head is incomplete, so a head that arrived whole in
+                # one or two reads passed at 80-128 KiB: the documented MAX_HEAD, exactly
+                self.send_400_response(f"request line and headers over {MAX_HEAD // 1024} KiB")
+                return
             self.handle_events()
 
         def timeout_keep_alive_handler(self) -> None:
