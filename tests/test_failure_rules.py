@@ -88,6 +88,27 @@ def test_a_retry_is_said_in_one_sentence() -> None:
         "attempt 1 failed: cause not known; retrying as attempt 2; 0 retries left")
 
 
+def test_when_no_log_line_matched_the_platforms_warning_events_or_the_jobs_reason_say_why() -> None:
+    from job_chain.engine.jobs import Event
+    from job_chain.failures.classify import platform_cause
+
+    mount = Event("FailedMount", "Warning", "cannot mount '/pfs/x' for datasource 'pfs': no such directory: "
+                                            "create it (mkdir -p /pfs/x)")
+    exited = [Event("FailedToStartFaultTolerance", "Warning", "failed to start fault tolerance"),
+              Event("Error", "Warning", "Error pod t-master-0 container pytorch exitCode: 1 terminated message: ")]
+    found = platform_cause(exited + [mount], "PyTorchJob t is failed", logged=True)
+    assert found is not None and (found.cls, found.signature, found.line) == ("platform", "FailedMount", mount.message)
+    assert found.summary() == f"platform (FailedMount: {mount.message})" and "then resume" in found.explanation
+    # a script that ran and failed in words no signature knows: its own exit is not the platform's doing
+    assert platform_cause(exited, "PyTorchJob t is failed because 1 Master replica(s) failed.", logged=True) is None
+    pull = platform_cause([Event("Failed", "Warning", "Failed to pull image \"x\": not found")], "", logged=False)
+    assert pull is not None and pull.signature == "Failed"
+    silent = platform_cause(exited, "PyTorchJob t is failed because 1 Master replica(s) failed.", logged=False)
+    assert silent is not None and (silent.signature, silent.line) == ("job-reason", "PyTorchJob t is failed because 1 "
+                                                                                      "Master replica(s) failed.")
+    assert decide(chain({"retries": {"platform": 1}}).steps[0], 1, 1, ["platform"]).retry
+
+
 def test_status_decides_with_the_recorded_causes() -> None:
     the_chain = chain({"retries": {"infra": 1, "user": 0}})
     facts = RunFacts(started=NOW - 900, failures={("train", 1): Failure("infra", "nccl-remote-error", "x", "p")})
@@ -209,7 +230,7 @@ def test_notifications_say_why_and_what_it_cost() -> None:
 def test_new_settings_are_checked_at_their_json_paths() -> None:
     assert problems({"retries": {"infar": 2}}) == [
         "jobs[0].jobChain.retries.infar: unknown cause (did you mean 'infra'? known: infra, oom, hang, timeout, "
-        "user, unknown; a "
+        "user, platform, unknown; a "
         "failureRules class can have a budget too)"]
     assert problems({"retries": {"infra": -1}}) == [
         "jobs[0].jobChain.retries.infra: must be a whole number from 0 to 1000, found -1"]

@@ -9,11 +9,12 @@ from __future__ import annotations
 import json
 import shlex
 import time
+import uuid
 from pathlib import Path
 from typing import Any, Dict, List
 
 import pytest
-from chain_helpers import write_chain
+from chain_helpers import Hooks, write_chain
 from click.testing import CliRunner, Result
 from conftest import LocalServer
 
@@ -248,6 +249,42 @@ def test_a_retry_from_a_checkpoint_saved_during_the_attempt_counts_only_the_time
     assert final.steps[0].lost_gpu_hours < 0.6 * first.gpu_hours, (final.steps[0].lost_gpu_hours, first.gpu_hours)
     data = json.loads(invoke(shared_server, "status", str(chain), "--json").output)
     assert data["lostGpuHours"] == round(final.steps[0].lost_gpu_hours, 4)
+
+
+def test_a_job_the_platform_failed_before_its_script_ran_says_why_and_how_to_fix_it(
+        tmp_path: Path, shared_server: LocalServer) -> None:
+    # issue 29 item 5: "unknown (no known signature in the logs)" with an empty log, the reason only in
+    # status --json and the fix (mkdir -p …) only in 'jobs events'
+    missing = f"/job-chain-h29-{uuid.uuid4().hex[:8]}/pfs"  # outside the temp dir: the local server will not make it
+    receiver = Hooks()
+    try:  # a graph: prep fails at once, and train's job, ending later, ends the run and notifies
+        chain = write_chain(tmp_path, shared_server.pool, [
+            {"name": "prep", "script": "echo never"},
+            {"name": "train", "script": "sleep 2; echo trained"},
+            {"name": "report", "script": "echo report", "jobChain": {"dependsOn": ["prep", "train"]}}],
+            notify=[{"url": receiver.url, "on": ["failed"], "format": "json"}])
+        data = json.loads(chain.read_text())
+        data["jobs"][0]["datasources"] = [{"type": "pfs", "name": "pfs", "mountPath": missing}]
+        chain.write_text(json.dumps(data))
+        _, _, final = run_to_end(chain, shared_server)
+        assert final.outcome is Outcome.FAILED
+        failure = final.steps[0].failure
+        assert (failure.cls, failure.signature) == ("platform", "FailedMount"), failure
+        assert f"mkdir -p {missing}" in failure.line and "resume the run" in failure.explanation
+        table = invoke(shared_server, "status", str(chain)).output
+        assert "platform (FailedMount: cannot mount" in table and f"(mkdir -p {missing})" in table, table
+        assert "no known signature" not in table
+        runs = invoke(shared_server, "runs", str(chain), "--json").output
+        assert "platform (FailedMount: cannot mount" in runs and f"mkdir -p {missing}" in runs
+        deadline = time.time() + 20
+        while not receiver.bodies and time.time() < deadline:
+            time.sleep(0.2)
+        sent = receiver.bodies[0]  # from train's job, which saw the run end
+        assert sent["event"] == "failed" and sent["failedSteps"][0]["failure"]["class"] == "platform", sent
+        assert f"mkdir -p {missing}" in sent["text"]
+    finally:
+        receiver.server.shutdown()
+    assert not Path(missing).exists()
 
 
 def test_a_timeout_is_shown_as_a_timeout(tmp_path: Path, shared_server: LocalServer) -> None:

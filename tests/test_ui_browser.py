@@ -264,6 +264,31 @@ def test_the_log_panel_opens_the_pod_the_cause_names(console: Console, browser: 
     shot(browser, tmp_path, "log-of-the-cause-pod")
 
 
+def test_a_job_the_platform_failed_shows_the_events_cause_and_fix(console: Console, browser: Any, home: Path,
+                                                                   shared_server: Any, tmp_path: Path) -> None:
+    # issue 29 item 5: a datasource that cannot be mounted showed "unknown (no known signature in the logs)"
+    import uuid
+
+    missing = f"/job-chain-h29-{uuid.uuid4().hex[:8]}/pfs"  # outside the temp dir: never made by the server
+    folder = home / "unmountable"
+    folder.mkdir()
+    (folder / "train.sh").write_text("echo never\n")
+    chain = folder / "chain_info.json"
+    chain.write_text(json.dumps({"resourcePoolId": shared_server.pool, "jobs": [{
+        "name": "train", "jobSpec": {"command": "train.sh", "image": "local"},
+        "datasources": [{"type": "pfs", "name": "pfs", "mountPath": missing}]}]}))
+    run_id = start_run(chain, shared_server)
+    browser.get(f"{console.url}/run/{_cid(chain)}/{run_id}")
+    wait_for(browser, lambda b: attr(b, "#outcome", "data-outcome") == "failed")
+    wait_for(browser, lambda b: "platform (FailedMount" in css(b, "#step-row-0 .reason").text)
+    browser.execute_script("document.querySelector('#step-row-0 a').click();")
+    wait_for(browser, lambda b: b.find_elements("css selector", "#cause"))
+    cause = css(browser, "#cause").text
+    assert "platform" in cause and f"mkdir -p {missing}" in cause and "resume the run" in cause, cause
+    assert "no known signature" not in browser.page_source
+    shot(browser, tmp_path, "platform-cause")
+
+
 def test_a_sweep_submitted_with_params_shows_its_matrix_params_and_outputs(
         console: Console, browser: Any, home: Path, shared_server: Any, tmp_path: Path) -> None:
     text = json.dumps({"resourcePoolId": shared_server.pool, "params": {"tag": "base"}, "jobs": [

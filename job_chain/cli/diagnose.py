@@ -19,7 +19,7 @@ from job_chain.errors import UsageError
 @click.option("--json", "as_json", is_flag=True, help="Print {class, signature, line, explanation, file} as JSON.")
 def diagnose(logfiles: Tuple[str, ...], chain_file: Optional[str], step: Optional[str], as_json: bool) -> None:
     """Classify a failure from its log files (one per pod, the pod that failed first first): its class
-    (infra, oom, hang, timeout, user, unknown), the signature that matched, the line, and what to do.
+    (infra, oom, hang, timeout, user, platform, unknown), the signature that matched, the line, and what to do.
 
     Only the last 256 KB of each file is read, so a huge log costs what a small one does.
     """

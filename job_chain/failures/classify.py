@@ -29,7 +29,7 @@ _GLOG = re.compile(r"\b[IWEF](\d{1,2})(\d\d) (\d\d):(\d\d):(\d\d)\.(\d{1,9})")  
 
 @dataclass(frozen=True)
 class Failure:
-    """Why one attempt failed: ``cls`` (infra, oom, hang, timeout, user, unknown or a user class),
+    """Why one attempt failed: ``cls`` (infra, oom, hang, timeout, user, platform, unknown or a user class),
     the signature that matched, its line, the pod whose log held it, what to do, and the
     signature's phrase (``killed after 6h (timeout)``) when it has one."""
 
@@ -222,6 +222,49 @@ def _best(logs: Sequence[Tuple[str, str]], hits: List[_Hit], exit_code: Optional
         except (KeyError, IndexError):
             words = ""
     return Failure(best.rule.cls, best.rule.name, best.line, logs[best.pod_rank][0], best.rule.explanation, words)
+
+
+# the platform's Warning events that say why a job could not run (Kubernetes' and AIHC's reasons), and
+# what to do; a pod's own exit (``Error … exitCode: 1``) and AIHC's fault-tolerance notice say nothing new
+PLATFORM_EVENTS = {
+    "FailedMount": "a datasource could not be mounted: do what the event says (create the directory, check the "
+                   "storage instance and the mountPath), then resume the run",
+    "FailedAttachVolume": "a volume could not be attached: check the datasource, then resume the run",
+    "FailedScheduling": "no node could take the job (the pool's quota or free GPUs): free resources or ask for "
+                        "fewer, then resume the run",
+    "ErrImagePull": "the image could not be pulled: check its name and tag and the registry's credentials, then "
+                    "resume the run",
+    "ImagePullBackOff": "the image could not be pulled: check its name and tag and the registry's credentials, then "
+                        "resume the run",
+    "Failed": "the container could not be started (the event says why): fix it, then resume the run",
+    "FailedCreatePodSandBox": "the pod could not be created on its node: retry, on other nodes if it repeats",
+    "FailedLaunch": "the job could not be started (the event says why): fix it, then resume the run",
+    "Evicted": "the node evicted the pod (it ran out of memory or disk): retry, on other nodes if it repeats",
+}
+NOT_A_CAUSE = frozenset({"Error", "FailedToStartFaultTolerance", "JobFailed", "ExitedWithCode"})
+EVENT_CHARS = 300  # of an event's message, kept and shown
+
+
+def platform_cause(events: Iterable[Any], reason: str, logged: bool) -> Optional[Failure]:
+    """When no log line matched: the ``platform`` cause from the job's Warning events (``kind``,
+    ``severity``, ``message``: a :class:`~job_chain.engine.jobs.Event`) — one of
+    :data:`PLATFORM_EVENTS` always; when no pod logged anything (the script never ran), any other
+    Warning, else the job's ``reason``. None: nothing says the platform failed it."""
+    warnings = [e for e in events if e.severity == "Warning" and e.message and e.kind not in NOT_A_CAUSE]
+    found = next((e for e in warnings if e.kind in PLATFORM_EVENTS), None)
+    if found is None and not logged:
+        found = warnings[0] if warnings else None
+    if found is not None:
+        message = " ".join(found.message.split())[:EVENT_CHARS]
+        what = PLATFORM_EVENTS.get(found.kind, "the platform failed the job (the event says why): fix what it "
+                                               "says, then resume the run")
+        return Failure("platform", found.kind, message, explanation=what, words=f"platform ({found.kind}: {message})")
+    if not logged and reason:
+        text = " ".join(reason.split())[:EVENT_CHARS]
+        return Failure("platform", "job-reason", text, explanation="the job failed before its script wrote a line; "
+                       "AIHC's reason is all it says: look at 'job-chain jobs events' for the job, fix, then resume "
+                       "the run", words=f"platform ({text})")
+    return None
 
 
 def _unknown_explanation(exit_code: Optional[int]) -> str:

@@ -30,6 +30,9 @@ CLASSES: Dict[str, str] = {
     "timeout": "killed by timeout: the step ran longer than allowed.",
     "user": "the step's own code or data: a Python exception, a missing file or module, a failed assertion, a "
             "shell error. A retry fails the same way.",
+    "platform": "the platform failed the job, before or around its script: a datasource it could not mount, an "
+                "image it could not pull, no room in the pool. No log says so; the job's Warning events and its "
+                "reason do. A retry fails the same way until what the event says is fixed.",
     "unknown": "nothing in the tail of any pod's log matched a signature.",
 }
 BUILTIN_CLASSES = tuple(CLASSES)

@@ -92,6 +92,21 @@ def decide_after(hop: Any, step: Step, attempt: int, exit_code: int, known: Opti
     return After(failure, decision, resume)
 
 
+def _found_now(hop: Any, name: str, item: Any) -> Optional[Failure]:
+    """Why a failed attempt that kept no cause failed (a job the platform failed before its script ran:
+    its cause is in its events), found now and kept; None when its job cannot be read."""
+    from job_chain.status.causes import classify_job, keep
+
+    step = hop.chain.named(name)
+    if step is None:
+        return None
+    try:
+        found = classify_job(hop.client, hop.chain.pool, item.job_id, step, item.exit_code)
+    except JobChainError:
+        return None
+    return keep(hop.records, hop.run_id, step, item.attempt, found)
+
+
 def failed_details(hop: Any, failed: List[str]) -> List[Dict[str, Any]]:
     """What a run-end notification says of each failed step: exit code, reason, why it failed."""
     out = []
@@ -101,6 +116,8 @@ def failed_details(hop: Any, failed: List[str]) -> List[Dict[str, Any]]:
         code = hop.records.script_exit(hop.run_id, name, item.attempt) if kept else None
         failure = hop.me_failure.get(name) or (Failure.from_record(hop.records.failure(hop.run_id, name, item.attempt))
                                                if kept else None)
+        if failure is None and item is not None and item.job_id:  # no hop of its own ran (its script never did)
+            failure = _found_now(hop, name, item)
         out.append({"name": name, "exitCode": code if code is not None else hop.me_code.get(name),
                     "reason": (item.reason if item else "") or None,
                     "failure": failure.as_json() if failure is not None else None,

@@ -52,8 +52,20 @@ def classify_job(client: Any, pool: str, job_id: str, step: Step, exit_code: Opt
     """The cause of one failed job, from every pod's log tail (the step's failureRules first); its
     matching line with the step's secret env values hidden (:mod:`job_chain.util.redaction`), as the
     log view hides them: the line is kept in the record, and shown and sent from there."""
-    found = classify(pod_tails(client, pool, job_id, first), step.failure_rules, exit_code)
+    tails = pod_tails(client, pool, job_id, first)
+    found = classify(tails, step.failure_rules, exit_code)
+    if found.cls == "unknown" and not found.signature:  # no log line matched: does the platform say why?
+        found = _platform(client, pool, job_id, any(text.strip() for _, text in tails)) or found
     return found.redacted(env_secrets(step.body))
+
+
+def _platform(client: Any, pool: str, job_id: str, logged: bool) -> Optional[Failure]:
+    """The ``platform`` cause from the job's events (its Warnings, its JobFailed reason), or None."""
+    from job_chain.failures.classify import platform_cause
+
+    events = as_engine(client).events(pool, job_id)
+    reason = next((e.message for e in events if e.kind == "JobFailed"), "")
+    return platform_cause(events, reason, logged)
 
 
 def keep(records: Any, run_id: str, step: Step, attempt: int, failure: Failure,
