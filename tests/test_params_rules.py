@@ -127,6 +127,9 @@ def test_point_names_are_valid_job_names_unique_and_stable() -> None:
     ([job("a", matrix={"data": ["/pfs/${params.tag}"]})], {"params": {"tag": "x"}},
      "jobs[0].jobChain.matrix.data[0]: ${params.tag}: references are replaced only"),
     ([job("a", metrics={"loss": "${run.id} ([0-9.]+)"})], {}, "jobs[0].jobChain.metrics.loss: ${run.id}"),
+    ([job("a")], {"config_path": "/pfs/${params.tag}/chain_info.json", "params": {"tag": "x"}},
+     "config_path: ${params.tag}: references are replaced only in a job's create body"),
+    ([job("a")], {"params": {"tag": "x", "out": "/pfs/${params.tag}"}}, "params.out: ${params.tag}: references are"),
 ])
 def test_references_and_settings_are_checked_at_their_json_path(jobs: List[Dict[str, Any]], top: Dict[str, Any],
                                                                 expected: str) -> None:

@@ -364,6 +364,9 @@ def check_chain_data(data: Dict[str, Any], path: str, *, local: bool = False,
                 name = job.get("name") if isinstance(job, dict) and isinstance(job.get("name"), str) else ""
                 stand_ins.append(Step(index=index, body={"name": name}, script="", script_origin="inline"))
     notify = notify_.check(data.get("notify"), c.problems, c.warnings)
+    from job_chain.spec.params import check_top_level_refs
+
+    check_top_level_refs(data, c.problems)
     if steps or stand_ins:  # graph problems in the same pass as the others: every problem at once
         check_graph(sorted(steps + stand_ins, key=lambda s: s.index), graph, c.problems)
     if steps and not c.problems:

@@ -392,6 +392,18 @@ def check_settings_refs(settings: Any, where: str, *, params: Mapping[str, str],
                             f"{hint} (or ${{matrix.NAME}}, ${{run.id}}), which job-chain replaces")
 
 
+def check_top_level_refs(data: Mapping[str, Any], problems: List[str]) -> None:
+    """A ``${…}`` in a top-level string of the chain (``config_path``, ``scrips_path``, ``cacheDir``, a
+    parameter's default, a webhook, …) is never replaced: refused at its JSON path, not kept as written.
+    ``jobs`` (checked job by job) and ``api_config`` (keys: never quoted back) are not walked."""
+    rest = {k: v for k, v in data.items() if k not in ("jobs", "api_config")}
+    for path, text in strings(rest, script_file=False):
+        found = _CANDIDATE.search(text)
+        if found:
+            problems.append(f"{path}: {found.group(0)}: references are replaced only in a job's create body and in "
+                            "its jobChain.checkpoint; write the value itself here")
+
+
 def resolve_text(text: str, params: Mapping[str, str], point: Mapping[str, str], run_id: str, step: str) -> str:
     """``text`` (a ``jobChain.checkpoint`` string) with its parameters, matrix values and run id
     replaced."""
