@@ -184,3 +184,65 @@ def test_stop_runs_the_always_handler_and_resume_reruns_only_what_did_not_succee
     assert (tmp_path / "shared" / "always").read_text() == "x\nx\n"  # once per round
     assert jobs_by_step(shared_server, run.run_id) == {"a/1": 1, "slow/1": 1, "slow/2": 1, "fast/1": 1, "join/1": 1,
                                                        "always/1": 1, "always/2": 1}
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 2 MB tmpfs (root and mount(8) needed; else the test is skipped: the in-memory test of the
+    same rule, test_advance_memory, still runs)."""
+    import subprocess
+
+    where = tmp_path / "disk"
+    where.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m,mode=0700", "tmpfs", str(where)],
+                             capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+def test_a_full_disk_under_the_run_record_fails_the_join_loudly_and_resume_continues_it(
+        tmp_path: Path, small_disk: Path, shared_server: LocalServer) -> None:
+    # With the disk under the record full, neither branch of a -> (b, c) -> d could write its marker;
+    # each read the other's missing marker and stopped: d was never submitted, status said "running".
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    wait = 'touch "$SHARED/$JOB_CHAIN_STEP.running"; while [ ! -f "$SHARED/go" ]; do sleep 0.05; done'
+    path = write_chain(small_disk, shared_server.pool, [
+        {"name": "a", "script": "true"},
+        {"name": "b", "script": wait, "jobChain": {"dependsOn": ["a"]}},
+        {"name": "c", "script": wait, "jobChain": {"dependsOn": ["a"]}},
+        {"name": "d", "script": "true", "jobChain": {"dependsOn": ["b", "c"]}}])
+    path.write_text(path.read_text().replace(str(small_disk / "shared"), str(shared)))
+    s = ChainSession.from_file(str(path), client=shared_server.client(max_retries=3))
+    run = s.start()
+    end = time.monotonic() + 60
+    while not ((shared / "b.running").exists() and (shared / "c.running").exists()):
+        assert time.monotonic() < end, "b and c did not start"
+        time.sleep(0.05)
+    filler = small_disk / "filler"
+    with open(filler, "wb") as handle:  # fill the disk to the last block
+        try:
+            while True:
+                handle.write(b"\0" * 65536)
+                handle.flush()
+        except OSError:
+            pass
+    (shared / "go").touch()
+    look = s.wait(run.run_id, timeout=120, interval=0.3)
+    assert look.outcome is Outcome.FAILED and "could not write the run record" in look.reason, look.reason
+    for branch in ("b", "c"):
+        step = next(st for st in look.steps if st.name == branch)
+        assert step.exit_code == 75 and step.attempts[-1].failure.signature == "run-record-unwritable"
+        log = "".join(s.log(run.run_id, branch))
+        assert "but the run record could not be written" in log and "No space left on device" in log
+    assert jobs_by_step(shared_server, run.run_id) == {"a/1": 1, "b/1": 1, "c/1": 1}  # nothing decided
+    filler.unlink()  # space is freed
+    (shared / "go").unlink()
+    (shared / "go").touch()
+    s.resume(run.run_id)
+    assert s.wait(run.run_id, timeout=120, interval=0.3).outcome is Outcome.SUCCEEDED
+    assert jobs_by_step(shared_server, run.run_id) == {"a/1": 1, "b/1": 1, "c/1": 1, "b/2": 1, "c/2": 1, "d/1": 1}
