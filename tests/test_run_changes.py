@@ -266,3 +266,45 @@ def test_two_branches_at_two_revisions_create_their_join_once(tmp_path: Path, mo
     assert "step x was already submitted as job (made by its token from another revision)" in capsys.readouterr().err
     xs = [c for c in api.creates if c.labels["job-chain/step"] == "x"]
     assert len(xs) == 1 and xs[0].client_token == f"jc-{run.run_id}-x-1" and len(api.jobs) == 4  # p, q, r, x
+
+
+def test_a_renamed_and_a_removed_step_stay_in_the_runs_history(tmp_path: Path, shared_server: LocalServer) -> None:
+    gpus = [{"name": "nvidia.com/gpu", "quantity": 8}]
+    chain = write_chain(tmp_path, shared_server.pool, [
+        {"name": "prep", "script": "echo prep-ran; sleep 0.2", "resources": gpus},
+        {"name": "convert", "script": "echo convert-ran", "resources": gpus},
+        {"name": "train", "script": 'test -f "$SHARED/ok" || exit 3\necho train-ran'},
+    ])
+    failed = cli("run", str(chain), "--follow", server=shared_server)
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    run_id = latest_run(chain)
+    before = json.loads(cli("status", str(chain), "--json", server=shared_server, check=True).stdout)
+    data = json.loads(chain.read_text())
+    data["jobs"] = data["jobs"][1:]  # prep removed …
+    data["jobs"][0]["name"] = "pretrain-team-llama-9b-convert-v4"  # … convert renamed
+    (tmp_path / "pretrain-team-llama-9b-convert-v4.sh").write_text("echo convert-ran")
+    data["jobs"][0]["jobSpec"]["command"] = "pretrain-team-llama-9b-convert-v4.sh"
+    chain.write_text(json.dumps(data))
+    (tmp_path / "shared" / "ok").write_text("")
+    rename = "convert=pretrain-team-llama-9b-convert-v4"
+    dry = cli("resume", str(chain), "--rename", rename, "--dry-run", server=shared_server, check=True).stdout
+    assert ("  ~ pretrain-team-llama-9b-convert-v4: renamed (from convert) — it does not run again: its old name "
+            "succeeded") in dry, dry
+    assert "  - prep: removed — it ran in this run: its history stays" in dry
+    assert "would submit: train (attempt 2)" in dry
+    resumed = cli("resume", str(chain), "--rename", rename, "--follow", server=shared_server)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    after = json.loads(cli("status", str(chain), "--json", server=shared_server, check=True).stdout)
+    steps = {s["name"]: s for s in after["steps"]}
+    assert after["outcome"] == "succeeded"
+    assert steps["prep"]["removed"] == "removed in revision 2" and steps["prep"]["status"] == "Succeeded"
+    assert steps["convert"]["removed"] == "renamed to pretrain-team-llama-9b-convert-v4 in revision 2"
+    assert steps["pretrain-team-llama-9b-convert-v4"]["attempts"] == [] and steps["train"]["attempt"] == 2
+    assert after["gpuHours"] == before["gpuHours"] and before["gpuHours"] > 0  # the hours of prep and convert stay
+    shown = cli("status", str(chain), server=shared_server, check=True).stdout
+    assert "prep (removed in revision 2)" in shown and "convert (renamed to" in shown, shown
+    assert "prep-ran" in cli("logs", str(chain), "--step", "prep", server=shared_server, check=True).stdout
+    again = cli("resume", str(chain), "--dry-run", server=shared_server, check=True).stdout
+    assert "removed" not in again and "renamed" not in again, again  # said once, kept after
+    assert {s["name"] for s in json.loads(cli("status", "--run", run_id, "--json", server=shared_server,
+                                              check=True).stdout)["steps"]} >= {"prep", "convert"}

@@ -296,14 +296,17 @@ def stop(chain_file: Optional[str], run_id: Optional[str], **kwargs: Any) -> Non
 @click.option("--rerun", "rerun", multiple=True, metavar="NAME",
               help="Run this succeeded step again, with what the file says now, and everything that depends "
                    "on it (repeatable).")
+@click.option("--rename", "renames", multiple=True, metavar="OLD=NEW",
+              help="The file's step NEW is the run's step OLD renamed: if OLD succeeded, NEW does not run again "
+                   "(repeatable).")
 @click.option("--dry-run", is_flag=True, help="Show the changes and what would be submitted; submit nothing.")
 @click.option("--follow", "-f", is_flag=True, help="Stay and show live status until the chain ends.")
 @click.option("--advance", "advance_mode", type=click.Choice(["job", "watch"]), default=None,
               help="Advance mode for the rest of the run (default: as the run started).")
 @PARAM_OPTION
 @api_options
-def resume(chain_file: Optional[str], run_id: Optional[str], rerun: Tuple[str, ...], dry_run: bool, follow: bool,
-           advance_mode: Optional[str], params: Tuple[str, ...], **kwargs: Any) -> None:
+def resume(chain_file: Optional[str], run_id: Optional[str], rerun: Tuple[str, ...], renames: Tuple[str, ...],
+           dry_run: bool, follow: bool, advance_mode: Optional[str], params: Tuple[str, ...], **kwargs: Any) -> None:
     """Apply CHAIN_FILE's changes to a run (by step name, to steps that did not succeed) and start it
     again at the steps that did not succeed, never creating a step twice.
 
@@ -327,7 +330,10 @@ def resume(chain_file: Optional[str], run_id: Optional[str], rerun: Tuple[str, .
     from job_chain.spec.params import parse_param_args
 
     given = parse_param_args(params)
-    plan = session.preview_resume(run.run_id, rerun=rerun, params=given, as_frozen=as_frozen)
+    renamed = _renames(renames)
+    if renamed and as_frozen:
+        raise UsageError("--rename compares the chain file with the run: name the chain file")
+    plan = session.preview_resume(run.run_id, rerun=rerun, params=given, as_frozen=as_frozen, renamed=renamed)
     if plan.going and not dry_run:  # the steps not submitted yet take the changes; nothing stops
         plan = session.revise_running(run.run_id)
         _print_plan(plan, run.revision)
@@ -339,7 +345,7 @@ def resume(chain_file: Optional[str], run_id: Optional[str], rerun: Tuple[str, .
     _print_plan(plan, run.revision)
     if dry_run:
         return
-    submitted = session.resume(run.run_id, mode=mode, rerun=rerun, params=given, as_frozen=as_frozen)
+    submitted = session.resume(run.run_id, mode=mode, rerun=rerun, params=given, as_frozen=as_frozen, renamed=renamed)
     if not submitted:
         click.echo(f"run {run.run_id}: every step succeeded; nothing to resume")
         return
@@ -350,6 +356,17 @@ def resume(chain_file: Optional[str], run_id: Optional[str], rerun: Tuple[str, .
     watch_mode = (mode or run.mode) == "watch"
     if follow or watch_mode:
         sys.exit(_follow(session, run.run_id, watch_mode))
+
+
+def _renames(renames: Tuple[str, ...]) -> Dict[str, str]:
+    """``--rename OLD=NEW`` options: {old: new}."""
+    out: Dict[str, str] = {}
+    for item in renames:
+        was, sep, now = item.partition("=")
+        if not sep or not was.strip() or not now.strip():
+            raise UsageError(f"--rename {item}: write it as OLD=NEW (the step's name in the run, then in the file)")
+        out[was.strip()] = now.strip()
+    return out
 
 
 def _change_lines(changes: List[Any]) -> List[str]:

@@ -112,7 +112,8 @@ def _step_row(status: RunStatus, s: StepStatus, fmt: str, with_reason: bool, wit
 
     started = _local(s.started)
     row: List[Cell] = [
-        str(s.index), ("  " if s.group else "") + s.label, styled_status(s.status), str(s.attempt or "-"),
+        str(s.index), ("  " if s.group else "") + s.label + (f" ({s.removed})" if s.removed else ""),
+        styled_status(s.status), str(s.attempt or "-"),
         "-" if s.exit_code is None else str(s.exit_code), s.job_id or "-",
         started.strftime(fmt) if started else "-", human_duration(s.duration())]
     if status.graph:  # what each step waits for: the graph, one row per step

@@ -17,13 +17,13 @@ class Change:
     """One step's difference between the frozen run and the file, and what resume does with it."""
 
     name: str
-    kind: str  # "added" | "removed" | "changed" (in the file) | "rerun" (asked for with --rerun only)
+    kind: str  # "added" | "removed" | "changed" | "renamed" (in the file) | "rerun" (asked for with --rerun only)
     what: List[str] = field(default_factory=list)  # "script content (train.sh)", "jobSpec.image", …
     applied: bool = True
     note: str = ""  # why not applied, or how it runs
 
     def line(self) -> str:
-        sign = {"added": "+", "removed": "-", "changed": "~", "rerun": "*"}[self.kind]
+        sign = {"added": "+", "removed": "-", "changed": "~", "renamed": "~", "rerun": "*"}[self.kind]
         text = f"{sign} {self.name}: {self.kind}"
         if self.what:
             text += " (" + ", ".join(self.what) + ")"
@@ -104,7 +104,8 @@ def _ancestors(chain: Chain, step: Step) -> Set[str]:
 
 
 def revise(old: Chain, new: Chain, *, done: Set[str], latest: Dict[str, int], rerun: Iterable[str],
-           revision: int, held: Optional[Dict[str, str]] = None) -> Tuple[Chain, List[Change]]:
+           revision: int, held: Optional[Dict[str, str]] = None,
+           renamed: Optional[Dict[str, str]] = None) -> Tuple[Chain, List[Change]]:
     """The run's next revision: ``new`` (the file now) applied to ``old`` (the frozen run) by name.
 
     ``done``: steps that succeeded in the run (or were excluded from it); ``latest``: each
@@ -112,6 +113,11 @@ def revise(old: Chain, new: Chain, *, done: Set[str], latest: Dict[str, int], re
     ``rerun``, which re-runs it and everything that depends on it with what the file says now.
     A step added upstream of a succeeded one does not run in this run. Nothing borrows another
     step's jobs: history follows names.
+
+    A step that ran in the run and is no longer in the file stays in it as history (excluded,
+    ``removed_in``): its attempts, logs and GPU-hours are the run's. ``renamed`` (new name -> old
+    name, ``resume --rename OLD=NEW``) says a step is the same one under a new name: when the old
+    one succeeded, the new one does not run again (and what needs it may start).
 
     ``held`` (a run still going): the steps that have been submitted in it, each with why a change
     cannot reach it now ("running", …); they keep their frozen content, and a removed one stays.
@@ -127,8 +133,19 @@ def revise(old: Chain, new: Chain, *, done: Set[str], latest: Dict[str, int], re
     steps: List[Step] = []
     kept_done = {n for n in done if n not in again}
     params_changed = old.params != new.params
+    renamed = dict(renamed or {})
     for fresh in new.steps:
         before = old.named(fresh.name)
+        if before is None and fresh.name in renamed:
+            was = renamed[fresh.name]
+            step = replace(fresh, body=copy.deepcopy(fresh.body), changed_in=revision)
+            if was in kept_done:
+                step.excluded = f"renamed from {was} in revision {revision}; {was} succeeded in this run"
+            changes.append(Change(fresh.display, "renamed", [f"from {was}"],
+                                  note="it does not run again: its old name succeeded" if was in kept_done else
+                                  "it runs under its new name (its old name's attempts stay as history)"))
+            steps.append(step)
+            continue
         if before is None:
             step = replace(fresh, body=copy.deepcopy(fresh.body), changed_in=revision,
                            first_attempt=next_attempt(fresh, latest.get(fresh.name)))
@@ -170,8 +187,19 @@ def revise(old: Chain, new: Chain, *, done: Set[str], latest: Dict[str, int], re
             elif what:
                 changes.append(Change(fresh.display, "changed", what))
         steps.append(step)
+    new_names = {old_name: new_name for new_name, old_name in renamed.items()}
     for gone in old.steps:
         if new.named(gone.name) is not None:
+            continue
+        ran = bool(latest.get(gone.name))  # it has attempts in this run
+        if gone.removed_in or (held is None and ran and not gone.is_handler):  # it ran: it stays, as history
+            why = (f"renamed to {new_names[gone.name]} in revision {revision}" if gone.name in new_names else
+                   f"removed in revision {revision}")
+            steps.append(replace(gone, index=max(s.index for s in steps) + 1 if steps else 0, depends_on=(),
+                                 excluded=gone.excluded if gone.removed_in else why,
+                                 removed_in=gone.removed_in or revision))
+            if not gone.removed_in and gone.name not in new_names:
+                changes.append(Change(gone.display, "removed", note="it ran in this run: its history stays"))
             continue
         if held is not None and gone.name in held:  # it runs in this run: it stays in it
             names = {s.name: s.index for s in steps}
@@ -183,8 +211,10 @@ def revise(old: Chain, new: Chain, *, done: Set[str], latest: Dict[str, int], re
                                        "remove it)"))
         else:
             changes.append(Change(gone.display, "removed"))
+    kept = len(steps) > len(new.steps)  # steps that left the file stand apart: the line is said explicitly
     revised = Chain(path=old.path, pool=new.pool, steps=steps, api_config=dict(old.api_config),
-                    scrips_path=old.scrips_path, config_path=old.config_path, notify=new.notify, graph=new.graph,
+                    scrips_path=old.scrips_path, config_path=old.config_path, notify=new.notify,
+                    graph=new.graph or kept,
                     revision=revision, params=dict(new.params), params_set=dict(new.params_set),
                     max_running=new.max_running)
     if params_changed:

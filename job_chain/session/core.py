@@ -229,15 +229,16 @@ class ChainSession:
 
     # -- resume -----------------------------------------------------------------------------------
     def preview_resume(self, run_id: Optional[str] = None, *, rerun: Tuple[str, ...] = (),
-                       params: Optional[Dict[str, str]] = None, as_frozen: bool = False) -> ResumePlan:
+                       params: Optional[Dict[str, str]] = None, as_frozen: bool = False,
+                       renamed: Optional[Dict[str, str]] = None) -> ResumePlan:
         """What :meth:`resume` would do — the file's changes by step name, and what it would submit —
         without doing it. :class:`RunStillActive` while a step is going."""
         return resume.preview(self.context, find_run(self.context, run_id), tuple(rerun), dict(params or {}),
-                              as_frozen)[0]
+                              as_frozen, renamed)[0]
 
     def resume(self, run_id: Optional[str] = None, *, mode: Optional[str] = None,
                rerun: Tuple[str, ...] = (), params: Optional[Dict[str, str]] = None,
-               as_frozen: bool = False) -> List[Submitted]:
+               as_frozen: bool = False, renamed: Optional[Dict[str, str]] = None) -> List[Submitted]:
         """Apply the chain file's changes to the run (by step name, to steps that did not succeed;
         ``rerun`` names succeeded steps to run again with what follows them; ``params`` set parameters
         for the steps that have not succeeded), keep the result as a new frozen revision, and submit
@@ -248,9 +249,12 @@ class ChainSession:
         advance may have created is submitted with the same client token. Exit handlers run again
         when the resumed run ends, and notifications go out again. :class:`RunStillActive` while a
         step is going; ``[]`` when there is nothing to submit. ``as_frozen``: the chain file is not
-        read; the run continues as frozen (``rerun`` and ``params`` still apply).
+        read; the run continues as frozen (``rerun`` and ``params`` still apply). ``renamed``
+        ({old name: new name}): steps the file renamed; one that succeeded under its old name does
+        not run again. A step that ran and left the file stays in the run as history.
         """
-        return resume.apply(self.context, run_id, mode=mode, rerun=tuple(rerun), params=params, as_frozen=as_frozen)
+        return resume.apply(self.context, run_id, mode=mode, rerun=tuple(rerun), params=params, as_frozen=as_frozen,
+                            renamed=renamed)
 
     def revise_running(self, run_id: Optional[str] = None) -> ResumePlan:
         """Apply the chain file's changes to a run that is going, without stopping anything: the

@@ -25,7 +25,7 @@ from job_chain.util.suggest import did_you_mean
 
 
 def preview(ctx: RunContext, run: Run, rerun: Tuple[str, ...], params: Dict[str, str],
-            as_frozen: bool = False) -> Tuple[ResumePlan, Chain]:
+            as_frozen: bool = False, renamed: Optional[Dict[str, str]] = None) -> Tuple[ResumePlan, Chain]:
     """(what a resume of ``run`` would do, the chain it would run): the file's changes by step name
     and what it would submit (a going run: ``going``, nothing to submit; :class:`RunStillActive` for
     ``rerun``/``params`` then). ``as_frozen``: the
@@ -35,10 +35,10 @@ def preview(ctx: RunContext, run: Run, rerun: Tuple[str, ...], params: Dict[str,
 
     now = status(ctx, run.run_id)
     active = [s for s in now.steps if s.active]
-    if active and (rerun or params):
+    if active and (rerun or params or renamed):
         raise RunStillActive(
             f"run {run.run_id} is still going ({active[0].name} is {active[0].status}): "
-            f"{'--rerun' if rerun else '--param'} waits until it ended; stop it first with "
+            f"{'--rerun' if rerun else '--param' if params else '--rename'} waits until it ended; stop it first with "
             f"'job-chain stop {shlex.quote(ctx.path)} --run {run.run_id}'", run.run_id)
     old = frozen(ctx, run)
     note = ""
@@ -61,7 +61,7 @@ def preview(ctx: RunContext, run: Run, rerun: Tuple[str, ...], params: Dict[str,
         done = {s.name for s in now.steps if _kept(old, s)}
         held = {s.name: _why_held(s) for s in now.steps if s.submitted} if active else None
         candidate, changes = revise(old, new, done=done, latest=latest, rerun=rerun, revision=run.revision + 1,
-                                    held=held)
+                                    held=held, renamed=_renames(old, new, renamed or {}))
         if any(c.applied for c in changes) or rerun:
             chain, revision = candidate, run.revision + 1
             chain.digest = ""
@@ -78,6 +78,22 @@ def preview(ctx: RunContext, run: Run, rerun: Tuple[str, ...], params: Dict[str,
     return ResumePlan(run.run_id, revision, changes, [(s.name, attempt[s.name]) for s in first], note,
                       waiting=[(s.name, attempt[s.name]) for s in later],
                       checkpoints=checkpoints(chain, run.run_id, [s.name for s in now.steps if not s.succeeded])), chain
+
+
+def _renames(old: Chain, new: Chain, renamed: Dict[str, str]) -> Dict[str, str]:
+    """``--rename OLD=NEW`` checked against the run and the file: {new name: old name}."""
+    out: Dict[str, str] = {}
+    for was, now in renamed.items():
+        if old.named(was) is None or old.named(was).removed_in:  # type: ignore[union-attr]
+            raise UsageError(f"--rename {was}={now}: the run has no step {was!r} (its steps: "
+                             f"{', '.join(s.name for s in old.steps if not s.removed_in)})")
+        if new.named(was) is not None:
+            raise UsageError(f"--rename {was}={now}: {was!r} is still in the chain file; a rename is for a step "
+                             "whose name the file no longer has")
+        if new.named(now) is None or old.named(now) is not None:
+            raise UsageError(f"--rename {was}={now}: {now!r} must be a step the chain file has and the run does not")
+        out[now] = was
+    return out
 
 
 def _why_held(step: StepStatus) -> str:
@@ -187,11 +203,11 @@ def rerun_names(ctx: RunContext, chain: Chain, rerun: Tuple[str, ...]) -> List[s
 
 def apply(ctx: RunContext, run_id: Optional[str] = None, *, mode: Optional[str] = None,
           rerun: Tuple[str, ...] = (), params: Optional[Dict[str, str]] = None,
-          as_frozen: bool = False) -> List[Submitted]:
+          as_frozen: bool = False, renamed: Optional[Dict[str, str]] = None) -> List[Submitted]:
     """Resume the run (see :meth:`job_chain.session.ChainSession.resume`): keep what :func:`preview`
     decides as a new revision, and submit its targets. A going run: see :func:`revise_going`."""
     run = find_run(ctx, run_id)
-    plan, chain = preview(ctx, run, tuple(rerun), dict(params or {}), as_frozen)
+    plan, chain = preview(ctx, run, tuple(rerun), dict(params or {}), as_frozen, renamed)
     if plan.going:
         revise_going(ctx, run, plan, chain)
         return []

@@ -37,6 +37,8 @@ def freeze(chain: Chain, *, steps: Optional[Iterable[Step]] = None) -> Dict[str,
             item["excluded"] = step.excluded
         if step.changed_in != 1:
             item["changedIn"] = step.changed_in
+        if step.removed_in:
+            item["removedIn"] = step.removed_in
         if step.group:
             item["point"] = {"group": step.group, "values": step.point}
         out.append(item)
@@ -85,7 +87,8 @@ def thaw(data: Dict[str, Any], path: str, *, revision: int = 0, digest_: str = "
                               script_origin=str(item.get("scriptOrigin") or "inline"),
                               script_runner=str(item.get("scriptRunner") or ""), settings_raw=settings,
                               first_attempt=int(item.get("firstAttempt", 1)), excluded=item.get("excluded"),
-                              changed_in=int(item.get("changedIn", 1)), group=str(point.get("group") or ""),
+                              changed_in=int(item.get("changedIn", 1)), removed_in=int(item.get("removedIn", 0)),
+                              group=str(point.get("group") or ""),
                               point={str(k): str(v) for k, v in (point.get("values") or {}).items()},
                               **step_fields(parsed)))
             raw[index] = parsed.graph

@@ -97,6 +97,10 @@ def summarize(chain: Chain, attempts: Iterable[Attempt], facts: RunFacts, *, run
         _add_hours(state)
         _add_notes(chain, step, state, run_id)
         steps.append(state)
+        if step.removed_in:  # history: it no longer decides anything
+            state.removed = step.excluded or f"removed in revision {step.removed_in}"
+            states[step.index] = plan_.SUCCEEDED
+            continue
         states[step.index] = _planner_state(step, state)
     for again in slots.requeued(chain, facts.epoch, facts.claimed, states):
         del states[again.index]  # resumed: it waits for a slot again
@@ -326,7 +330,7 @@ def resume_targets(status: RunStatus, chain: Chain) -> List[Tuple[str, int]]:
     """
     def done(state: StepStatus) -> bool:
         step = chain.step(state.index)
-        return state.succeeded or bool(step and step.excluded and not state.submitted)
+        return state.succeeded or bool(step and (step.removed_in or (step.excluded and not state.submitted)))
 
     finished = {s.index for s in status.steps if done(s)}
     targets = []

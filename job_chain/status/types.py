@@ -154,6 +154,7 @@ class StepStatus:
     group: str = ""  # the matrix a point belongs to
     point: Dict[str, str] = field(default_factory=dict)  # a point's matrix values
     outputs: Dict[str, str] = field(default_factory=dict)  # what the step wrote to $JOB_CHAIN_OUTPUTS
+    removed: str = ""  # a step that left the chain in a later revision, kept as history: why ("removed in …")
 
     @property
     def label(self) -> str:
@@ -221,6 +222,8 @@ class StepStatus:
             data.update(display=self.display, group=self.group, matrix=self.point)
         if self.outputs:
             data["outputs"] = self.outputs
+        if self.removed:
+            data["removed"] = self.removed
         return data
 
 
@@ -260,7 +263,7 @@ class RunStatus:
         """The steps whose failure made the run fail (never an exit handler), in order."""
         if self.outcome is not Outcome.FAILED:
             return []
-        return [s for s in self.steps if not s.is_handler and s.status in FAILED]
+        return [s for s in self.steps if not s.is_handler and not s.removed and s.status in FAILED]
 
     @property
     def failed_step(self) -> Optional[StepStatus]:

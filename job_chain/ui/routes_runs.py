@@ -155,6 +155,8 @@ def register(app: FastAPI, pages: Pages) -> None:
             elif action == "preview":
                 plan = await run_in_threadpool(session.preview_resume, run.run_id)
                 return pages.page("_resume_plan.html", entry=found, run=run, plan=plan)
+            elif action == "resume" and (await run_in_threadpool(session.preview_resume, run.run_id)).going:
+                message = going_message(await run_in_threadpool(session.revise_running, run.run_id))
             elif action == "resume":
                 submitted = await run_in_threadpool(session.resume, run.run_id)
                 message = ("every step already succeeded: nothing to resume" if not submitted else
@@ -174,3 +176,17 @@ def register(app: FastAPI, pages: Pages) -> None:
         if redirect and ok:
             response.headers["HX-Redirect"] = redirect
         return response
+
+
+def going_message(plan: Any) -> str:
+    """What a resume of a going run did: nothing stopped or submitted; what it applied, what not."""
+    applied = [c.line()[2:] for c in plan.changes if c.applied]
+    held = [c.line()[2:] for c in plan.changes if not c.applied]
+    text = f"run {plan.run_id} is still going: nothing was stopped or submitted"
+    if applied:
+        text += f"; revision {plan.revision} applies " + "; ".join(applied)
+    if held:
+        text += "; not applied: " + "; ".join(held)
+    if not plan.changes:
+        text += "; the chain file matches the run"
+    return text
