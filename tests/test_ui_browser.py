@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import time
 from pathlib import Path
@@ -241,6 +242,28 @@ def test_a_failed_step_shows_its_cause_and_the_run_its_gpu_hours(console: Consol
     assert "not retried: its retries give user failures no budget" in css(browser, "#retry-note").text
     assert css(browser, "#step-gpu-hours").text
     shot(browser, tmp_path, "run-failed-cause")
+    # issue 29 item 13: the header says the cause once, on one line, and the page never scrolls sideways at 800 px
+    browser.set_window_size(800, 900)
+    try:
+        browser.get(f"{console.url}/run/{_cid(chain)}/{run_id}")
+        wait_for(browser, lambda b: b.find_elements("css selector", "#failed-steps"))
+        header = css(browser, "#live .summary").text + "\n" + css(browser, "#failed-steps").text
+        assert header.count("python-module-not-found") == 1, header
+        assert header.count("exit 1") == 1, header
+        lines = browser.execute_script(
+            "var f = document.querySelector('#failed-steps'), h = parseFloat(getComputedStyle(f).lineHeight);"
+            "return f.getBoundingClientRect().height / h;")
+        assert lines < 1.6, lines  # one line (its whole text on hover)
+        assert "python-module-not-found" in attr(browser, "#failed-steps .cause", "title")
+        assert "replica(s) failed" not in header  # AIHC's reason says it a second way: in the steps table only
+        wide = browser.execute_script("return [document.documentElement.scrollWidth, "
+                                      "document.documentElement.clientWidth];")
+        assert wide[0] <= wide[1], wide
+        shot(browser, tmp_path, "run-failed-800px")
+    finally:
+        browser.set_window_size(1280, 1000)
+
+
 def test_the_log_panel_opens_the_pod_the_cause_names(console: Console, browser: Any, home: Path,
                                                      shared_server: Any, tmp_path: Path) -> None:
     # issue 29 item 4: an OOM on train-worker-0, and the log panel opened train-master-0
@@ -479,6 +502,12 @@ def test_console_one_sample_chart_spans_minutes_not_years(console: Console, brow
     wait_for(browser, lambda b: attr(b, "#curves .chart[data-title='loss']", "data-span") is not None)
     assert float(attr(browser, "#metrics .chart[data-title='CPU %']", "data-span")) == 120  # a minute either side
     assert float(attr(browser, "#curves .chart[data-title='loss']", "data-span")) == 2  # one iteration either side
+    # in UTC like the page, on a 24-hour clock, though the browser's clock is Beijing's (ui_helpers.chromium)
+    assert browser.execute_script("return new Date(1795000000000).getTimezoneOffset();") == -480
+    ticks = attr(browser, "#metrics .chart[data-title='CPU %']", "data-ticks").split(",")
+    assert ticks and all(re.fullmatch(r"\d\d:\d\d:\d\d", t) for t in ticks), ticks
+    utc_hour = time.strftime("%H", time.gmtime(1795000000))
+    assert all(t[:2] in (utc_hour, time.strftime("%H", time.gmtime(1795000000 + 60))) for t in ticks), ticks
     browser.execute_script("document.getElementById('metrics').scrollIntoView();")
     shot(browser, tmp_path, "one-sample-chart")
 

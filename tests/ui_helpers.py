@@ -66,7 +66,10 @@ def chromium(profile: Path) -> Any:
                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
                  "--disable-dev-shm-usage", "--window-size=1280,1000", f"--user-data-dir={profile}"):
         options.add_argument(flag)
-    return webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    # the browser's clock is Beijing's, as most of AIHC's users' are: a page showing local time
+    # where it says UTC is caught (issue 29 item 13, the charts)
+    service = Service(CHROMEDRIVER, env=dict(os.environ, TZ="Asia/Shanghai"))
+    return webdriver.Chrome(service=service, options=options)
 
 
 def start_run(chain: Path, server: Any, *extra: str) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse
@@ -36,10 +36,28 @@ def register(app: FastAPI, pages: Pages) -> None:
 
     def job_rows() -> Tuple[List[Dict[str, Any]], List[str]]:
         runs: Dict[str, Tuple[str, str]] = {}
+        chains: Dict[str, Entry] = {}
         for found in catalog.entries():
             if found.session is not None:
+                chains[found.id] = found
                 for run in found.session.runs()[:RUNS_PER_CHAIN]:
                     runs[run.run_id] = (found.id, pages.rel(found.path))
+        steps: Dict[str, Set[str]] = {}
+
+        def has_step(run_id: str, step: Any) -> bool:
+            """Whether the run's page can open ``step`` (a renamed or removed one may not): a link
+            to a step must never land on "no step …"."""
+            if run_id not in steps:
+                steps[run_id] = set()
+                found = chains[runs[run_id][0]]
+                try:
+                    chain = pages.session(found).frozen(run_id)  # the revision it runs now
+                except JobChainError:
+                    chain = None
+                for known in chain.steps if chain is not None else []:
+                    steps[run_id] |= {known.name, str(known.index)}
+            return str(step) in steps[run_id]
+
         rows, errors = [], []
         now = _dt.datetime.now(_dt.timezone.utc)
         for found in pools():
@@ -54,7 +72,9 @@ def register(app: FastAPI, pages: Pages) -> None:
                     run_id = str(labels.get(LABEL_RUN) or "")
                     rows.append({"job": job, "pool": pool, "cid": found.id, "labels": views.own_labels(labels),
                                  "created": created, "age": (now - created).total_seconds() if created else None,
-                                 "run": run_id, "step": labels.get(LABEL_STEP), "run_link": runs.get(run_id)})
+                                 "run": run_id, "step": labels.get(LABEL_STEP), "run_link": runs.get(run_id),
+                                 "step_link": run_id in runs and labels.get(LABEL_STEP) is not None
+                                 and has_step(run_id, labels.get(LABEL_STEP))})
             except JobChainError as exc:
                 errors.append(f"{pool}: {exc}")
         rows.sort(key=lambda r: r["created"] or _dt.datetime.min.replace(tzinfo=_dt.timezone.utc), reverse=True)

@@ -14,6 +14,14 @@
     return String(+v.toPrecision(4));
   }
 
+  function utcText(seconds, span) {
+    // "2026-11-29 13:05:09 UTC" for a value (span 0), else a tick: "13:05", "13:05:09", "11-29 13:05"
+    var iso = new Date(seconds * 1000).toISOString();
+    if (!span) return iso.slice(0, 10) + " " + iso.slice(11, 19) + " UTC";
+    if (span > 86400) return iso.slice(5, 10) + " " + iso.slice(11, 16);
+    return span > 600 ? iso.slice(11, 16) : iso.slice(11, 19);
+  }
+
   function chart(box, title, xs, series, timeAxis) {
     // series: [{label, y: [...]}] sharing xs
     var holder = document.createElement("div");
@@ -24,14 +32,22 @@
     var opts = {
       title: title, width: width, height: 220,
       scales: {x: {time: !!timeAxis}},
-      series: [{label: timeAxis ? "time" : "iteration"}].concat(series.map(function (s, i) {
+      series: [timeAxis ? {label: "time (UTC)", value: function (u, v) { return v == null ? "" : utcText(v, 0); }}
+                        : {label: "iteration"}].concat(series.map(function (s, i) {
         return {label: s.label, stroke: PALETTE[i % PALETTE.length], width: 1.5, points: {show: xs.length < 60}};
       })),
-      axes: [{}, {size: 70, values: function (u, vals) { return vals.map(number); }}],
+      axes: [timeAxis ? {values: function (u, vals) {
+        // 24-hour UTC, as every time on the page: the date only when the chart spans days
+        var span = u.scales.x.max - u.scales.x.min;
+        var labels = vals.map(function (v) { return utcText(v, span); });
+        holder.dataset.ticks = labels.join(",");
+        return labels;
+      }} : {}, {size: 70, values: function (u, vals) { return vals.map(number); }}],
       hooks: {setScale: [function (u, key) {
         if (key === "x") holder.dataset.span = String(u.scales.x.max - u.scales.x.min);  // what the x axis covers
       }]}
     };
+    if (timeAxis) opts.tzDate = function (ts) { return uPlot.tzDate(new Date(ts * 1e3), "Etc/UTC"); };
     var plot = new uPlot(opts, [xs].concat(series.map(function (s) { return s.y; })), holder);
     if (xs.length && xs[0] === xs[xs.length - 1]) {
       // one sample: uPlot would stretch a time axis over years (2027-2029 for one point); a
