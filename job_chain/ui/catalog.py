@@ -51,13 +51,14 @@ def find_chain_files(paths: List[str], max_depth: int = MAX_DEPTH, limit: int = 
 
 
 def short_names(paths: List[str]) -> Dict[str, str]:
-    """Each path's shortest tail of folders that no other path ends with: ``sft/chain_info.json`` and
-    ``pretrain/chain_info.json`` for two files of one name, the file name alone when it is unique.
-    What the runs list and its filter show first (a long common beginning would hide the difference)."""
+    """Each path's shortest tail that no other path ends with, its folder and name at least:
+    ``sft/chain_info.json`` and ``pretrain/chain_info.json``, ``a/sft/…`` and ``b/sft/…`` when those
+    are alike too. What the runs list and its filter show (a long common beginning would hide the
+    difference; the whole path is in their title)."""
     parts = {p: p.strip(os.sep).split(os.sep) for p in paths}
     out: Dict[str, str] = {}
     for path, mine in parts.items():
-        for size in range(1, len(mine) + 1):
+        for size in range(min(2, len(mine)), len(mine) + 1):
             tail = mine[-size:]
             if not any(other[-size:] == tail for o, other in parts.items() if o != path):
                 break
