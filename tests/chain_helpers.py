@@ -49,6 +49,17 @@ def make_chain(tmp_path: Path, steps: List[Dict[str, Any]], pool: str, **top: An
     return path
 
 
+def credentials_env(chain: Path, server: Any) -> Path:
+    """Give every step of ``chain`` ``JOB_CHAIN_CREDENTIALS`` (the server's credentials file), as an
+    ``--inline`` run needs on AIHC: its jobs have no run record, and a pod gets no keys otherwise."""
+    data = json.loads(chain.read_text())
+    for job in data["jobs"]:
+        spec = job.setdefault("jobSpec", {})
+        spec["envs"] = [*(spec.get("envs") or []), {"name": "JOB_CHAIN_CREDENTIALS", "value": server.credentials_file}]
+    chain.write_text(json.dumps(data, indent=2))
+    return chain
+
+
 def run_jobs(server: Any, run_id: str = None) -> List[Dict[str, Any]]:
     jobs = list(server.client().iter_jobs(server.pool))
     if run_id is None:
@@ -132,10 +143,13 @@ def diamond_jobs(*extra: Dict[str, Any]) -> List[Dict[str, Any]]:
 
 
 def recorded_run(path: Path, pool: str, jobs: List[Dict[str, Any]], *, endpoint: str = "http://127.0.0.1:9",
-                 submitted: str = "", succeeded: str = "", run_id: str = RECORDED_RUN, **top: Any) -> Any:
+                 submitted: str = "", succeeded: str = "", run_id: str = RECORDED_RUN, server: Any = None,
+                 **top: Any) -> Any:
     """(the run's frozen chain, its RunRecords) of a job-mode run of ``jobs`` recorded as ``run`` records
     one (run id :data:`RECORDED_RUN` unless given), with the steps named in ``submitted`` recorded as submitted in
-    job mode (job ids ``job-<name>``) and those in ``succeeded`` as succeeded by their own tails."""
+    job mode (job ids ``job-<name>``) and those in ``succeeded`` as succeeded by their own tails. With a
+    ``server``, the run runs there and its record carries the server's host and keys, as ``run`` saves them
+    (the run's jobs find them nowhere else)."""
     from job_chain.record.records import RunRecords
     from job_chain.spec.frozen import freeze
     from job_chain.spec.loader import load_chain
@@ -143,6 +157,9 @@ def recorded_run(path: Path, pool: str, jobs: List[Dict[str, Any]], *, endpoint:
     path.write_text(json.dumps({"resourcePoolId": pool, "jobs": jobs, **top}))
     records = RunRecords(str(path))
     digest = records.freeze(run_id, freeze(load_chain(str(path), local=True)), revision=1, reason="started")
+    if server is not None:
+        endpoint = server.url
+        records.save_credentials(run_id, {"host": server.url, "ak": server.ak, "sk": server.sk})
     records.create_run(run_id, chain=str(path), startStep=0, mode="job", endpoint=endpoint, pool=pool,
                        revision=1, digest=digest, local=False)
     for name in submitted:

@@ -10,7 +10,18 @@ import time
 from pathlib import Path
 from typing import Any
 
-from chain_helpers import EXAMPLE_USER, EXAMPLES, JOB_CHAIN, cli, labels, latest_run, make_chain, run_jobs, wait_outcome
+from chain_helpers import (
+    EXAMPLE_USER,
+    EXAMPLES,
+    JOB_CHAIN,
+    cli,
+    credentials_env,
+    labels,
+    latest_run,
+    make_chain,
+    run_jobs,
+    wait_outcome,
+)
 
 from job_chain.engine.jobs import LABEL_ATTEMPT, LABEL_STEP
 
@@ -174,8 +185,8 @@ def test_watch_mode_advances_from_this_process(tmp_path: Path, local_server: Any
 
 
 def test_inline_mode_needs_no_chain_file_in_the_job(tmp_path: Path, local_server: Any) -> None:
-    chain = make_chain(tmp_path, [{"script": "echo a"}, {"script": "echo b"}, {"script": "echo c"}],
-                       local_server.pool)
+    chain = credentials_env(make_chain(tmp_path, [{"script": "echo a"}, {"script": "echo b"}, {"script": "echo c"}],
+                                       local_server.pool), local_server)
     cli("run", str(chain), "--inline", server=local_server, check=True)
     moved = chain.with_name("elsewhere.json")
     runs_dir = chain.parent / (chain.name + ".runs")

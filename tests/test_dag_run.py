@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterator, List
 
 import pytest
-from chain_helpers import Hooks, write_chain
+from chain_helpers import Hooks, credentials_env, write_chain
 from conftest import LocalServer, job_body
 
 from job_chain import ChainSession, Outcome
@@ -132,7 +132,9 @@ def test_hang_timeout_kills_a_silent_step_and_its_retry_succeeds(tmp_path: Path,
 
 @pytest.mark.parametrize("mode", ["inline", "watch"])
 def test_joins_work_inline_and_in_watch_mode(tmp_path: Path, shared_server: LocalServer, mode: str) -> None:
-    s = ChainSession.from_file(str(diamond(tmp_path, shared_server.pool)), client=shared_server.client(max_retries=3))
+    chain = diamond(tmp_path, shared_server.pool)
+    s = ChainSession.from_file(str(credentials_env(chain, shared_server) if mode == "inline" else chain),
+                               client=shared_server.client(max_retries=3))
     run = s.start(mode=mode)
     assert s.wait(run.run_id, timeout=120, interval=0.3).outcome is Outcome.SUCCEEDED
     assert jobs_by_step(shared_server, run.run_id) == {"a/1": 1, "b/1": 1, "c/1": 1, "d/1": 1}
@@ -150,7 +152,8 @@ def test_inline_joins_with_the_submitting_clock_over_an_hour_ahead(tmp_path: Pat
         "%Y%m%d-%H%M%S", time.gmtime(time.time() + 2 * 3600)) + real()[15:])
     client = shared_server.client(max_retries=3)
     client.create_job(shared_server.pool, job_body("before-the-run", "true"))  # the pool holds older jobs
-    s = ChainSession.from_file(str(diamond(tmp_path, shared_server.pool)), client=client)
+    chain = credentials_env(diamond(tmp_path, shared_server.pool), shared_server)
+    s = ChainSession.from_file(str(chain), client=client)
     run = s.start(mode="inline")
     assert s.wait(run.run_id, timeout=120, interval=0.3).outcome is Outcome.SUCCEEDED
     assert jobs_by_step(shared_server, run.run_id) == {"a/1": 1, "b/1": 1, "c/1": 1, "d/1": 1}

@@ -94,7 +94,7 @@ def test_a_plan_stops_where_the_full_advance_must_look(tmp_path: Path, jobs: Lis
 # -- following a plan, in a real job's tail ----------------------------------------------------------
 def started_line(directory: Path, server: LocalServer, run: str, *names: str) -> Path:
     """A job-mode run of a line recorded as its first step submitted, with that step's plan."""
-    chain, records = recorded_run(directory / "chain_info.json", server.pool, line(*names), endpoint=server.url,
+    chain, records = recorded_run(directory / "chain_info.json", server.pool, line(*names), server=server,
                                   submitted=names[0], run_id=run)
     plans.plan_submitted(chain, records, run, chain.named(names[0]), 1)
     return directory / "chain_info.json"
@@ -180,7 +180,7 @@ def test_a_planned_join_waits_from_the_record_and_the_last_branch_submits_it(tmp
 
     run = "20260101-000000-1ea6"
     chain, records = recorded_run(tmp_path / "chain_info.json", shared_server.pool, diamond_jobs(),
-                                  endpoint=shared_server.url, submitted="abc", succeeded="a", run_id=run)
+                                  server=shared_server, submitted="abc", succeeded="a", run_id=run)
     for branch in "bc":
         plans.plan_submitted(chain, records, run, chain.named(branch), 1)
     assert json.loads(plan_file(Path(chain.path), "b", run=run).read_text())["steps"][0]["needs"] == {"c": 1}
@@ -266,7 +266,7 @@ def test_a_splits_branches_are_planned_before_they_are_created(tmp_path: Path, s
     names = [f"w{i}" for i in range(6)]
     jobs = line("split", *names, "merge", **{n: {"jobChain": {"dependsOn": ["split"]}} for n in names},
                 merge={"jobChain": {"dependsOn": names}})
-    chain, records = recorded_run(tmp_path / "chain_info.json", shared_server.pool, jobs, endpoint=shared_server.url,
+    chain, records = recorded_run(tmp_path / "chain_info.json", shared_server.pool, jobs, server=shared_server,
                                   submitted="split", run_id=run)
     planned_first: Dict[str, bool] = {}
 

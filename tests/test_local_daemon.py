@@ -82,7 +82,7 @@ def wait_gone(pid: int) -> None:
 
 # -- item 1: a restarted server comes back where its jobs expect it -----------------------------
 
-RAN = 'echo "$AIHC_JOB_ID" >> "$SHARED/ran"'
+RAN = 'echo "$AIHC_JOB_NAME" >> "$SHARED/ran"'
 
 
 @pytest.mark.parametrize("how", ["stop", "kill-9"])

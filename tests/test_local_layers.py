@@ -24,7 +24,7 @@ def local(tmp_path: Path) -> Iterator[Tuple[Store, Backend]]:
     """A Backend over a real Store and an Executor that never starts (no process runs)."""
     store = Store(str(tmp_path / "state.db"))
     store.configure([(POOL, None)], [(POOL, "default", None), (POOL, "q2", 2)])
-    executor = Executor(store, str(tmp_path), "http://127.0.0.1:9", str(tmp_path / "credentials.json"))
+    executor = Executor(store, str(tmp_path))
     yield store, Backend(store, executor, str(tmp_path), "http://127.0.0.1:9")
     store.close()
 

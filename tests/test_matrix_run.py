@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Tuple
 
 import pytest
-from chain_helpers import cli, write_chain
+from chain_helpers import cli, credentials_env, write_chain
 from conftest import LocalServer
 from test_dag_run import jobs_by_step
 
@@ -167,7 +167,7 @@ def test_inline_runs_carry_params_outputs_and_points(tmp_path: Path, shared_serv
         job["jobSpec"]["envs"] += [{"name": "CKPT", "value": "${steps.convert.outputs.ckpt}"}]
     data["jobs"][3]["jobSpec"]["envs"] += [{"name": "NOTE", "value": "${steps.side.outputs.note}"}]
     chain.write_text(json.dumps(data))
-    s = ChainSession.from_file(str(chain), client=shared_server.client(max_retries=3))
+    s = ChainSession.from_file(str(credentials_env(chain, shared_server)), client=shared_server.client(max_retries=3))
     run = s.start(mode="inline", params={"tag": "v2"})
     assert s.wait(run.run_id, timeout=120, interval=0.3).outcome is Outcome.SUCCEEDED
     assert sorted((tmp_path / "shared" / "train.out").read_text().splitlines()) == ["1 /pfs/v2", "2 /pfs/v2"]

@@ -86,7 +86,7 @@ def test_a_join_in_a_busy_pool_asks_the_api_for_nothing_but_its_create(tmp_path:
     client.create_job(server.pool, job_body("blocker", "sleep 120"))
     for i in range(60):  # a busy pool: more than a page of other jobs, all newer than the run
         client.create_job(server.pool, job_body(f"other-{i}", "true"))
-    chain, records = recorded_run(tmp_path / "chain_info.json", server.pool, diamond_jobs(), endpoint=server.url,
+    chain, records = recorded_run(tmp_path / "chain_info.json", server.pool, diamond_jobs(), server=server,
                                   submitted="abc", succeeded="a")
 
     def finish(step: str) -> Dict[str, int]:

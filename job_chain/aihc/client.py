@@ -154,6 +154,7 @@ class AIHCClient:
         from baidubce.retry.retry_policy import NoRetryPolicy
 
         self.endpoint = normalize_endpoint(credentials.host)
+        self.credentials = credentials  # what a run's record carries to its jobs (its repr hides the secret)
         self.credentials_source = credentials.source
         self.host_source = credentials.host_source
 

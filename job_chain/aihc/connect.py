@@ -58,17 +58,23 @@ def connect(
     api_config_origin: str = "chain file api_config",
     api_version: Optional[str] = None,
     only_credentials_file: Optional[str] = None,
+    carried: Optional[Mapping[str, Any]] = None,
+    carried_origin: str = "the run record",
     **client_kwargs: Any,
 ) -> AIHCClient:
     """An :class:`AIHCClient` (or :class:`AIHCClientV2` for API version v2, see
     :func:`resolve_api_version`). ``only_credentials_file`` takes the host and keys from that file
     alone, whatever the environment says (the local server's own file: see
-    :func:`job_chain.session.places.connect_to`)."""
-    from job_chain.aihc.credentials import resolve_credentials
+    :func:`job_chain.session.places.connect_to`). ``carried``: a run record's credentials, which a
+    run's jobs take before anything else (:func:`~job_chain.aihc.credentials.carried_credentials`)."""
+    from job_chain.aihc.credentials import carried_credentials, resolve_credentials
 
     version = resolve_api_version(api_version, credentials_file=credentials_file, api_config=api_config,
                                   api_config_origin=api_config_origin)
-    if only_credentials_file is not None:
+    found = carried_credentials(carried, carried_origin) if carried else None
+    if found is not None:
+        creds = found
+    elif only_credentials_file is not None:
         creds = resolve_credentials(credentials_file=only_credentials_file, env={})
     else:
         creds = resolve_credentials(

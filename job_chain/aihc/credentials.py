@@ -68,6 +68,20 @@ def _usable(value: Any) -> Optional[str]:
     return None
 
 
+def carried_credentials(carried: Mapping[str, Any], origin: str) -> Optional[Credentials]:
+    """What a run's jobs connect with, from the credentials its run record carries (``origin``
+    names the record's file): the local server's credentials file when it names one (read now: the
+    server rewrites it when it starts), else the host and key pair ``run`` was given, however it
+    was given. None when the record carries none (an inline run, a run recorded before runs carried
+    them): then the job's environment and the chain's ``api_config`` are all there is."""
+    path = carried.get("credentialsFile")
+    if isinstance(path, str) and path:
+        return resolve_credentials(credentials_file=path, env={})
+    if carried.get("ak"):
+        return resolve_credentials(api_config=carried, api_config_origin=origin, env={})
+    return None
+
+
 def resolve_credentials(
     *,
     host: Optional[str] = None,

@@ -15,7 +15,6 @@ the same path decides the full way. Every step of it is idempotent.
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple, Union
 
 from job_chain.engine.deadline import submit_with_deadline
@@ -120,6 +119,7 @@ class _Hop:
         self.cached = False  # the finishing step reused a cached success: no job of it runs
         self.reused: List[Tuple[str, int, Dict[str, str]]] = []  # steps submitted that reused one: advance next
         self._started: Optional[float] = None
+        self.own: Optional[Tuple[str, int]] = None  # the finishing (step, attempt): this job
 
     @property
     def chain(self) -> Chain:
@@ -199,6 +199,7 @@ class _Hop:
     # -- the one sequence ----------------------------------------------------------------------------
     def run(self, me: Finishing, attempt: int, exit_code: int, outputs: Tuple[Dict[str, str], Optional[str]]) -> int:
         records, run_id, name = self.records, self.run_id, me.name
+        self.own = (name, attempt)
         known = None  # a cause job-chain itself knows, so no log needs reading
         if exit_code == 0 and outputs[1]:
             from job_chain.failures.classify import Failure
@@ -227,17 +228,14 @@ class _Hop:
         if records is not None and records.is_stopped(run_id):
             log(f"run {run_id} was stopped by the user; not submitting anything")
             return exit_code
-        if self.recorded and records is not None and self.mode == "job" and not self.cached:
-            records.note_own_job(run_id, name, attempt)
         if exit_code != 0:
             return self._failed(self.chain.named(name), attempt, exit_code, known, checkpoint)  # type: ignore
 
         if me.replicas > 1 and not self.cached:  # the other replicas must have succeeded too
-            from job_chain.hop.peers import own_pod, peers_problem
+            from job_chain.hop.peers import own_rank, peers_problem
 
-            self_pod = own_pod()
-            problem = self_pod and peers_problem(self.client, self.chain, run_id, name, attempt, records, self.started,
-                                                 self_pod, self.deadline)
+            problem = peers_problem(self.client, self.chain, run_id, name, attempt, records, self.started,
+                                    own_rank(), self.deadline)
             if problem:
                 log(f"step {name}: {problem}; not advancing (the job fails)")
                 return EXIT_ADVANCE_FAILED
@@ -331,13 +329,18 @@ class _Hop:
     def began(self) -> Optional[float]:
         """Inline runs: the API's createdAt of the run's first job, which bounds every walk of the pool
         (never this machine's or the submitter's clock). The first job's snapshot cannot carry it:
-        that job asks the API for its own createdAt (``AIHC_JOB_ID``) and passes it on."""
+        that job finds itself by its labels (AIHC gives a pod no job id) and passes it on."""
         if self.records is not None:
             return None
-        own = os.environ.get("AIHC_JOB_ID")
-        if self.chain.began is None and self.chain.first_job and own:
+        if self.chain.began is None and self.chain.first_job and self.own is not None:
+            from job_chain.submit.create import find_submitted
+
+            name, attempt = self.own
             try:
-                created = self.job(own).created
+                found = submit_with_deadline(lambda: find_submitted(self.client, self.chain.pool, self.run_id, name,
+                                                                    attempt, self.started),
+                                             self.deadline, on_unreachable=self.refresh)
+                created = found.created if found is not None else None
             except JobChainError as exc:  # walks fall back to the run id's time, an hour of skew allowed
                 log(f"cannot read this job's own createdAt: {exc}")
                 created = None

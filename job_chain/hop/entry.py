@@ -146,7 +146,14 @@ def run_advance(*, config_path: Optional[str], run_id: str, step: str, attempt: 
             return connect(api_config=config(), api_config_origin=f"{path} api_config")
         from job_chain.aihc.connect import connect as from_credentials
 
-        return from_credentials(api_config=config(), api_config_origin=f"{path} api_config")
+        # the record's credentials first: an AIHC pod's environment holds no host and no keys
+        return from_credentials(api_config=config(), api_config_origin=f"{path} api_config",
+                                carried=records.credentials(run_id) if records is not None else None,
+                                carried_origin=f"the record of run {run_id}")
+
+    def reconnect() -> Optional[Any]:
+        carried = records.credentials(run_id) if records is not None else {}
+        return reconnect_from_credentials_file(carried.get("credentialsFile"))
 
     hint = f"job-chain resume {shlex.quote(path)} --run {run_id}"
     client: Any = None
@@ -156,7 +163,7 @@ def run_advance(*, config_path: Optional[str], run_id: str, step: str, attempt: 
         client = engine_from_env()
     return advance(source, client or LazyClient(build), run_id=run_id, step=step, attempt=attempt, exit_code=exit_code,
                    records=records, resume_hint=hint, deadline=env_deadline(),
-                   reconnect=reconnect_from_credentials_file, outputs=outputs)
+                   reconnect=reconnect, outputs=outputs)
 
 
 def _has_content(path: str) -> bool:
@@ -175,17 +182,18 @@ def env_deadline() -> float:
         return DEFAULT_DEADLINE
 
 
-def reconnect_from_credentials_file() -> Optional[Any]:
-    """A client for the host the credentials file names now (``JOB_CHAIN_CREDENTIALS``), if any.
+def reconnect_from_credentials_file(path: Optional[str] = None) -> Optional[Any]:
+    """A client for the host a credentials file names now: ``path`` (a local run's record names the
+    local server's), else ``JOB_CHAIN_CREDENTIALS``; None without one.
 
-    A pod keeps the ``AIHC_HOST`` it started with; when that stops answering (the local server
+    A client keeps the host it was made with; when that stops answering (the local server
     restarted elsewhere), the file the server rewrites on start says where it is now.
     """
     from job_chain.aihc.client import AIHCClient
     from job_chain.aihc.credentials import CREDENTIALS_ENV, resolve_credentials
     from job_chain.util.log import log
 
-    path = os.environ.get(CREDENTIALS_ENV)
+    path = path or os.environ.get(CREDENTIALS_ENV)
     if not path:
         return None
     try:

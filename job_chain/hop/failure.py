@@ -26,9 +26,9 @@ def diagnose(hop: Any, step: Step, attempt: int, exit_code: int, known: Optional
     kept = Failure.from_record(records.failure(run_id, step.name, attempt)) if records is not None else None
     if kept is not None:
         return kept
-    from job_chain.hop.peers import own_pod
+    from job_chain.hop.peers import own_rank
 
-    me = own_pod()
+    me = own_rank()
     try:
         job_id = None if known is not None else hop.job_id(step.name, attempt)
         found = known or (classify_job(hop.client, hop.chain.pool, job_id, step, exit_code, first=me) if job_id else

@@ -28,6 +28,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from job_chain.local import store as st
 from job_chain.local.adoption import Adoption
+from job_chain.local.host import HOSTNAME
 from job_chain.local.lifecycle import Lifecycle
 from job_chain.local.pod_process import (
     SECRET_ENV,
@@ -50,6 +51,44 @@ log = logging.getLogger("job_chain.local")
 HALTED_KEPT = 4096  # stopped or deleted jobs remembered so that none of their pods starts late
 
 
+def host_network(job_spec: Dict[str, Any]) -> bool:
+    """Whether a job's pods share their node's network and UTS namespace: ``hostNetwork`` when
+    given, else AIHC's default, on with RDMA (``HOSTNAME`` is then the node's name, not the pod's)."""
+    given = job_spec.get("hostNetwork")
+    return bool(job_spec.get("enableRDMA")) if given is None else bool(given)
+
+
+def _per_node(job_spec: Dict[str, Any]) -> int:
+    """``NPROC_PER_NODE``: the accelerators one replica asks for (every resource but cpu and
+    memory), 1 for a job that asks for none."""
+    count = 0.0
+    for resource in job_spec.get("resources") or []:
+        if isinstance(resource, dict) and resource.get("name") not in ("cpu", "memory", None):
+            try:
+                count += float(resource.get("quantity") or 0)
+            except (TypeError, ValueError):
+                continue
+    return int(count) or 1
+
+
+def platform_env(job: Dict[str, Any], pod: Dict[str, Any], replicas: int, port: int) -> List[Tuple[str, str]]:
+    """What AIHC injects into a pod, and nothing else (its platform environment-variable page,
+    2026-01; the job-spec page adds ``NCCL_DEBUG`` and, with RDMA, ``NCCL_IB_DISABLE=0``): no API
+    host, no credentials, no job id, no ``POD_NAME``. The in-job code must find everything else in
+    the run record. ``MASTER_ADDR`` is this machine (AIHC's is ``{name}-master-0``)."""
+    job_spec = job["spec"].get("jobSpec") or {}
+    tensorboard = job["spec"].get("tensorboardConfig")
+    log_dir = tensorboard.get("logDir") if isinstance(tensorboard, dict) else None
+    env = [
+        ("RANK", str(pod["rank"])), ("WORLD_SIZE", str(replicas)), ("NPROC_PER_NODE", str(_per_node(job_spec))),
+        ("MASTER_ADDR", "127.0.0.1"), ("MASTER_PORT", str(port)), ("AIHC_JOB_NAME", job["name"]),
+        ("AIHC_TENSORBOARD_LOG_PATH", str(log_dir or "")), ("NCCL_DEBUG", "INFO"),
+    ]
+    if job_spec.get("enableRDMA"):
+        env.append(("NCCL_IB_DISABLE", "0"))
+    return env
+
+
 def utc_event_time(ts: float) -> str:
     """Event timestamps as AIHC writes them: ``2024-07-15 16:52:50 +0000 UTC``."""
     return time.strftime("%Y-%m-%d %H:%M:%S +0000 UTC", time.gmtime(ts))
@@ -64,13 +103,11 @@ class Executor:
     """
 
     def __init__(
-        self, store: Store, state_dir: str, server_url: str, credentials_file: str,
-        max_running: Optional[int] = None, stop_grace: float = 10.0, schedule_delay: float = 0.0,
+        self, store: Store, state_dir: str, max_running: Optional[int] = None, stop_grace: float = 10.0,
+        schedule_delay: float = 0.0,
     ) -> None:
         self.store = store
         self.state_dir = state_dir
-        self.server_url = server_url
-        self.credentials_file = credentials_file
         self.max_running = max_running if max_running and max_running > 0 else None
         self.stop_grace = stop_grace
         self._cond = threading.Condition()
@@ -186,19 +223,16 @@ class Executor:
 
     def pod_env(self, job: Dict[str, Any], pod: Dict[str, Any], replicas: int,
                 port: int) -> Tuple[Dict[str, str], List[Tuple[str, str]]]:
-        """(the process environment, the part the API shows) of one replica."""
+        """(the process environment, the part the API shows) of one replica: the job's envs and
+        what AIHC documents that it injects (:func:`platform_env`), nothing more."""
         job_spec = job["spec"].get("jobSpec") or {}
         job_envs = [(str(e.get("name")), str(e.get("value", ""))) for e in job_spec.get("envs") or []]
-        platform = [
-            ("RANK", str(pod["rank"])), ("WORLD_SIZE", str(replicas)),
-            ("MASTER_ADDR", "127.0.0.1"), ("MASTER_PORT", str(port)),
-            ("AIHC_JOB_NAME", job["name"]), ("AIHC_JOB_ID", job["id"]), ("POD_NAME", pod["name"]),
-            ("PYTHONUNBUFFERED", "1"), ("AIHC_HOST", self.server_url),
-            ("JOB_CHAIN_CREDENTIALS", self.credentials_file),
-        ]
-        env = {k: v for k, v in os.environ.items() if k not in SECRET_ENV}
+        platform = platform_env(job, pod, replicas, port)
+        # the "image's" own environment: the server's, without anything AIHC would not give a pod
+        env = {k: v for k, v in os.environ.items() if k not in SECRET_ENV and not k.startswith("AIHC_")}
         env.update(job_envs)
         env.update(platform)
+        env["HOSTNAME"] = HOSTNAME if host_network(job_spec) else pod["name"]  # as a container's UTS namespace
         if "TMPDIR" not in dict(job_envs):  # a job's own TMPDIR wins, as it would in a container
             env["TMPDIR"] = pod_tmpdir(self.state_dir, job["id"], pod["name"])
         env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])

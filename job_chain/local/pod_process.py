@@ -24,8 +24,10 @@ from job_chain.util import proctree
 # The outer bash records the inner command's exit code atomically, then exits with it.
 # umask 077 after the command: the exit-code file is 0600 like everything under the state dir.
 WRAPPER = 'bash -c "$1"; rc=$?; umask 077; echo $rc > "$2.tmp" && mv "$2.tmp" "$2"; exit $rc'
-SECRET_ENV = ("AIHC_AK", "AIHC_SK", "AK", "SK", "HOST", "AIHC_HOST", "JOB_CHAIN_CREDENTIALS",
-              "JOB_CHAIN_LOCAL_AK", "JOB_CHAIN_LOCAL_SK")
+# never passed from the server's environment to a pod (nor is any AIHC_*: AIHC gives a pod only its
+# documented variables, executor.platform_env)
+SECRET_ENV = ("AK", "SK", "HOST", "JOB_CHAIN_CREDENTIALS", "JOB_CHAIN_LOCAL_AK", "JOB_CHAIN_LOCAL_SK", "POD_NAME",
+              "HOSTNAME")
 ADOPTED_POLL = 0.05  # seconds between liveness checks of pods this server does not parent
 
 

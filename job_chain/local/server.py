@@ -331,7 +331,7 @@ def serve(
 
     store = open_store(files["db"])
     store.configure(*pools_and_queues)
-    executor = Executor(store, state_dir, url, files["credentials"], max_running=max_running,
+    executor = Executor(store, state_dir, max_running=max_running,
                         stop_grace=stop_grace, schedule_delay=schedule_delay)
     sampler = Sampler(store, executor, interval=sample_interval)
     backend = Backend(store, executor, state_dir, url, default_capacity=max_running)

@@ -11,7 +11,7 @@ console list, :mod:`job_chain.record.summary`) and the cached steps' entries (:d
 
 * once per run: :data:`RUN` (where and how it started, its revision, round and epoch),
   ``revision-N.json`` (:func:`revision_name`, the chain frozen at each revision),
-  :data:`CREDENTIALS` (the chain file's ``api_config`` at start), :data:`STOPPED`,
+  :data:`CREDENTIALS` (what the run's jobs connect with), :data:`STOPPED`,
   :data:`START_FAILED` and :data:`ATTEMPTS_CACHE` (the finished attempts a look knew);
 * per attempt of a step, ``KIND-<step>-attempt-N.json`` (:func:`fact_name`), one kind of
   :data:`KINDS`: its submission (``step``), the script's exit (``exit``), every replica succeeded

@@ -359,14 +359,16 @@ class RunRecords:
             self._frozen[(run_id, number)] = chain
         return self._frozen[(run_id, number)]
 
-    def save_credentials(self, run_id: str, api_config: Dict[str, Any]) -> None:
-        """The chain file's ``api_config`` as it was at start (0600), so advancing jobs need not read
-        the file again; only written when the file held keys."""
-        self.write(run_id, layout.CREDENTIALS, {k: v for k, v in api_config.items() if isinstance(v, str)})
+    def save_credentials(self, run_id: str, carried: Dict[str, Any]) -> None:
+        """What the run's jobs connect with (0600, atomic; never in a job's command or environment,
+        which on AIHC hold neither a host nor keys): the host and key pair ``run`` (or the last
+        ``resume``) used, however they were given, or for a local run the local server's own
+        credentials file (``credentialsFile``). See :meth:`carried`."""
+        self.write(run_id, layout.CREDENTIALS, {k: v for k, v in carried.items() if isinstance(v, str)})
 
     def credentials(self, run_id: str) -> Dict[str, Any]:
-        """The record's copy of the file's ``api_config`` ({} when none was saved); what a run's
-        clients start from is decided with it in :meth:`api_config`."""
+        """The record's credentials ({} when none were saved: a run recorded before runs carried
+        them); what a run's clients start from is decided with it in :meth:`api_config`."""
         return self.read(run_id, layout.CREDENTIALS) or {}
 
     # -- what a run runs with (rules 7 and 8) -----------------------------------------------------
@@ -395,9 +397,8 @@ class RunRecords:
                    file_config: Optional[Callable[[], Mapping[str, Any]]] = None) -> Dict[str, Any]:
         """Rule 8, a run's API config (host, keys, version), in this precedence:
 
-        1. the record's copy of the chain file's ``api_config``, saved when the run started
-           (``credentials.json``, written only when the file held a key), taken whole: host and keys
-           as they were at start;
+        1. the record's credentials (``credentials.json``: what ``run`` or the last ``resume``
+           connected with, :meth:`save_credentials`), taken whole: host and keys as they were then;
         2. only when the record holds no key: the chain file's ``api_config`` as it is now
            (``file_config()``; default: read from the file, tolerantly — it may be broken or gone
            while its runs go on);
@@ -409,10 +410,11 @@ class RunRecords:
         to the file later, and the session must steer the run where its jobs go. So a host (or key)
         written into the file after the run started is ignored by both while the record has keys,
         rather than keys saved at start being sent to a host written later. Explicit choices are not
-        part of this: the session's ``--host/--ak/--sk/--credentials``, the environment and a
+        part of this for the session: its ``--host/--ak/--sk/--credentials``, the environment and a
         credentials file come before ``api_config`` in
         :func:`~job_chain.aihc.credentials.resolve_credentials`, so they still win; a local run takes
-        only the version from here (its host and keys are the local server's).
+        only the version from here (its host and keys are the local server's). A run's jobs take the
+        record's credentials before anything else (:func:`~job_chain.aihc.credentials.carried_credentials`).
         """
         saved = self.credentials(run_id)
         if saved.get("ak"):
@@ -463,14 +465,6 @@ class RunRecords:
     def cached(self, run_id: str, listing: Optional[Listed] = None) -> List[Dict[str, Any]]:
         """The run's attempts that reused a cached success, each with its step and attempt."""
         return self._entries(run_id, CACHED, listing)
-
-    def note_own_job(self, run_id: str, step: str, attempt: int) -> None:
-        """Record this job's id if its submission was not (its submitter died between the create and
-        the write): from then on the record knows every job whose tail ran. Needs the platform's
-        ``AIHC_JOB_ID``."""
-        job_id = os.environ.get("AIHC_JOB_ID")
-        if job_id and self.submission(run_id, step, attempt) is None:
-            self.record_submission(run_id, step, attempt, job_id, os.environ.get("AIHC_JOB_NAME", ""), mode="job")
 
     def first_job_id(self, run_id: str) -> Optional[str]:
         """The run's first job: a job list walked newest first can stop there."""

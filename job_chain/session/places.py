@@ -116,6 +116,23 @@ class Places:
             self._clients[key] = connect_to(**kwargs)
         return self._clients[key]
 
+    def carried(self, run: Optional[Run] = None) -> Dict[str, str]:
+        """What a run's record carries to its jobs (``RunRecords.save_credentials``), so that they
+        reach the API with nothing from their environment, however ``run`` was given its host and
+        keys: a local run's local server credentials file (which the server rewrites when it
+        starts), else the host and key pair of the run's client; {} for a client that has none to
+        give (one made by the caller without them)."""
+        client = self.client_for(run)
+        if self.client is None and (run.local if run is not None else self.local):
+            from job_chain.local.daemon import local_credentials_file
+
+            return {"credentialsFile": local_credentials_file(
+                start=False, state_dir=run.local_state_dir if run is not None else None)}
+        creds = getattr(client, "credentials", None)
+        if creds is None:
+            return {}
+        return {"host": creds.host, "ak": creds.ak, "sk": creds.sk}
+
     def _api_config_for(self, run: Optional[Run]) -> Dict[str, Any]:
         """Credentials and version for a client: a new run's are the file's; a recorded run's are
         decided by rule 8 with the version of the chain it runs (rule 7), as its jobs decide them."""

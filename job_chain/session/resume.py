@@ -252,6 +252,9 @@ def _submit(ctx: RunContext, run: Run, plan: ResumePlan, chain: Chain, mode: Opt
         changes["revision"] = plan.revision
     ctx.records.update_run(run.run_id, **changes)
     run = find_run(ctx, run.run_id)
+    carried = ctx.places.carried(run)
+    if carried:  # the keys this resume connects with (rotated, or a run recorded before runs carried them)
+        ctx.records.save_credentials(run.run_id, carried)
     chain = frozen(ctx, run)
     targets = plan.targets + plan.waiting
     return start_ready(ctx, run, chain, steps_named(chain, [n for n, _ in targets]), dict(targets), chosen, "resume")

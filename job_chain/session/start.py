@@ -54,9 +54,9 @@ def start(ctx: RunContext, first: Union[int, str] = 0, *, mode: str = "job", for
         value = ctx.records.freeze(run_id, freeze(chain), revision=1, reason="started")
         if secrets:  # for the jobs that send notifications; never in a job's command or environment
             ctx.records.save_notify_secrets(run_id, secrets)
-        api_config = ctx.file.chain.api_config
-        if not local and api_config.get("ak"):  # the record's copy: what the run's jobs connect with (rule 8)
-            ctx.records.save_credentials(run_id, api_config)
+        carried = ctx.places.carried(None)
+        if carried:  # what the run's jobs connect with, whoever gave it (rule 8)
+            ctx.records.save_credentials(run_id, carried)
         if not cache:
             where["cache"] = False
         record = ctx.records.create_run(run_id, chain=ctx.path, startStep=begin.index, mode=mode,

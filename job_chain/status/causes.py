@@ -22,15 +22,15 @@ TAIL_LINES = 2000  # asked of the API per pod (training lines are ~100-300 bytes
 MAX_PODS = 256  # a bound on what one classification reads (256 × 256 KB)
 
 
-def _pod_order(job: Job, first: Optional[str]) -> List[str]:
-    """The job's pods, the one that failed first first: ``first`` (the pod asking), then the failed
-    ones (by when they ended, when the engine says), then the rest in the engine's order."""
-    named = [(pod.name != first, not pod.failed, (pod.finished or float("inf")) if pod.failed else float("inf"),
+def _pod_order(job: Job, first: Optional[int]) -> List[str]:
+    """The job's pods, the one that failed first first: the pod of rank ``first`` (the pod asking),
+    then the failed ones (by when they ended, when the engine says), then the rest in the engine's order."""
+    named = [(pod.rank != first, not pod.failed, (pod.finished or float("inf")) if pod.failed else float("inf"),
               position, pod.name) for position, pod in enumerate(job.pods)]
     return [item[-1] for item in sorted(named)][:MAX_PODS]
 
 
-def pod_tails(client: Any, pool: str, job_id: str, first: Optional[str] = None) -> List[Tuple[str, str]]:
+def pod_tails(client: Any, pool: str, job_id: str, first: Optional[int] = None) -> List[Tuple[str, str]]:
     """(pod, the tail of its log) for every pod of the job, the pod that failed first first.
 
     A pod whose log cannot be read is skipped (its neighbours usually say enough); the job
@@ -48,7 +48,7 @@ def pod_tails(client: Any, pool: str, job_id: str, first: Optional[str] = None) 
 
 
 def classify_job(client: Any, pool: str, job_id: str, step: Step, exit_code: Optional[int] = None,
-                 first: Optional[str] = None) -> Failure:
+                 first: Optional[int] = None) -> Failure:
     """The cause of one failed job, from every pod's log tail (the step's failureRules first); its
     matching line with the step's secret env values hidden (:mod:`job_chain.util.redaction`), as the
     log view hides them: the line is kept in the record, and shown and sent from there."""
