@@ -10,7 +10,17 @@ The library API (what the ``job-chain`` CLI itself uses)::
 Names are imported on first use, so ``import job_chain`` (and ``job-chain --help``) stays fast.
 """
 
-from __future__ import annotations
+# Before anything else, in syntax every Python 3 parses: a job's image whose python3 is too old
+# for job-chain (its step's tail runs `python3 -m job_chain.hop`) is told which Python it has and
+# what is needed, after its script succeeded, instead of failing in some import with a traceback.
+import sys
+
+if sys.version_info < (3, 8):
+    sys.stderr.write("job-chain: error: this python3 is Python {}.{}.{} ({}); job-chain needs Python 3.8 or "
+                     "newer. A step's own script has run: use an image whose python3 is 3.8 or newer, then "
+                     "'job-chain resume' the run\n".format(sys.version_info[0], sys.version_info[1],
+                                                           sys.version_info[2], sys.executable))
+    raise SystemExit(75)  # the advance failed, and a resume submits what it would have (hop/advance.py)
 
 import importlib
 from typing import Any, List
@@ -28,7 +38,7 @@ _EXPORTS = {
     "CredentialsMissing": "job_chain.errors", "ChainFileInvalid": "job_chain.errors",
     "Failure": "job_chain.failures.classify", "classify_files": "job_chain.failures.classify",
 }
-__all__ = ["__version__", *_EXPORTS]
+__all__ = ["__version__"] + list(_EXPORTS)
 
 
 def __dir__() -> List[str]:  # PEP 562: the public names, lazy ones included (dir, REPL completion)
@@ -38,5 +48,5 @@ def __dir__() -> List[str]:  # PEP 562: the public names, lazy ones included (di
 def __getattr__(name: str) -> Any:  # PEP 562: lazy exports
     module = _EXPORTS.get(name)
     if module is None:
-        raise AttributeError(f"module 'job_chain' has no attribute {name!r}")
+        raise AttributeError("module 'job_chain' has no attribute {!r}".format(name))
     return getattr(importlib.import_module(module), name)

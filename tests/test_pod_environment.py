@@ -101,3 +101,23 @@ def test_a_two_replica_host_network_step_hands_on_at_once(tmp_path: Path, shared
     status = outcome(chain, "succeeded", timeout=60)
     assert [s["status"] for s in status["steps"]] == ["Succeeded", "Succeeded"]
     assert time.monotonic() - started < 25  # at once, not after the other replicas' deadline
+
+
+def test_an_image_whose_python_is_older_than_3_8_is_told_which_it_has_and_what_is_needed() -> None:
+    """Issue 30 item 3: the tail's ``python3 -m job_chain.hop`` in an image with Python 3.6 or 3.7
+    failed after the user's script succeeded with an "internal error" (or a SyntaxError's traceback)."""
+    import ast
+    import sys
+
+    import job_chain
+
+    source = Path(job_chain.__file__).read_text()
+    ast.parse(source, feature_version=(3, 4))  # the check itself runs on any Python 3 (no f-strings)
+    older = ("import sys; sys.version_info = (3, 6, 9, 'final', 0); import runpy; "
+             "runpy.run_module('job_chain.hop', run_name='__main__')")
+    done = subprocess.run([sys.executable, "-c", older, "--run", "r", "--step", "a", "--exit-code", "0", "chain.json"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 75, done.stderr  # the advance failed: a resume submits what it would have
+    assert done.stderr.startswith("job-chain: error: this python3 is Python 3.6.9 (")
+    assert "needs Python 3.8 or newer" in done.stderr and "job-chain resume" in done.stderr
+    assert "Traceback" not in done.stderr and "internal error" not in done.stderr

@@ -168,3 +168,21 @@ def test_v2_list_answer_maps_back_with_pages() -> None:
     assert job["jobId"] == "job-x" and job["status"] == "Scheduled" and job["image"] == "img"
     assert job["createdAt"] == "2025-05-13T02:18:51Z" and job["datasources"] == [{"type": "pfs"}]
     assert job["labels"] == [{"key": "job-chain/run", "value": "r1"}]
+
+
+def test_describe_job_is_read_flat_and_nested_as_job_item() -> None:
+    """Issue 30 item 5: DescribeJob's page gives the answer as ``job: JobItem`` and its example flat;
+    a nested answer read as flat had no status, so a run never ended and ``--follow`` never returned."""
+    from job_chain.aihc.engine import job_of
+    from job_chain.aihc.v2 import job_from_v2
+
+    item = {"jobId": "job-abcdefghijkl", "name": "train", "status": "Succeeded", "queueId": "default",
+            "createdAt": "2026-01-14T08:00:00Z", "finishedAt": "2026-01-14T09:00:00Z",
+            "labels": [{"key": "job-chain/run", "value": "r1"}],
+            "podList": {"pods": [{"objectMeta": {"name": "train-master-0"}, "podStatus": {"podPhase": "Succeeded"}}]}}
+    flat = job_from_v2(dict(item, requestId="req-1"))
+    nested = job_from_v2({"requestId": "req-1", "job": item})
+    assert nested == flat and nested["status"] == "Succeeded" and nested["queue"] == "default"
+    job = job_of(nested)
+    assert job.status == "Succeeded" and job.finished is not None and job.run_id == "r1"
+    assert [(p.name, p.phase) for p in job.pods] == [("train-master-0", "Succeeded")]

@@ -137,7 +137,12 @@ def job_to_v2(view: Dict[str, Any], user_id: str = "", detail: bool = False) -> 
 
 
 def job_from_v2(item: Dict[str, Any]) -> Dict[str, Any]:
-    """A v2 job item as the v1 shape the rest of job-chain reads (``queueId`` is the queue)."""
+    """A v2 job item as the v1 shape the rest of job-chain reads (``queueId`` is the queue). A
+    DescribeJob answer is read in both shapes Baidu's page shows: flat (its example) and ``job:
+    JobItem`` (its table), whose fields would otherwise all read as missing (no status: never ended)."""
+    nested = item.get("job")
+    if isinstance(nested, dict) and "jobId" not in item:
+        item = dict({k: v for k, v in item.items() if k != "job"}, **nested)
     raw_spec = item.get("jobSpec")
     spec: Dict[str, Any] = raw_spec if isinstance(raw_spec, dict) else {}
     view = {
