@@ -581,3 +581,57 @@ def test_runs_list_pages_tells_chains_apart_and_an_idle_poll_sends_nothing(brows
         shot(browser, tmp_path, "runs-filtered")
     finally:
         served.close()
+
+
+def test_long_step_names_are_read_whole_in_the_graph_and_the_timeline(console: Console, browser: Any, home: Path,
+                                                                     shared_server: Any, tmp_path: Path) -> None:
+    names = ["pretrain-team-llama-9b-convert-v4", "pretrain-team-llama-9b-preprocess-v4",
+             "pretrain-team-llama-9b-train-v4"]
+    chain = chain_in(home, "long-names", [{"name": n, "script": f"echo {n}"} for n in names + ["eval", "report"]],
+                     shared_server.pool)
+    data = json.loads(chain.read_text())
+    data["jobs"][3]["jobChain"] = {"dependsOn": [names[2]], "matrix": {"lr": ["1e-4", "3e-4"]}}
+    data["jobs"][4]["jobChain"] = {"dependsOn": ["eval", names[0]]}  # skips columns: runs above the rows
+    chain.write_text(json.dumps(data))
+    cli("run", str(chain), "--follow", server=shared_server, check=True)
+    browser.set_window_size(1400, 900)
+    browser.get(f"{console.url}/run/{_cid(chain)}/{latest_run(chain)}")
+    wait_for(browser, lambda b: attr(b, "#outcome", "data-outcome") == "succeeded")
+    drawn = browser.execute_script("""
+        var g = document.getElementById('graph'), svg = g.getBoundingClientRect();
+        var labels = Array.prototype.map.call(g.querySelectorAll('text.label:not(.note)'), function (t) {
+          var r = t.getBoundingClientRect();
+          return {text: Array.prototype.map.call(t.querySelectorAll('tspan'), function (s) {
+                    return s.textContent; }).join(''), name: t.dataset.name,
+                  box: [r.left, r.top, r.right, r.bottom]}; });
+        var crossings = [];
+        Array.prototype.forEach.call(g.querySelectorAll('path.edge'), function (e) {
+          var total = e.getTotalLength(), m = e.getScreenCTM();
+          for (var d = 0; d <= total; d += 2) {
+            var p = e.getPointAtLength(d), x = p.x * m.a + m.e, y = p.y * m.d + m.f;
+            labels.forEach(function (l) {
+              if (x > l.box[0] && x < l.box[2] && y > l.box[1] && y < l.box[3]) crossings.push(l.text); }); }
+        });
+        var rows = Array.prototype.map.call(document.querySelectorAll('svg.timeline text.rowlabel'), function (t) {
+          var r = t.getBoundingClientRect(); return {text: t.lastChild.textContent, right: r.right}; });
+        var bars = Array.prototype.map.call(document.querySelectorAll('svg.timeline rect.bar'), function (b) {
+          return b.getBoundingClientRect().left; });
+        return {labels: labels, crossings: crossings, svg: [svg.left, svg.top, svg.right, svg.bottom],
+                rows: rows, firstBar: Math.min.apply(null, bars)};""")
+    labels = drawn["labels"]
+    assert sorted(label["text"] for label in labels) == sorted(label["name"] for label in labels)  # read whole
+    assert {label["text"] for label in labels} >= {f"{i} {n}" for i, n in enumerate(names)}
+    assert {label["text"] for label in labels} >= {"3 eval[lr=1e-4]", "4 eval[lr=3e-4]"}  # the matrix's name kept
+    for k, a in enumerate(labels):  # no label on another, none clipped by the drawing
+        assert drawn["svg"][0] <= a["box"][0] and a["box"][2] <= drawn["svg"][2] + 1, a
+        for b in labels[k + 1:]:
+            apart = a["box"][2] <= b["box"][0] or b["box"][2] <= a["box"][0] or \
+                a["box"][3] <= b["box"][1] or b["box"][3] <= a["box"][1]
+            assert apart, (a, b)
+    assert drawn["crossings"] == []  # no edge runs through a label
+    rows = [row["text"] for row in drawn["rows"]]
+    assert rows[:3] == [f"{i} {n}" for i, n in enumerate(names)]  # convert, preprocess and train told apart
+    assert all(row["right"] <= drawn["firstBar"] + 1 for row in drawn["rows"])  # a label ends before the bars
+    shot(browser, tmp_path, "run-long-names")
+    browser.execute_script("document.querySelector('svg.timeline').scrollIntoView();")
+    shot(browser, tmp_path, "timeline-long-names")

@@ -57,8 +57,30 @@ def test_depth_is_the_longest_path_and_a_skipping_edge_bows() -> None:
     dag = layout([step(0), step(1, [0]), step(2, [0, 1])])  # 0 -> 2 jumps over 1 on the same row
     assert xy(dag, 0)[0] < xy(dag, 1)[0] < xy(dag, 2)[0]
     jump = next(e for e in dag.edges if (e.source, e.target) == (0, 2))
-    control_y = float(jump.path.split(" ")[1].split(",")[1])
-    assert control_y < xy(dag, 0)[1]
+    ys = [float(p.split(",")[1]) for p in jump.path.replace("M", "").replace("C", "").split(" ") if "," in p]
+    assert min(ys) < xy(dag, 0)[1] - dag.radius  # in a lane above the nodes it jumps over
+
+
+def test_long_names_wrap_whole_in_columns_as_wide_as_their_labels() -> None:
+    from job_chain.ui.dag import CHAR_PX, LINE_CHARS
+
+    names = ["pretrain-team-llama-9b-convert-v4", "pretrain-team-llama-9b-preprocess-v4",
+             "pretrain-team-llama-9b-train-v4"]
+    steps = [StepStatus(i, n, status="Succeeded", depends_on=[i - 1] if i else []) for i, n in enumerate(names)]
+    steps.append(StepStatus(3, "eval-9f1c", status="Succeeded", depends_on=[2], display="eval[lr=1e-4,seed=1]",
+                            group="eval", point={"lr": "1e-4", "seed": "1"}))
+    dag = layout(steps)
+    for node, name in zip(dag.nodes, names + ["eval[lr=1e-4,seed=1]"]):
+        assert "".join(node.lines) == f"{node.step.index} {name}" and all(len(x) <= LINE_CHARS for x in node.lines)
+    assert dag.nodes[3].lines == ["3 eval", "[lr=1e-4,seed=1]"]  # a matrix point keeps its matrix's name
+    widest = max(len(x) for n in dag.nodes for x in n.lines) * CHAR_PX
+    xs = sorted({n.x for n in dag.nodes})
+    assert all(b - a > widest for a, b in zip(xs, xs[1:]))  # neighbouring labels never meet
+    for e in dag.edges:  # level with its nodes until past the source's label band and from the target's
+        sx, sy = xy(dag, e.source)
+        points = [tuple(map(float, p.split(","))) for p in e.path.replace("M", "").replace("C", "").split(" ")
+                  if "," in p]
+        assert all(py == sy for px, py in points if px <= sx + widest / 2)
 
 
 def test_fan_out_of_100_is_capped_with_plus_n_more_keeping_failures_in_view() -> None:

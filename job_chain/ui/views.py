@@ -82,6 +82,7 @@ class Row:
     step: StepStatus
     y: float
     bars: List[Bar] = field(default_factory=list)
+    label: str = ""  # "3 pretrain-team-llama-9b-convert-v4"; cut in its middle when it cannot fit
 
 
 @dataclass
@@ -105,13 +106,15 @@ def _offset_label(offset: float, span: float) -> str:
 def timeline(status: RunStatus, width: int = 1180, now: Optional[float] = None) -> Timeline:
     """Each step a row, each attempt a bar from its start to its end (or now): where the time went."""
     start, end = run_span(status, now)
-    label_width = 170
+    names = [f"{step.index} {step.label}" for step in status.steps]
+    most = 48  # characters a row label shows (320 px); a longer one keeps its start and its end
+    label_width = int(min(max([170] + [len(n) * 6.6 + 16 for n in names]), most * 6.6 + 16))
     row_height = 18 if len(status.steps) <= 40 else 8
     span = max(1.0, (end or 0) - (start or 0))
     scale = (width - label_width - 10) / span
     rows = []
     for i, step in enumerate(status.steps):
-        row = Row(step, 4 + i * row_height)
+        row = Row(step, 4 + i * row_height, label=_middle_cut(names[i], most))
         for attempt in step.attempts:
             if attempt.started is None or start is None:
                 continue
@@ -129,6 +132,15 @@ def timeline(status: RunStatus, width: int = 1180, now: Optional[float] = None) 
                 _dt.datetime.fromtimestamp(start, _dt.timezone.utc).strftime("%m-%d %H:%M:%S")
             ticks.append((label_width + k * (width - label_width - 10) / 4, label))
     return Timeline(rows, width, 4 + len(status.steps) * row_height + 18, row_height, label_width, ticks)
+
+
+def _middle_cut(text: str, most: int) -> str:
+    """``text`` when it fits in ``most`` characters, else its start and end around "…": the end
+    is where long step names differ (…-convert-v4, …-preprocess-v4, …-train-v4)."""
+    if len(text) <= most:
+        return text
+    keep = most - 1
+    return text[:keep // 2] + "…" + text[len(text) - (keep - keep // 2):]
 
 
 def log_download(records: Iterator[str], secrets: Iterable[str]) -> Iterator[bytes]:
