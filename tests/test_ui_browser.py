@@ -594,7 +594,6 @@ def test_long_step_names_are_read_whole_in_the_graph_and_the_timeline(console: C
     data["jobs"][4]["jobChain"] = {"dependsOn": ["eval", names[0]]}  # skips columns: runs above the rows
     chain.write_text(json.dumps(data))
     cli("run", str(chain), "--follow", server=shared_server, check=True)
-    browser.set_window_size(1400, 900)
     browser.get(f"{console.url}/run/{_cid(chain)}/{latest_run(chain)}")
     wait_for(browser, lambda b: attr(b, "#outcome", "data-outcome") == "succeeded")
     drawn = browser.execute_script("""
