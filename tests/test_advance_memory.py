@@ -151,6 +151,6 @@ def test_a_one_off_status_retries_its_reads_as_long_as_a_create_would(tmp_path: 
     s = ChainSession.from_file(str(chain), client=api)
     run = s.start()
     api.failures = 0
-    look = s.status(run.run_id)
+    look = s.status(run.run_id, patient=True)
     assert api.failures == 5 and waited == [1.0, 2.0, 4.0, 8.0, 16.0]
     assert [st.status for st in look.steps][:1] == ["Running"]

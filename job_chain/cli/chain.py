@@ -232,7 +232,7 @@ def status(chain_file: Optional[str], run_id: Optional[str], as_json: bool, watc
     if watch:
         run = session.run(run_id)
         sys.exit(_follow(session, run.run_id, run.mode == "watch"))
-    result = session.status(run_id, outputs=as_json)
+    result = session.status(run_id, outputs=as_json, patient=True)  # a one-off look: as patient as run
     changes = session.file_changes(result.run_id)
     if as_json:
         echo_json({**status_json(result), "fileChanges": [c.as_json() for c in changes]})

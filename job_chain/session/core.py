@@ -164,10 +164,12 @@ class ChainSession:
         runs were frozen): rule 7, decided as the run's jobs decide it."""
         return frozen(self.context, run)
 
-    def status(self, run_id: Optional[str] = None, *, now: Optional[float] = None, outputs: bool = False) -> RunStatus:
+    def status(self, run_id: Optional[str] = None, *, now: Optional[float] = None, outputs: bool = False,
+               patient: bool = False) -> RunStatus:
         """Every step of the run (default: the latest) and its outcome, as the API tells it now
-        (:func:`job_chain.session.look.status`); ``outputs=True`` reads an inline run's from its logs."""
-        return look.status(self.context, run_id, now=now, outputs=outputs)
+        (:func:`job_chain.session.look.status`); ``outputs=True`` reads an inline run's from its logs;
+        ``patient=True`` retries the reads through transient API errors as long as a create is retried."""
+        return look.status(self.context, run_id, now=now, outputs=outputs, patient=patient)
 
     def file_changes(self, run_id: Optional[str] = None) -> List[Change]:
         """How the chain file, read now, differs from the revision the run runs (by step name, as

@@ -21,11 +21,12 @@ from job_chain.status.types import Outcome, RunStatus
 
 
 def status(ctx: RunContext, run_id: Optional[str] = None, *, now: Optional[float] = None,
-           outputs: bool = False) -> RunStatus:
+           outputs: bool = False, patient: bool = False) -> RunStatus:
     """Every step of the run (default: the latest) and its outcome, now, from its frozen chain.
 
     Each step's outputs come from the run record; an inline run keeps them in its jobs' logs,
-    which ``outputs=True`` reads (once per step: what was read is kept in the record)."""
+    which ``outputs=True`` reads (once per step: what was read is kept in the record). ``patient``:
+    retry the reads through transient API errors as long as ``run`` retries a create (one-off looks)."""
     from job_chain.record import summary
     from job_chain.status.look import may_hide_a_job, run_attempts
 
@@ -43,7 +44,8 @@ def status(ctx: RunContext, run_id: Optional[str] = None, *, now: Optional[float
             endpoint = run.endpoint
         else:
             client = _client_to_look(ctx, run)
-            attempts, endpoint = run_attempts(ctx.records, _returning(client), chain, run, submissions, walk=walked)
+            attempts, endpoint = run_attempts(ctx.records, _returning(client), chain, run, submissions, walk=walked,
+                                              patient=patient)
         facts = ctx.records.facts(run.run_id, keys=_fact_keys(chain, attempts), submissions=submissions)
         _more_facts(ctx, run, chain, facts)
         if client is not None:  # why each failed attempt failed: from the record, else its logs (once)

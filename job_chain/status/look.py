@@ -55,8 +55,12 @@ def must_walk(records: RunRecords, run_id: str, mode: str, ids: Set[str]) -> boo
 
 
 def run_attempts(records: RunRecords, client_for: Callable[[], Any], chain: Chain, run: Any,
-                 entries: List[Dict[str, Any]], walk: bool = False) -> Tuple[List[Attempt], str]:
+                 entries: List[Dict[str, Any]], walk: bool = False, patient: bool = False
+                 ) -> Tuple[List[Attempt], str]:
     """(every attempt of the run, the endpoint asked), caching finished attempts in the record.
+    ``patient``: through transient API errors, retry the reads for as long as ``run`` retries a
+    create (:data:`~job_chain.engine.deadline.CALL_DEADLINE`): a one-off ``status``. A look among
+    many (``runs``, a start checking for a live run, the console) answers with what it has.
 
     ``entries``: the run's recorded submissions (:meth:`RunRecords.submissions`, read once by the
     caller); an attempt only the pool told of is recorded and appended to them."""
@@ -74,8 +78,8 @@ def run_attempts(records: RunRecords, client_for: Callable[[], Any], chain: Chai
                                first_job_id=entries[0]["jobId"] if entries else None, since=run.started.timestamp())
             return by_id(client, chain.pool, run.run_id, ids, cache=cache, final=final)
 
-        # a look only reads: through transient errors it retries for as long as a create of run does
-        attempts, known, settled = submit_with_deadline(look, CALL_DEADLINE)
+        # a look only reads: through transient errors it may retry for as long as a create of run does
+        attempts, known, settled = submit_with_deadline(look, CALL_DEADLINE) if patient else look()
     except JobChainError:
         if never_started:  # the API may be why it never started: nothing to show, not an error
             return [], run.endpoint
