@@ -241,7 +241,7 @@ def _positive_int(v: Any) -> bool:
 def _env_ok(v: Any) -> bool:
     return (isinstance(v, dict) and isinstance(v.get("name"), str)
             and re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", v["name"]) is not None
-            and ("value" not in v or isinstance(v["value"], str)))
+            and (v.get("value") is None or isinstance(v["value"], str)))
 
 
 def _mount_ok(v: Any) -> bool:
@@ -284,7 +284,8 @@ CHECKED: List[Tuple[str, Callable[[Any, str], bool]]] = [
     (r"jobs\[\d+\]\.jobSpec\.envs", lambda v, d: v is None or isinstance(v, list) and all(_env_ok(e) for e in v)),
     (r"jobs\[\d+\]\.jobSpec\.envs\[\d+\]", lambda v, d: _env_ok(v)),
     (r"jobs\[\d+\]\.jobSpec\.envs\[\d+\]\.name", lambda v, d: _env_ok({"name": v})),
-    (r"jobs\[\d+\]\.jobSpec\.envs\[\d+\]\.value", lambda v, d: isinstance(v, str)),
+    # an env's value is optional as AIHC's other optional strings are: absent or null gives it no value
+    (r"jobs\[\d+\]\.jobSpec\.envs\[\d+\]\.value", lambda v, d: v is None or isinstance(v, str)),
     (r"jobs\[\d+\]\.jobSpec\.command", _command_ok),
     (r"jobs\[\d+\]\.jobSpec\.scriptFile", lambda v, d: v is None or _script_ok(v, d)),
     (r"jobs\[\d+\]\.datasources", lambda v, d: v is None or isinstance(v, list) and all(_mount_ok(m) for m in v)),
@@ -468,6 +469,8 @@ GOOD: Dict[str, List[Any]] = {  # good values, from the real tables
     "CONVERT_CONFIG": ["llama2-7b", "/root/pfs/c.json", ""],
     "BOS_ENDPOINT": ["bj.bcebos.com", "http://127.0.0.1:9000"],
     "RESOURCES": [{"convert": [{"name": "cpu", "quantity": 8}]}, {}],
+    "AIAK_TRAINING_PATH": ["/workspace/LoongForge", "", None],
+    "MEGATRON_PATH": ["/workspace/Loong-Megatron", None],
 }
 assert set(GOOD) == set(REQUIRED) | set(OPTIONAL)
 EXTRA: Dict[str, List[Any]] = {  # keys of pretrain+sft or of EVAL only (good values; wild ones come from json_values)
