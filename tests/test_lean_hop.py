@@ -293,3 +293,21 @@ def test_a_splits_branches_are_planned_before_they_are_created(tmp_path: Path, s
         time.sleep(0.1)
     wait_succeeded(shared_server, merge["jobId"])
     assert [n for n in names if (records.exit_entry(run, n, 1) or {}).get("planned") is not True] == []
+
+
+def test_a_planned_hop_reads_its_plan_file_once(tmp_path: Path, monkeypatch: Any) -> None:
+    """The tail reads the plan for what it creates and for the API version its client needs: once."""
+    from job_chain.hop.entry import run_advance
+    from job_chain.record import plans as plan_files
+    from job_chain.submit.plans import plan_submitted
+
+    chain, records = recorded_run(tmp_path / "chain_info.json", "pool-x", line("a", "b"), submitted="a", run_id=RUN)
+    plan_submitted(chain, records, RUN, chain.named("a"), 1)
+    reads: List[Any] = []
+    real = plan_files.read_plan
+    monkeypatch.setattr(plan_files, "read_plan", lambda *a: reads.append(a) or real(*a))
+    sent = Recorder()
+    code = run_advance(config_path=str(tmp_path / "chain_info.json"), run_id=RUN, step="a", attempt=1, exit_code=0,
+                       connect=lambda **_: sent)
+    assert code == 0 and [c["body"]["name"] for c in sent.created] == ["b"]
+    assert len(reads) == 1

@@ -49,6 +49,7 @@ def advance(
     reconnect: Optional[Callable[[], Any]] = None,
     outputs: Tuple[Dict[str, str], Optional[str]] = ({}, None),
     cached: bool = False,
+    own_plan: Optional[Callable[[], Optional[Dict[str, Any]]]] = None,
 ) -> int:
     """Act on step ``step`` (its name) having exited with ``exit_code``; return the job's exit code.
 
@@ -60,10 +61,12 @@ def advance(
     ``$JOB_CHAIN_OUTPUTS``, or why it cannot be used (then the step fails). ``cached``: the step
     reused an earlier success (:func:`job_chain.submit.create.reuse`) and no job of it runs: this
     process, which reached it, advances from it as its tail would. So does every step it submits
-    that reuses one too, one after another (never deeper than this call).
+    that reuses one too, one after another (never deeper than this call). ``own_plan``: how this
+    step's plan file is read, when the caller reads it too (once for both: ``hop/entry.py``).
     """
     mode = mode or ("inline" if records is None else "job")
     hop = _Hop(chain, client, run_id, records, mode, deadline, reconnect, resume_hint)
+    hop.own_plan = own_plan
     reused: List[Tuple[str, int, Dict[str, str]]] = []
     code = _advance_one(hop, step, attempt, exit_code, outputs, cached, reused)
     while reused:  # steps it submitted that reused a cached success: advance from each, as their tails would
@@ -109,6 +112,7 @@ class _Hop:
         self.run_id, self.records, self.mode = run_id, records, mode
         self.deadline, self.reconnect, self.resume_hint = deadline, reconnect, resume_hint
         self.plan: Optional[Dict[str, Any]] = None  # what the submitter planned this step's success to do
+        self.own_plan: Optional[Callable[[], Optional[Dict[str, Any]]]] = None  # how the plan file is read
         self.followed_plan = False
         self.latest: Dict[str, Any] = {}  # step name -> its latest attempt, as the last look saw it
         self.attempts: List[Any] = []  # every attempt of the run, as states() last saw them
@@ -155,7 +159,7 @@ class _Hop:
             return False
         from job_chain.record.plans import read_plan
 
-        own = read_plan(self.records, self.run_id, step, attempt)
+        own = self.own_plan() if self.own_plan is not None else read_plan(self.records, self.run_id, step, attempt)
         if own is None or own["steps"][0].get("step") != step:
             return False
         if (self.records.get_run(self.run_id) or {}).get("revision") != own.get("revision"):

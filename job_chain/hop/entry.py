@@ -112,6 +112,7 @@ def run_advance(*, config_path: Optional[str], run_id: str, step: str, attempt: 
         from job_chain.record.outputs import read_file
 
         outputs = read_file(outputs_file)
+    plan_reader: Optional[Callable[[], Optional[Dict[str, Any]]]] = None
     if snapshot is not None or not config_path:
         chain, records, api_config = load_run(config_path, run_id, snapshot)
         source: Any = chain
@@ -124,6 +125,16 @@ def run_advance(*, config_path: Optional[str], run_id: str, step: str, attempt: 
         records.require_run(run_id)
         path = config_path
         loaded: List[Any] = []
+        plans: List[Optional[Dict[str, Any]]] = []
+
+        def own_plan() -> Optional[Dict[str, Any]]:  # read once: for the advance, and for the API version
+            if not plans:
+                from job_chain.record.plans import read_plan
+
+                plans.append(read_plan(records, run_id, step, attempt))
+            return plans[0]
+
+        plan_reader = own_plan
 
         def source() -> Any:  # the run's chain, thawed once, when the advance first needs it
             if not loaded:
@@ -133,9 +144,7 @@ def run_advance(*, config_path: Optional[str], run_id: str, step: str, attempt: 
         def config() -> Dict[str, Any]:
             if loaded:
                 return loaded[2]
-            from job_chain.record.plans import read_plan
-
-            plan = read_plan(records, run_id, step, attempt)  # a planned hop: the version it was planned for
+            plan = own_plan()  # a planned hop: the version it was planned for
             if plan is not None:
                 return records.api_config(run_id, plan.get("version"))
             source()
@@ -163,7 +172,7 @@ def run_advance(*, config_path: Optional[str], run_id: str, step: str, attempt: 
         client = engine_from_env()
     return advance(source, client or LazyClient(build), run_id=run_id, step=step, attempt=attempt, exit_code=exit_code,
                    records=records, resume_hint=hint, deadline=env_deadline(),
-                   reconnect=reconnect, outputs=outputs)
+                   reconnect=reconnect, outputs=outputs, own_plan=plan_reader)
 
 
 def _has_content(path: str) -> bool:
