@@ -173,6 +173,8 @@ def test_a_huge_split_is_refused_at_once_with_the_replicas_it_would_need() -> No
         parse_spec(dict(SEED_INPUT, TP=2**31 - 1, PP=1))  # found by review: the hint was a counting loop
     with pytest.raises(UsageError, match=r"multiple of 12 \(e\.g\. REPLICAS 3,"):
         parse_spec(dict(SEED_INPUT, TP=3, PP=4))
+    with pytest.raises(UsageError, match=r"data-parallel size 3, .* use REPLICAS 131072, 262144, 524288,"):
+        parse_spec(dict(SEED_INPUT, TP=2**20, PP=1, REPLICAS=3 * 2**17))  # the valid counts, without a long loop
 
 
 def test_a_moe_launcher_without_optimizer_resume_is_noted_on_stderr_only(tmp_path: Path) -> None:

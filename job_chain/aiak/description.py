@@ -293,7 +293,7 @@ def parse_spec(raw: Dict[str, Any], source: str = "aiak_job_info.json",
         count = len(problems)
         layout.check_world(replicas, options["GPUS_PER_REPLICA"], tp, pp, aiak.ep, bad)
         if len(problems) == count:
-            layout.check_batch(replicas, options["GPUS_PER_REPLICA"], tp, pp, aiak.batches, bad)
+            layout.check_batch(replicas, options["GPUS_PER_REPLICA"], tp, pp, aiak.ep, aiak.batches, bad)
     if problems:
         raise _one_line(source, problems)
     assert model is not None and replicas is not None

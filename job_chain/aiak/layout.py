@@ -129,16 +129,25 @@ def check_world(replicas: int, gpus: int, tp: int, pp: int, ep: int, bad: Bad) -
                     f"{'/EP' if ep > 1 else ''})")
 
 
-def check_batch(replicas: int, gpus: int, tp: int, pp: int, batches: Dict[str, Tuple[int, int]], bad: Bad) -> None:
+def divisors(number: int) -> List[int]:
+    """The divisors of ``number`` (at most 2**31), in order (trial division up to its square root)."""
+    low = [d for d in range(1, math.isqrt(number) + 1) if number % d == 0]
+    return sorted(set(low + [number // d for d in low]))
+
+
+def check_batch(replicas: int, gpus: int, tp: int, pp: int, ep: int, batches: Dict[str, Tuple[int, int]],
+                bad: Bad) -> None:
     """Megatron's rule: the launcher's global batch is a multiple of micro batch x data-parallel size
-    (DP = GPUs / (TP x PP)); else training stops at start, after convert and preprocess ran."""
+    (DP = GPUs / (TP x PP)); else training stops at start, after convert and preprocess ran. The
+    valid replica counts come from the divisors of global / micro (DP must be one, and a multiple
+    of EP), so a huge split costs no loop over replica counts."""
     for phase, (global_batch, micro_batch) in batches.items():
         dp = replicas * gpus // (tp * pp)
         if global_batch % (micro_batch * dp) == 0:
             continue
-        valid = [r for r in range(1, global_batch * tp * pp // gpus + 1)
-                 if (r * gpus) % (tp * pp) == 0 and global_batch % (micro_batch * (r * gpus // (tp * pp))) == 0]
-        shown = ", ".join(str(r) for r in valid[:12]) or "none"
+        sizes = divisors(global_batch // micro_batch) if global_batch % micro_batch == 0 else []
+        valid = sorted(size * tp * pp // gpus for size in sizes if size % ep == 0 and (size * tp * pp) % gpus == 0)
+        shown = ", ".join(str(r) for r in valid[:12]) or "none (change TP/PP)"
         bad("REPLICAS", f"{replicas} x {gpus} GPUs with TP {tp} x PP {pp} give data-parallel size {dp}, which does "
                         f"not divide the {phase} launcher's global batch {global_batch}"
                         f"{f' / micro batch {micro_batch}' if micro_batch > 1 else ''} (Megatron stops at start): "
