@@ -192,7 +192,7 @@ def test_a_wrong_pod_of_a_missing_job_says_no_such_job(shared_server: Any) -> No
 
 
 
-def test_sk_on_the_command_line_is_warned_about_and_env_is_not() -> None:
+def test_sk_on_the_command_line_is_warned_about_and_env_is_not(no_backoff: None) -> None:
     # --sk stays readable in the process's command line (ps) for as long as it runs: local serve, run --follow
     from click.testing import CliRunner
 
