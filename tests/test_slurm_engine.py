@@ -122,7 +122,7 @@ def test_the_same_chain_with_engine_aihc_runs_on_the_local_server(tmp_path: Path
 
 
 def test_stop_cancels_the_running_job_and_nothing_after_it_starts(slurm: Any, tmp_path: Path) -> None:
-    (tmp_path / "long.sh").write_text("sleep 120\n")
+    (tmp_path / "long.sh").write_text("echo started-long\nsleep 120\n")
     (tmp_path / "after.sh").write_text("touch after.ran\n")
     chain = tmp_path / "chain_info.json"
     chain.write_text(json.dumps({"engine": "slurm", "jobs": [
@@ -134,6 +134,10 @@ def test_stop_cancels_the_running_job_and_nothing_after_it_starts(slurm: Any, tm
     while "RUNNING" not in slurm.run("squeue", "-h", "-t", "all", f"--name=jc-{run}-long-1", "-o", "%T").stdout:
         assert time.monotonic() < end
         time.sleep(0.1)
+    env = slurm.env()
+    env["PATH"] = VENV_BIN + os.pathsep + env.get("PATH", "")
+    follow = subprocess.Popen([sys.executable, "-m", "job_chain", "logs", str(chain), "--step", "long", "--follow"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     stopped = slurm_cli(slurm, "stop", str(chain))
     assert stopped.returncode == 0, stopped.stderr
     end = time.monotonic() + 30
@@ -145,6 +149,8 @@ def test_stop_cancels_the_running_job_and_nothing_after_it_starts(slurm: Any, tm
     assert not (tmp_path / "after.ran").exists()
     data = json.loads(slurm_cli(slurm, "status", str(chain), "--json").stdout)
     assert data["outcome"] == "stopped" and data["steps"][0]["status"] == "Stopped"
+    out, err = follow.communicate(timeout=60)  # --follow ends when the job ended
+    assert follow.returncode == 0 and "started-long" in out, err
 
 
 def body(command: str = "true") -> Dict[str, Any]:
