@@ -299,3 +299,21 @@ def test_an_sbatch_whose_answer_is_lost_is_retried_into_the_same_job(slurm: Any,
     created = submit_with_deadline(lambda: engine.create("p", body(), "jc-drill-lost-1"), 60, sleep=pauses.append)
     assert pauses == [1.0]  # the lost answer was retryable, and the retry found the job by its name
     assert slurm.run("squeue", "-h", "-t", "all", "--name=jc-drill-lost-1", "-o", "%i").stdout.split() == [created.id]
+
+
+def test_two_replicas_run_on_two_nodes_and_the_next_step_starts_after_both(slurm: Any, tmp_path: Path) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    (tmp_path / "wide.sh").write_text('if [ "$RANK" = 1 ]; then sleep 1.5; fi\n'
+                                      'echo "$SLURMD_NODENAME $(date +%s.%N)" > "$SHARED/end.$RANK"\n')
+    (tmp_path / "next.sh").write_text('date +%s.%N > "$SHARED/next.start"\n')
+    env = [{"name": "SHARED", "value": str(shared)}]
+    chain = tmp_path / "chain_info.json"
+    chain.write_text(json.dumps({"engine": "slurm", "jobs": [
+        {"name": "wide", "jobSpec": {"command": "wide.sh", "replicas": 2, "envs": env}},
+        {"name": "next", "jobSpec": {"command": "next.sh", "envs": env}}]}))
+    done = slurm_cli(slurm, "run", str(chain), "--follow")
+    assert done.returncode == 0, done.stderr + done.stdout
+    ends = [(shared / f"end.{rank}").read_text().split() for rank in (0, 1)]
+    assert {node for node, _ in ends} == {"jc1", "jc2"}
+    assert float((shared / "next.start").read_text()) > max(float(t) for _, t in ends)
