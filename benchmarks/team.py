@@ -243,17 +243,24 @@ def main(argv: Optional[List[str]] = None) -> int:
                 for name, tree in order:
                     for key, value in one_tree(tree, env, built, 1 if args.quick else args.repeats).items():
                         samples[name].setdefault(key, []).append(value)
-                    print(f"round {round_no + 1}/{args.rounds}: {name} done", flush=True)
+                    print(f"round {round_no + 1}/{args.rounds}: {name} done: {json.dumps(samples[name])}", flush=True)
         names = list(trees)
         medians = {n: {k: harness.percentile(v, 50) for k, v in samples[n].items()} for n in names}
+        results = Path(args.results_dir)
+        results.mkdir(parents=True, exist_ok=True)
+        (results / "team.json").write_text(json.dumps({"medians": medians, "samples": samples, "ref": args.ref,
+                                                       "build_s": build_s}, indent=1))
         keys = list(medians[names[0]])
         rows = []
         for key in keys:
             values = [medians[n].get(key) for n in names]
             change = ""
-            if len(values) == 2 and values[0] is not None and values[1] and not key.endswith("_status"):
-                change = f"{values[1] / values[0]:.1f}× less" if values[0] < values[1] else \
-                    f"{values[0] / values[1]:.2f}× more"
+            if len(values) == 2 and values[0] is not None and values[1] is not None and not key.endswith("_status"):
+                if not values[0] or not values[1]:
+                    change = "-" if values[0] == values[1] else ("none now" if not values[0] else "")
+                else:
+                    change = f"{values[1] / values[0]:.1f}× less" if values[0] < values[1] else \
+                        f"{values[0] / values[1]:.2f}× more"
             rows.append((key, *(fmt(key, v) for v in values), change))
         out = harness.console()
         out.print(harness.table("team.py: medians" + (f", {args.rounds} rounds alternating" if args.ref else ""),
@@ -265,8 +272,6 @@ def main(argv: Optional[List[str]] = None) -> int:
                   f"(target ≤ {big / mid * 1.1:.1f}×); runs {big} / status of that chain = "
                   f"{m[f'runs_{big}'] / m[f'status_of_runs_{big}']:.2f}× (target ≤ 3×); "
                   f"runs {big} / runs {runs_sizes[0]} = {m[f'runs_{big}'] / m[f'runs_{runs_sizes[0]}']:.2f}×")
-        results = Path(args.results_dir)
-        results.mkdir(parents=True, exist_ok=True)
         info = harness.machine()
         info["other_load"] = harness.other_load()
         note = harness.busy_note(info["other_load"])

@@ -143,3 +143,29 @@ def test_runs_cli_limit_since_and_a_bad_since(tmp_path: Path, looks: List[str]) 
     assert bad.exit_code == 2 and "Traceback" not in bad.output
     assert "--since 'yesterday' is neither an age (30m, 12h, 7d, 2w) nor a UTC date" in bad.output
     assert len(bad.output.strip().splitlines()) == 1
+
+
+def test_status_reads_and_checks_the_chain_file_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 35, status of a 5,000-step run: the file the command opened was validated a second time to
+    say whether it differs from the run (each a third of the command's time)."""
+    from job_chain.spec import loader
+
+    chain, ids, api = _finished(tmp_path, 1)
+    ChainSession.from_file(str(chain), client=api).status(ids[0])  # its jobs known to the record: no API below
+    loads = []
+    real = loader.load_chain
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        loads.append(args[0])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(loader, "load_chain", counting)
+    env = {"JOB_CHAIN_CREDENTIALS": None, "AIHC_HOST": "127.0.0.1:9", "AIHC_AK": "a", "AIHC_SK": "b"}
+    shown = CliRunner().invoke(job_chain_cli, ["status", str(chain)], env=env)
+    assert shown.exit_code == 0 and "succeeded" in shown.output, shown.output
+    assert len(loads) == 1, loads
+    data = json.loads(chain.read_text())
+    data["jobs"][0]["jobSpec"]["image"] = "local:v2"  # a change the line must still tell
+    chain.write_text(json.dumps(data))
+    shown = CliRunner().invoke(job_chain_cli, ["status", str(chain)], env=env)
+    assert shown.exit_code == 0 and "the chain file differs from run" in shown.output, shown.output

@@ -233,7 +233,7 @@ def status(chain_file: Optional[str], run_id: Optional[str], as_json: bool, watc
         run = session.run(run_id)
         sys.exit(_follow(session, run.run_id, run.mode == "watch"))
     result = session.status(run_id, outputs=as_json, patient=True)  # a one-off look: as patient as run
-    changes = session.file_changes(result.run_id)
+    changes = session.file_changes(result.run_id, reread=False)  # open_runs read it a moment ago
     if as_json:
         echo_json({**status_json(result), "fileChanges": [c.as_json() for c in changes]})
     else:

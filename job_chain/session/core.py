@@ -171,10 +171,11 @@ class ChainSession:
         ``patient=True`` retries the reads through transient API errors as long as a create is retried."""
         return look.status(self.context, run_id, now=now, outputs=outputs, patient=patient)
 
-    def file_changes(self, run_id: Optional[str] = None) -> List[Change]:
+    def file_changes(self, run_id: Optional[str] = None, *, reread: bool = True) -> List[Change]:
         """How the chain file, read now, differs from the revision the run runs (by step name, as
-        :meth:`preview_resume` compares them); [] when they match or the file cannot be used."""
-        return resume.file_changes(self.context, find_run(self.context, run_id))
+        :meth:`preview_resume` compares them); [] when they match or the file cannot be used.
+        ``reread=False``: the file as this session read it, for a caller that opened it just now."""
+        return resume.file_changes(self.context, find_run(self.context, run_id), reread=reread)
 
     def delete_run(self, run_id: str) -> None:
         """Forget a run that is not going (its record; its jobs stay in AIHC). :class:`RunStillActive`

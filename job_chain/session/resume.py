@@ -116,16 +116,18 @@ def _with_params(old: Chain, base: Chain, params: Dict[str, str], path: str) -> 
     return replace(base, params={**defaults, **given}, params_set=given)
 
 
-def file_changes(ctx: RunContext, run: Run) -> List[Change]:
+def file_changes(ctx: RunContext, run: Run, reread: bool = True) -> List[Change]:
     """How the chain file differs from the revision ``run`` runs, by step name (what a resume would
-    compare); [] when they match, or when the file is gone or cannot be used (said elsewhere)."""
+    compare); [] when they match, or when the file is gone or cannot be used (said elsewhere).
+    ``reread=False``: the file as the session read it (a command that opened it a moment ago; a
+    5,000-step file is not validated twice)."""
     from job_chain.errors import ChainFileInvalid
     from job_chain.rules.revise import revise
 
     if not run.revision or ctx.file.gone():
         return []
     try:
-        new = as_placed(ctx.file.reload(), run.local)
+        new = as_placed(ctx.file.reload() if reread else ctx.file.chain, run.local)
     except ChainFileInvalid:
         return []
     old = frozen(ctx, run)
