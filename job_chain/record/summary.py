@@ -87,7 +87,8 @@ def keep(records: RunRecords, run_id: str, run: Dict[str, Any], fields: Dict[str
         return  # a run watched every second: its summary is written when what it says changes
     try:
         os.makedirs(_folder(records), mode=0o700, exist_ok=True)
-        write_private(_path(records, run_id), json.dumps(data, separators=(",", ":"), ensure_ascii=True))
+        write_private(_path(records, run_id), json.dumps(data, separators=(",", ":"), ensure_ascii=True),
+                      sync=False)  # a cache: a summary lost in a crash is worked out again
     except (OSError, ValueError, TypeError):
         pass
     records.summary_memo.pop(run_id, None)

@@ -35,11 +35,13 @@ def create_private(path: PathLike, data: Union[str, bytes]) -> bool:
         os.unlink(tmp)
 
 
-def write_private(path: PathLike, data: Union[str, bytes]) -> None:
+def write_private(path: PathLike, data: Union[str, bytes], *, sync: bool = True) -> None:
     """Write ``data`` to ``path`` atomically (temp file + rename) with mode 0600.
 
     The temporary name is random (jobs on many machines write into one run record), created
     exclusively with mode 0600; no ``tempfile``, which a job advancing a chain would import.
+    ``sync=False`` for a cache that is worked out again when lost (no fsync: a list of 2,000 runs
+    must not wait for 2,000 disk flushes).
     """
     target = os.fspath(path)
     directory, name = os.path.split(os.path.abspath(target))
@@ -50,7 +52,8 @@ def write_private(path: PathLike, data: Union[str, bytes]) -> None:
         with os.fdopen(fd, "wb") as handle:
             handle.write(raw)
             handle.flush()
-            os.fsync(handle.fileno())
+            if sync:
+                os.fsync(handle.fileno())
         os.replace(tmp, target)
     except BaseException:
         try:
