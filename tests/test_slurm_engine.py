@@ -310,10 +310,14 @@ def test_two_replicas_run_on_two_nodes_and_the_next_step_starts_after_both(slurm
     env = [{"name": "SHARED", "value": str(shared)}]
     chain = tmp_path / "chain_info.json"
     chain.write_text(json.dumps({"engine": "slurm", "jobs": [
-        {"name": "wide", "jobSpec": {"command": "wide.sh", "replicas": 2, "envs": env}},
+        {"name": "wide", "jobSpec": {"command": "wide.sh", "replicas": 2, "envs": env,
+                                     "resources": [{"name": "nvidia.com/gpu", "quantity": 1}]}},
         {"name": "next", "jobSpec": {"command": "next.sh", "envs": env}}]}))
     done = slurm_cli(slurm, "run", str(chain), "--follow")
     assert done.returncode == 0, done.stderr + done.stdout
     ends = [(shared / f"end.{rank}").read_text().split() for rank in (0, 1)]
     assert {node for node, _ in ends} == {"jc1", "jc2"}
     assert float((shared / "next.start").read_text()) > max(float(t) for _, t in ends)
+    data = json.loads(slurm_cli(slurm, "status", str(chain), "--json").stdout)
+    assert 2 * 1.5 / 3600 <= data["steps"][0]["gpuHours"] <= 2 * 15 / 3600  # 2 nodes x 1 GPU x its running time
+    assert data["steps"][1]["gpuHours"] == 0.0
