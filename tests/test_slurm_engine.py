@@ -321,3 +321,14 @@ def test_two_replicas_run_on_two_nodes_and_the_next_step_starts_after_both(slurm
     data = json.loads(slurm_cli(slurm, "status", str(chain), "--json").stdout)
     assert 2 * 1.5 / 3600 <= data["steps"][0]["gpuHours"] <= 2 * 15 / 3600  # 2 nodes x 1 GPU x its running time
     assert data["steps"][1]["gpuHours"] == 0.0
+
+
+def test_validate_says_a_slurm_chain_runs_on_slurm(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from job_chain.cli import cli as job_chain_cli
+
+    path = write(tmp_path, {"engine": "slurm", "jobs": [{"name": "a", "jobSpec": {"command": "a.sh", "image": "i"}}]})
+    done = CliRunner().invoke(job_chain_cli, ["validate", path])
+    assert done.exit_code == 0 and "OK, 1 steps, on Slurm" in done.output, done.output
+    assert "jobs[0].jobSpec.image: AIHC only, ignored on Slurm" in done.output

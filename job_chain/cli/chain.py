@@ -94,7 +94,8 @@ def validate(chain_file: str, use_local: bool) -> None:
     jobs = len(chain.steps) - sum(1 for s in chain.steps if s.group) + len(groups)
     expanded = f"{jobs} jobs, {len(chain.steps)} steps once its matrices are expanded" if groups else \
         f"{len(chain.steps)} steps"
-    click.echo(f"{chain_file}: OK, {expanded}, resource pool {chain.pool}")
+    where = "on Slurm" if chain.engine == "slurm" else f"resource pool {chain.pool}"
+    click.echo(f"{chain_file}: OK, {expanded}, {where}")
 
 
 @click.command()
