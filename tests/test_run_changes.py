@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from pathlib import Path
 from typing import Any, Dict
@@ -308,3 +309,16 @@ def test_a_renamed_and_a_removed_step_stay_in_the_runs_history(tmp_path: Path, s
     assert "removed" not in again and "renamed" not in again, again  # said once, kept after
     assert {s["name"] for s in json.loads(cli("status", "--run", run_id, "--json", server=shared_server,
                                               check=True).stdout)["steps"]} >= {"prep", "convert"}
+    import requests
+    from ui_helpers import Console
+
+    from job_chain.ui.catalog import chain_id
+
+    served = Console([str(tmp_path)])  # the console draws it apart too
+    try:
+        page = requests.get(f"{served.url}/run/{chain_id(str(chain))}/{run_id}").text
+    finally:
+        served.close()
+    assert '<span class="removed-note">(removed in revision 2)</span>' in page
+    assert re.search(r'class="node ok removed"[^>]*><title>step \d+ prep: Succeeded \(removed in revision 2\)', page)
+    assert 'class="rowlabel removed"' in page
