@@ -332,3 +332,24 @@ def test_validate_says_a_slurm_chain_runs_on_slurm(tmp_path: Path) -> None:
     done = CliRunner().invoke(job_chain_cli, ["validate", path])
     assert done.exit_code == 0 and "OK, 1 steps, on Slurm" in done.output, done.output
     assert "jobs[0].jobSpec.image: AIHC only, ignored on Slurm" in done.output
+
+
+def test_chain_session_runs_a_slurm_chain(slurm: Any, tmp_path: Path, monkeypatch: Any) -> None:
+    from job_chain import ChainSession
+    from job_chain.status.types import Outcome
+
+    monkeypatch.setenv("SLURM_CONF", str(slurm.conf))  # the jobs inherit this environment from sbatch
+    monkeypatch.setenv("PATH", VENV_BIN + os.pathsep + os.environ["PATH"])
+    (tmp_path / "one.sh").write_text('echo "v=1" >> "$JOB_CHAIN_OUTPUTS"\n')
+    (tmp_path / "two.sh").write_text('echo "got $V"\n')
+    chain = tmp_path / "chain_info.json"
+    chain.write_text(json.dumps({"engine": "slurm", "jobs": [
+        {"name": "one", "jobSpec": {"command": "one.sh"}},
+        {"name": "two", "jobSpec": {"command": "two.sh",
+                                    "envs": [{"name": "V", "value": "${steps.one.outputs.v}"}]}}]}))
+    session = ChainSession.from_file(str(chain))
+    run = session.start()
+    final = session.wait(run.run_id, timeout=120, interval=0.3)
+    assert final.outcome is Outcome.SUCCEEDED, final.reason
+    assert final.as_json()["endpoint"].startswith("slurm:")
+    assert "got 1\n" in session.log(run.run_id, "two") and "got 1" in session.log(run.run_id, "two", tail=5)
