@@ -353,3 +353,14 @@ def test_chain_session_runs_a_slurm_chain(slurm: Any, tmp_path: Path, monkeypatc
     assert final.outcome is Outcome.SUCCEEDED, final.reason
     assert final.as_json()["endpoint"].startswith("slurm:")
     assert "got 1\n" in session.log(run.run_id, "two") and "got 1" in session.log(run.run_id, "two", tail=5)
+    import requests
+    from ui_helpers import Console
+
+    from job_chain.ui.catalog import chain_id
+
+    console = Console([str(tmp_path)])  # the web console shows the Slurm run, its steps and a step's log
+    try:
+        page = requests.get(f"{console.url}/run/{chain_id(str(chain))}/{run.run_id}", timeout=60)
+        assert page.status_code == 200 and 'data-outcome="succeeded"' in page.text and "slurm:" in page.text
+    finally:
+        console.close()
