@@ -52,6 +52,14 @@ def _program(name: str) -> str:
     return shutil.which(name) or f"/usr/sbin/{name}"
 
 
+def _die_with_parent() -> None:
+    """In the daemon before it starts: SIGTERM it when this process dies, also by SIGKILL (a test
+    run killed by a timeout never runs its teardown or atexit)."""
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
 def free_ports(count: int) -> List[int]:
     """Ports nobody listens on now (bound then released; xdist workers each ask the kernel)."""
     socks = []
@@ -215,7 +223,8 @@ class SlurmCluster:
     def _spawn(self, name: str, argv: List[str]) -> None:
         with open(self.root / f"{name}.out", "ab") as log:
             self.procs[name] = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                                start_new_session=True, env=self.env(), cwd=str(self.root))
+                                                start_new_session=True, env=self.env(), cwd=str(self.root),
+                                                preexec_fn=_die_with_parent)
 
     def _write(self) -> None:
         for sub in ("state", "spool", "munge", "jobs"):

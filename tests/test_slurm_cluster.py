@@ -39,3 +39,28 @@ def test_stop_leaves_nothing_behind(tmp_path: Path) -> None:
         assert {"slurmctld", "slurmd", "munged", "slurmstepd", "sleep"} <= seen, seen
     assert not cluster.leftovers()
     assert not any(psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie" for pid in pids)
+
+
+KILLED_RUN = """
+import os, sys
+sys.path.insert(0, sys.argv[2])
+from pathlib import Path
+from slurm_cluster import SlurmCluster
+SlurmCluster(Path(sys.argv[1])).start()
+os.kill(os.getpid(), 9)  # a test run killed by a timeout: no teardown, no atexit
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="SLURM TESTS SKIPPED: slurmd needs root")
+def test_a_killed_test_process_takes_its_cluster_along(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    root = tmp_path / "k"
+    done = subprocess.run([sys.executable, "-c", KILLED_RUN, str(root), str(Path(__file__).parent)], timeout=60)
+    assert done.returncode == -9
+    cluster = slurm_cluster.SlurmCluster(root)
+    end = time.monotonic() + 15
+    while cluster.leftovers() and time.monotonic() < end:
+        time.sleep(0.1)
+    assert not cluster.leftovers()
