@@ -154,6 +154,7 @@ def test_status_json_has_iso_times_with_zone_and_attempt_history() -> None:
     assert [a["attempt"] for a in step["attempts"]] == [1, 2]
     assert step["attempts"][0] == {"attempt": 1, "jobId": "job-0-1", "status": "Failed", "exitCode": 7,
                                    "reason": None, "started": step["attempts"][0]["started"],
-                                   "finished": step["attempts"][0]["finished"], "failure": None, "gpuHours": 0.0}
+                                   "finished": step["attempts"][0]["finished"], "failure": None, "gpuHours": 0.0,
+                                   "lostGpuHours": 0.0}  # a failed attempt's lost hours (issue 29 item 3)
     assert Attempt.from_cache(Attempt("s0", 2, "j", "Failed", at(3), at(1), 2, "why").to_cache()) == \
         Attempt("s0", 2, "j", "Failed", at(3), at(1), 2, "why")

@@ -312,14 +312,15 @@ def test_jobs_page_links_runs_and_shows_events(console: Console, home: Path, sha
     assert "Failed" in page and "step-0-master-0" in page and "exit" in page.lower()
     assert requests.get(f"{console.url}/job/{cid}/no-such-job").status_code == 404
     assert requests.get(f"{console.url}/run/{cid}/no-such-run").status_code == 404
-    # issue 29 item 13: the step renamed and the run resumed, its old job links the run, never a step it lacks
+    # issue 29 items 13 and 6: the step renamed and the run resumed, its old job still links its step, which the
+    # run keeps as history (removed in revision 2), and no link leads to a step the run lacks
     data = json.loads(chain.read_text())
     data["jobs"][0]["name"] = "renamed"
     chain.write_text(json.dumps(data))
     cli("resume", str(chain), "--follow", server=shared_server)
     jobs = requests.get(console.url + "/jobs").text
     assert f'href="/run/{cid}/{run_id}?step=renamed"' in jobs
-    assert f'href="/run/{cid}/{run_id}"' in jobs  # the old job: its run
+    assert f'href="/run/{cid}/{run_id}?step=step-0"' in jobs  # the old job: its step, in the run's history
     for step in re.findall(rf'href="/run/{cid}/{run_id}\?step=([^"]+)"', jobs):
         assert requests.get(f"{console.url}/fragment/step/{cid}/{run_id}/{step}").status_code == 200, step
 
