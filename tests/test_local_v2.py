@@ -252,3 +252,43 @@ def test_a_bad_pool_option_is_one_line_before_anything_starts(tmp_path: Any, com
     result = CliRunner().invoke(cli, ["local", command, "--state-dir", str(state), "--pool", "Bad_1"])
     assert result.exit_code == 2 and "--pool Bad_1: the pool id must be" in result.output
     assert not state.exists()
+
+
+def test_a_pods_events_answer_to_both_names_and_the_client_sends_the_2026_one(pooled: LocalServer) -> None:
+    """Issue 30 item 4: the 2026 pages name the action DescribePodEvents, the SDK sends
+    DescribeJobPodEvents; the local server answers both, and job-chain's v2 client sends the
+    pages' name first, falling back to the SDK's (and keeping it) where a service knows only that."""
+    from job_chain.aihc import client_v2
+    from job_chain.aihc.client_v2 import AIHCClientV2
+    from job_chain.aihc.credentials import Credentials
+
+    client = AIHCClientV2(Credentials(pooled.url, pooled.ak, pooled.sk))
+    job_id = client.create_job(POOL, dict(job_body("pod-events", "echo hi"), queue="default"))["jobId"]
+    pooled.wait_status(job_id, "Succeeded", pool=POOL)
+    pod = "pod-events-master-0"
+    for name in ("DescribePodEvents", "DescribeJobPodEvents"):
+        answer = client.action(name, POOL, {"jobId": job_id, "podName": pod})
+        assert answer["total"] >= 1 and answer["events"], name
+    names = list(client_v2.POD_EVENTS)
+    assert client.pod_events(POOL, job_id, pod)["total"] >= 1
+    assert client_v2.POD_EVENTS == names == ["DescribePodEvents", "DescribeJobPodEvents"]  # answered at once
+
+
+def test_v2_job_ids_look_like_aihcs_and_datasource_types_are_the_documented_ones(pooled: LocalServer) -> None:
+    """Issue 30 item 6: a v2 job's id is ``job-`` and 12 letters and digits, as the 2026 pages show
+    (v1's stays ``pytorchjob-<uuid>``), so nothing depends on the local form; a datasource ``type``
+    outside the job-spec page's list is refused at its path."""
+    import re
+
+    from job_chain.aihc.spec import body_problems
+
+    sdk = pooled.sdk_v2()
+    created = data(sdk.CreateJob(POOL, {"name": "v2-id", "queue": "default", "jobType": "PyTorchJob",
+                                        "command": "true", "jobSpec": {"image": "local", "replicas": 1}}))
+    assert re.fullmatch(r"job-[a-z0-9]{12}", created["jobId"]), created
+    assert pooled.client().create_job(POOL, dict(job_body("v1-id", "true"), queue="default"))["jobId"].startswith(
+        "pytorchjob-")
+    body = dict(job_body("ds", "true"), datasources=[{"type": "nfs", "name": "x", "mountPath": "/tmp/x"}])
+    assert [w for w, _ in body_problems(body)] == ["datasources[0].type"]
+    for kind in ("pfs", "hostpath", "bos", "cfs", "rapidfs", "dataset"):
+        assert body_problems(dict(body, datasources=[{"type": kind, "name": "x", "mountPath": "/tmp/x"}])) == []

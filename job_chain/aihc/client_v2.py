@@ -12,10 +12,12 @@ from typing import Any, Dict, List, Optional
 
 from job_chain.aihc import v2
 from job_chain.aihc.client import FRAMEWORK, AIHCClient
-from job_chain.aihc.errors import AIHCError
+from job_chain.aihc.errors import AUTH_CODES, AIHCError
 
 JOB_HEADERS = {b"X-API-Version": b"v2"}  # the job pages' header (and the SDK's job client)
 POOL_HEADERS = {b"version": b"v2"}  # the pool and queue pages' header (and both SDKs')
+# a pod's events: DescribePodEvents on the 2026 pages, DescribeJobPodEvents in the SDK (issue 30 item 4)
+POD_EVENTS = ["DescribePodEvents", "DescribeJobPodEvents"]
 
 
 class AIHCClientV2(AIHCClient):
@@ -95,9 +97,21 @@ class AIHCClientV2(AIHCClient):
 
     def pod_events(self, pool: str, job_id: str, pod: str, *, framework: str = FRAMEWORK,
                    start_time: Optional[str] = None, end_time: Optional[str] = None) -> Dict[str, Any]:
-        answer = self.action("DescribeJobPodEvents", pool, {"jobId": job_id, "podName": pod,
-                                                            "startTime": start_time, "endTime": end_time})
+        body = {"jobId": job_id, "podName": pod, "startTime": start_time, "endTime": end_time}
+        answer = self.either_action(POD_EVENTS, pool, body)
         return {"events": answer.get("events") or [], "total": answer.get("total", 0)}
+
+    def either_action(self, names: List[str], pool: str, body: Dict[str, Any]) -> Dict[str, Any]:
+        """One action known by two names (the 2026 pages' first, then the SDK's): the first name
+        the service answers is kept for the next call (``names`` is reordered in place)."""
+        try:
+            return self.action(names[0], pool, body)
+        except AIHCError as exc:
+            if exc.status not in (400, 404) or exc.code in AUTH_CODES or exc.code == "NoSuchJob":
+                raise
+        answer = self.action(names[1], pool, body)
+        names.reverse()  # this service knows the other name
+        return answer
 
     def pod_logs(self, pool: str, job_id: str, pod: str, *, start_time: Optional[int] = None,
                  max_lines: Optional[int] = None, chunk: Optional[int] = None, end_time: Optional[int] = None,

@@ -47,6 +47,7 @@ _BOOLEANS = {"faultTolerance": "", "enableBccl": "", "enableRDMA": "jobSpec.", "
              "privileged": "jobSpec."}
 _STRINGS = ("faultToleranceArgs", "retentionPeriod", "runningTimeoutStopTimeUnit", "resourcePoolId")
 _STRING_LISTS = ("logCollectionFilePatterns", "requiredNodeAffinity", "preferredNodeAffinity")
+DATASOURCE_TYPES = ("pfs", "hostpath", "bos", "cfs", "rapidfs", "dataset")  # the job-spec page's list
 _OBJECTS = ("tensorboardConfig", "alertConfig", "codeSource", "faultToleranceConfig")
 
 Problem = Tuple[str, str]
@@ -285,10 +286,15 @@ def _value_problems(body: Dict[str, Any], max_replicas: Optional[int], command_r
     for dw, source in _objects(body.get("datasources"), "datasources", "type, name and mountPath", problems):
         for key in ("type", "name", "id", "sourcePath"):
             _string(source, key, dw, problems)
+        kind = source.get("type")
+        if isinstance(kind, str) and kind not in DATASOURCE_TYPES:
+            problems.append((f"{dw}.type", f"must be one of {', '.join(DATASOURCE_TYPES)} (AIHC's job-spec page), "
+                                           f"found {describe(kind)}"))
         mount = _string(source, "mountPath", dw, problems, required=True)
         if mount is not None and not posixpath.isabs(mount):
             problems.append((f"{dw}.mountPath", f"must be an absolute path, found {describe(mount)}"))
     return problems
+
 
 
 def _spec_problems(spec: Dict[str, Any], max_replicas: Optional[int], problems: List[Problem]) -> None:

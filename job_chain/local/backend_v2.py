@@ -24,8 +24,8 @@ Query = Mapping[str, str]
 
 JOB_ACTIONS = (
     "CreateJob", "DescribeJobs", "DescribeJob", "DeleteJob", "ModifyJob", "StopJob", "DescribeJobEvents",
-    "DescribeJobPodEvents", "DescribeJobLogs", "DescribeJobNodes", "DescribeJobWebterminal",  # the 2026 pages' names
-    "DescribeJobNodeNames", "GetJobWebTerminalUrl",  # the SDK's names for the same
+    "DescribePodEvents", "DescribeJobLogs", "DescribeJobNodes", "DescribeJobWebterminal",  # the 2026 pages' names
+    "DescribeJobPodEvents", "DescribeJobNodeNames", "GetJobWebTerminalUrl",  # the SDK's names for the same
 )
 POOL_ACTIONS = ("DescribeResourcePools", "DescribeResourcePool", "DescribeQueues", "DescribeQueue")
 ACTIONS = JOB_ACTIONS + POOL_ACTIONS
@@ -198,10 +198,13 @@ class BackendV2:
         return self.backend.events(job["pool"], job["id"], None, v2.FRAMEWORK,
                                    self._field(body, "startTime"), self._field(body, "endTime"))
 
-    def DescribeJobPodEvents(self, query: Query, body: Dict[str, Any]) -> Dict[str, Any]:  # noqa: N802
+    def DescribePodEvents(self, query: Query, body: Dict[str, Any]) -> Dict[str, Any]:  # noqa: N802
+        """A pod's events: the 2026 page's name; the SDK sends ``DescribeJobPodEvents``."""
         job = self._job(query, body)
         return self.backend.events(job["pool"], job["id"], self._required(body, "podName"),
                                    v2.FRAMEWORK, self._field(body, "startTime"), self._field(body, "endTime"))
+
+    DescribeJobPodEvents = DescribePodEvents  # noqa: N815
 
     def DescribeJobLogs(self, query: Query, body: Dict[str, Any]) -> Dict[str, Any]:  # noqa: N802
         """The 2026 page's parameters (podName required; unix startTime/endTime, or the SDK's

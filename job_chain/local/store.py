@@ -53,6 +53,19 @@ def _time_range(start: Optional[float], end: Optional[float], args: List[Any]) -
     return clause
 
 
+
+def new_job_id(api: str) -> str:
+    """A job id of the form AIHC gives: v1's ``pytorchjob-<uuid>``, v2's ``job-`` and 12 lowercase
+    letters and digits (the 2026 pages' examples, ``job-xf3iqxrm6pyk``), so nothing can depend on
+    one form."""
+    if api == "v2":
+        import secrets
+        import string
+
+        alphabet = string.ascii_lowercase + string.digits
+        return "job-" + "".join(secrets.choice(alphabet) for _ in range(12))
+    return f"pytorchjob-{uuid.uuid4()}"
+
 class Store:
     """All persistent state of one local server (``state_dir/state.db``)."""
 
@@ -102,7 +115,7 @@ class Store:
                 found = self._db.execute("SELECT * FROM jobs WHERE client_token=?", (client_token,)).fetchone()
                 if found:
                     return _job(dict(found)), False
-            job_id = f"pytorchjob-{uuid.uuid4()}"
+            job_id = new_job_id(api)
             now = time.time()
             self._db.execute("BEGIN IMMEDIATE")
             try:
