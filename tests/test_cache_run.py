@@ -42,6 +42,9 @@ def test_a_second_run_reuses_convert_and_train_gets_its_output(tmp_path: Path, s
     assert (shared / "trained").read_text() == f"{shared}/ckpt\n" * 2
     shown = cli("status", str(chain), server=shared_server, check=True).stdout
     assert "Cached" in shown and first in shown
+    runs = cli("runs", str(chain), "--json", server=shared_server, check=True).stdout
+    assert [r.get("cached") for r in json.loads(runs)][:2] == [["convert"], None]  # newest first
+    assert "(1 cached)" in cli("runs", str(chain), server=shared_server, check=True).stdout
 
     listed = cli("cache", "list", str(chain), server=shared_server, check=True).stdout
     assert "convert" in listed and first in listed

@@ -339,6 +339,9 @@ def runs_rows(entries: Sequence[Dict[str, Any]]) -> List[List[Any]]:
         hours = entry.get("gpuHours")
         gpus = hours_text(hours) + (f" ({hours_text(entry['lostGpuHours'])} lost)" if entry.get("lostGpuHours")
                                     else "") if hours else "-"
+        if entry.get("cached"):  # steps that reused a cached success (docs/caching.md)
+            saved = f", {hours_text(entry['savedGpuHours'])} saved" if entry.get("savedGpuHours") else ""
+            gpus += f" ({len(entry['cached'])} cached{saved})"
         row = [entry["run"], started.strftime("%Y-%m-%d %H:%M:%S") if started else "-",
                styled_status(entry["outcome"]), current, gpus, "local" if entry.get("local") else
                (entry.get("endpoint") or "cloud"), note]

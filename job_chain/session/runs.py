@@ -52,6 +52,8 @@ class RunSummary:
     first_start: Optional[float] = None  # the first attempt's start (or the run's), epoch seconds
     ended: Optional[float] = None  # the last attempt's end; None while anything goes
     error: str = ""
+    cached: List[str] = field(default_factory=list)  # steps that reused a cached success (docs/caching.md)
+    saved_gpu_hours: Optional[float] = None  # what those saved
 
     @property
     def started(self) -> Optional[_dt.datetime]:
@@ -77,7 +79,8 @@ class RunSummary:
         params = fields.get("params")
         return cls(run_id, run, str(fields.get("outcome") or "unknown"), str(fields.get("reason") or ""),
                    steps("current"), steps("failedSteps"), number("gpuHours"), number("lostGpuHours"),
-                   dict(params) if isinstance(params, dict) else {}, number("firstStart"), number("ended"))
+                   dict(params) if isinstance(params, dict) else {}, number("firstStart"), number("ended"),
+                   cached=[str(s) for s in fields.get("cached") or []], saved_gpu_hours=number("savedGpuHours"))
 
     def as_json(self) -> Dict[str, Any]:
         """What ``runs --json`` prints of it."""
@@ -93,7 +96,8 @@ class RunSummary:
                     reason=(f"cannot read its status: {self.error}" if run is not None else self.error)
                     if self.error else (self.reason or None),
                     current=self.current, failedSteps=self.failed, gpuHours=self.gpu_hours,
-                    lostGpuHours=self.lost_gpu_hours)
+                    lostGpuHours=self.lost_gpu_hours, cached=self.cached or None,
+                    savedGpuHours=self.saved_gpu_hours)
         return data
 
 

@@ -39,4 +39,6 @@ def fields(status: RunStatus) -> Dict[str, Any]:
     return {"outcome": status.outcome.value, "reason": status.reason or None,
             "current": steps_json(status.current), "failedSteps": steps_json(status.failed_steps),
             "gpuHours": round(status.gpu_hours, 4), "lostGpuHours": round(status.lost_gpu_hours, 4),
+            "savedGpuHours": round(status.saved_gpu_hours, 4) or None,
+            "cached": [s.label for s in status.steps if s.status == "Cached"] or None,
             "params": dict(status.params), "firstStart": first, "ended": None if going else last}
