@@ -32,7 +32,8 @@ def cli(*args: str, server: Any, timeout: float = 120, check: bool = False, **en
 
 
 def make_chain(tmp_path: Path, steps: List[Dict[str, Any]], pool: str, **top: Any) -> Path:
-    """Write a chain whose steps share ``tmp_path/shared`` (its datasource mountPath)."""
+    """Write a chain whose steps share ``tmp_path/shared``; their datasource mounts ``tmp_path``, which
+    holds the chain file and its run record, as on AIHC a step's pods must see them."""
     shared = tmp_path / "shared"
     jobs = []
     for i, step in enumerate(steps):
@@ -40,7 +41,8 @@ def make_chain(tmp_path: Path, steps: List[Dict[str, Any]], pool: str, **top: An
         (tmp_path / f"{name}.sh").write_text(step["script"])
         job = {"name": name, "jobSpec": {"command": f"{name}.sh", "image": "local", "replicas": step.get("replicas", 1),
                                          "envs": [{"name": "SHARED", "value": str(shared)}]},
-               "datasources": [{"type": "pfs", "name": "pfs-test", "mountPath": str(shared)}]}
+               "datasources": [{"type": "pfs", "name": "pfs-test", "mountPath": str(shared)},
+                               {"type": "pfs", "name": "pfs-chain", "mountPath": str(tmp_path)}]}
         if "retries" in step:
             job["jobChain"] = {"retries": step["retries"]}
         jobs.append(job)
@@ -99,7 +101,8 @@ def write_chain(directory: Path, pool: str, jobs: List[Dict[str, Any]], **top: A
     for spec in jobs:
         (directory / f"{spec['name']}.sh").write_text(spec["script"])
         body: Dict[str, Any] = {"name": spec["name"], "jobSpec": {
-            "command": f"{spec['name']}.sh", "image": "local", "envs": [{"name": "SHARED", "value": str(shared)}]}}
+            "command": f"{spec['name']}.sh", "image": "local", "envs": [{"name": "SHARED", "value": str(shared)}]},
+            "datasources": [{"type": "pfs", "name": "pfs-test", "mountPath": str(directory)}]}
         body["jobSpec"].update({k: spec[k] for k in ("replicas", "resources") if k in spec})
         if spec.get("jobChain"):
             body["jobChain"] = spec["jobChain"]

@@ -121,3 +121,27 @@ def test_an_image_whose_python_is_older_than_3_8_is_told_which_it_has_and_what_i
     assert done.stderr.startswith("job-chain: error: this python3 is Python 3.6.9 (")
     assert "needs Python 3.8 or newer" in done.stderr and "job-chain resume" in done.stderr
     assert "Traceback" not in done.stderr and "internal error" not in done.stderr
+
+
+def test_an_unmounted_chain_file_is_said_when_a_run_depends_on_it_and_never_locally(
+        tmp_path: Path, shared_server: LocalServer) -> None:
+    """Issue 29 item 14: said on every --local command, where it cannot matter, the warning taught
+    users to ignore it; now a job-mode run on a cluster says it (its jobs could not read the record,
+    which carries the API to them), --local, --inline and watch runs never do."""
+    from job_chain.spec.loader import load_chain, reachability
+
+    chain = line(tmp_path / "chains", shared_server)
+    data = json.loads(chain.read_text())
+    data["jobs"][1]["datasources"] = [{"type": "pfs", "name": "pfs", "mountPath": str(tmp_path / "elsewhere")}]
+    chain.write_text(json.dumps(data))
+    said = bare_cli("run", str(chain), "--dry-run", "--credentials", shared_server.credentials_file)
+    assert said.returncode == 0, said.stderr
+    assert f"config_path {chain} is under none of jobs[1]'s datasource mountPaths" in said.stderr
+    assert "could not read the run record" in said.stderr and "set \"config_path\"" in said.stderr
+    loaded = load_chain(str(chain), local=True)
+    assert reachability(loaded, "job", local=True) == ([], [])  # a --local run's pods read this machine's files
+    assert reachability(loaded, "inline")[0] == [] and reachability(loaded, "watch") == ([], [])
+    assert len(reachability(loaded, "job")[0]) == 1
+    assert "under none" not in (lambda d: d.stderr + d.stdout)(bare_cli("validate", str(chain), "--local"))
+    inline = bare_cli("run", str(chain), "--inline", "--dry-run", "--credentials", shared_server.credentials_file)
+    assert inline.returncode == 0 and "under none" not in inline.stderr, inline.stderr

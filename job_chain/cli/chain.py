@@ -176,6 +176,10 @@ def _dry_run(session: Any, first: str, mode: str, secret: Optional[str], params:
     hidden = [v for v in (session.chain.secret, secret) if v]
     chain = chain_to_freeze(session.context, first, params=params)
     check_mode(chain, mode)
+    from job_chain.spec.loader import reachability
+
+    for line in sum(reachability(chain, mode, session.context.places.local), []):  # as run says it
+        _warn(line)
     plans = session.plan(first, mode, params)
     for plan in plans:
         body = redact(plan["body"], hidden)

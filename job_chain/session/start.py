@@ -17,6 +17,7 @@ from job_chain.session.context import RunContext, find_run, frozen
 from job_chain.session.look import active_run
 from job_chain.session.plan import chain_to_freeze, check_mode, notify_values, start_step, steps_at
 from job_chain.session.runs import Run, SubmitInterrupted, Submitted
+from job_chain.spec.loader import reachability
 from job_chain.spec.model import Chain, Step
 from job_chain.submit.create import MODES
 
@@ -41,6 +42,8 @@ def start(ctx: RunContext, first: Union[int, str] = 0, *, mode: str = "job", for
     secrets = notify_values(ctx, chain)  # a variable not set refuses the start, naming it
     local = ctx.places.local
     client = ctx.places.client_for(None)
+    for line in sum(reachability(chain, mode, local), []):  # only where it matters (not --local)
+        ctx.warn(line)
     with ctx.records.start_lock():
         if not force:
             refuse_beside_active(ctx)

@@ -390,8 +390,8 @@ def check_chain_data(data: Dict[str, Any], path: str, *, local: bool = False,
                   notify=notify, graph=any(g.depends_on for g in graph.values()) or bool(matrices),
                   params=params, max_running=max_running, cache_dir=cache_dir, engine=engine,
                   slurm=slurm_options)
-    if not local and engine == "aihc":
-        chain.warnings.extend(reachability_warnings(chain))
+    refuse, say = reachability(chain, "job", local)
+    chain.warnings.extend(refuse + say)
     return chain
 
 
@@ -453,22 +453,40 @@ def path_under(path: str, mount: str) -> bool:
     return path in (mount, base) or path.startswith(base + "/")
 
 
-def reachability_warnings(chain: Chain) -> List[str]:
-    """Warn when a step could not read the chain file or runtime from its mounted storage."""
-    warnings = []
+def reachability(chain: Chain, mode: str = "job", local: bool = False) -> Tuple[List[str], List[str]]:
+    """Where a step's pods read job-chain's files in the cluster, said only when it matters (issue
+    29 item 14): (what would break a run in ``mode``, what may not).
+
+    A job-mode run's jobs read and write the run record beside ``config_path`` (the chain they
+    advance, the API's host and keys): a step none of whose datasource mounts holds it could not
+    advance the run. ``scrips_path`` (the runtime) may be in the image. An ``--inline`` run reads
+    no record and a ``--advance watch`` run's jobs run no tail; a ``--local`` run's pods run on this
+    machine and read its files, and a Slurm chain's nodes share a filesystem: for them nothing here
+    matters, and nothing is said.
+    """
+    if local or chain.engine != "aihc" or mode == "watch":
+        return [], []
+    refuse: List[str] = []
+    say: List[str] = []
     for label, value in (("config_path", chain.cluster_config_path), ("scrips_path", chain.scrips_path)):
-        if not value:
+        if not value or (label == "config_path" and mode != "job"):
             continue
         for step in chain.steps:
             mounts = step.mount_paths()
-            if not any(path_under(value, m) for m in mounts):
-                listed = ", ".join(shown(m) for m in mounts) or "none"
-                warnings.append(
-                    f"{label} {shown(value)} is under none of jobs[{step.index}]'s datasource mountPaths "
-                    f"({listed}): that step could not read it in the cluster"
-                )
-                break
-    return warnings
+            if any(path_under(value, m) for m in mounts):
+                continue
+            listed = ", ".join(shown(m) for m in mounts) or "none"
+            where = f"{label} {shown(value)} is under none of jobs[{step.index}]'s datasource mountPaths ({listed})"
+            if label == "config_path":
+                refuse.append(
+                    f"{where}: that step's pods could not read the run record beside it in the cluster, nor "
+                    "advance the run. Mount the storage that holds the chain file in every step "
+                    "(a datasource whose mountPath contains it), or set \"config_path\" to the file's path as the "
+                    "pods see it; without shared storage, run with --inline or --advance watch")
+            else:
+                say.append(f"{where}: that step could not read it in the cluster unless its image has it")
+            break
+    return refuse, say
 
 
 def load_chain(path: str, *, local: bool = False) -> Chain:
