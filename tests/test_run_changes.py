@@ -273,9 +273,13 @@ def test_a_renamed_and_a_removed_step_stay_in_the_runs_history(tmp_path: Path, s
     gpus = [{"name": "nvidia.com/gpu", "quantity": 8}]
     chain = write_chain(tmp_path, shared_server.pool, [
         {"name": "prep", "script": "echo prep-ran; sleep 0.2", "resources": gpus},
-        {"name": "convert", "script": "echo convert-ran", "resources": gpus},
-        {"name": "train", "script": 'test -f "$SHARED/ok" || exit 3\necho train-ran'},
+        {"name": "convert", "script": 'echo convert-ran; echo "ckpt=/pfs/c" >> "$JOB_CHAIN_OUTPUTS"',
+         "resources": gpus},
+        {"name": "train", "script": 'test -f "$SHARED/ok" || exit 3\necho "train-ran with $CKPT"'},
     ])
+    data = json.loads(chain.read_text())
+    data["jobs"][2]["jobSpec"]["envs"].append({"name": "CKPT", "value": "${steps.convert.outputs.ckpt}"})
+    chain.write_text(json.dumps(data))
     failed = cli("run", str(chain), "--follow", server=shared_server)
     assert failed.returncode == 1, failed.stdout + failed.stderr
     run_id = latest_run(chain)
@@ -285,6 +289,7 @@ def test_a_renamed_and_a_removed_step_stay_in_the_runs_history(tmp_path: Path, s
     data["jobs"][0]["name"] = "pretrain-team-llama-9b-convert-v4"  # … convert renamed
     (tmp_path / "pretrain-team-llama-9b-convert-v4.sh").write_text("echo convert-ran")
     data["jobs"][0]["jobSpec"]["command"] = "pretrain-team-llama-9b-convert-v4.sh"
+    data["jobs"][1]["jobSpec"]["envs"][-1]["value"] = "${steps.pretrain-team-llama-9b-convert-v4.outputs.ckpt}"
     chain.write_text(json.dumps(data))
     (tmp_path / "shared" / "ok").write_text("")
     rename = "convert=pretrain-team-llama-9b-convert-v4"
@@ -305,6 +310,9 @@ def test_a_renamed_and_a_removed_step_stay_in_the_runs_history(tmp_path: Path, s
     shown = cli("status", str(chain), server=shared_server, check=True).stdout
     assert "prep (removed in revision 2)" in shown and "convert (renamed to" in shown, shown
     assert "prep-ran" in cli("logs", str(chain), "--step", "prep", server=shared_server, check=True).stdout
+    # the renamed step's outputs, written under its old name, reach the step that reads them by its new one
+    assert "train-ran with /pfs/c" in cli("logs", str(chain), "--step", "train", server=shared_server,
+                                          check=True).stdout
     again = cli("resume", str(chain), "--dry-run", server=shared_server, check=True).stdout
     assert "removed" not in again and "renamed" not in again, again  # said once, kept after
     assert {s["name"] for s in json.loads(cli("status", "--run", run_id, "--json", server=shared_server,

@@ -119,4 +119,10 @@ def for_step(chain: Chain, step: Step, records: Any, run_id: str, mode: str) -> 
     if records is None or mode == "inline":
         return {n: chain.outputs[n] for n in names if n in chain.outputs}
     found = recorded(records, run_id)
-    return {n: found[n] for n in names if n in found}
+    out = {n: found[n] for n in names if n in found}
+    for name in names - set(out):  # a step renamed by a resume (--rename) wrote them under its old name
+        step_now = chain.named(name)
+        was = step_now.renamed_from if step_now is not None else None
+        if was and was in found:
+            out[name] = found[was]
+    return out

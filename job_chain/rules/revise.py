@@ -138,7 +138,7 @@ def revise(old: Chain, new: Chain, *, done: Set[str], latest: Dict[str, int], re
         before = old.named(fresh.name)
         if before is None and fresh.name in renamed:
             was = renamed[fresh.name]
-            step = replace(fresh, body=copy.deepcopy(fresh.body), changed_in=revision)
+            step = replace(fresh, body=copy.deepcopy(fresh.body), changed_in=revision, renamed_from=was)
             if was in kept_done:
                 step.excluded = f"renamed from {was} in revision {revision}; {was} succeeded in this run"
             changes.append(Change(fresh.display, "renamed", [f"from {was}"],

@@ -35,6 +35,8 @@ def freeze(chain: Chain, *, steps: Optional[Iterable[Step]] = None) -> Dict[str,
             item["firstAttempt"] = step.first_attempt
         if step.excluded:
             item["excluded"] = step.excluded
+        if step.renamed_from:
+            item["renamedFrom"] = step.renamed_from
         if step.changed_in != 1:
             item["changedIn"] = step.changed_in
         if step.removed_in:
@@ -87,6 +89,7 @@ def thaw(data: Dict[str, Any], path: str, *, revision: int = 0, digest_: str = "
                               script_origin=str(item.get("scriptOrigin") or "inline"),
                               script_runner=str(item.get("scriptRunner") or ""), settings_raw=settings,
                               first_attempt=int(item.get("firstAttempt", 1)), excluded=item.get("excluded"),
+                              renamed_from=item.get("renamedFrom"),
                               changed_in=int(item.get("changedIn", 1)), removed_in=int(item.get("removedIn", 0)),
                               group=str(point.get("group") or ""),
                               point={str(k): str(v) for k, v in (point.get("values") or {}).items()},

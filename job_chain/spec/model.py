@@ -72,6 +72,7 @@ class Step:
     settings_raw: Dict[str, Any] = field(default_factory=dict, repr=False)  # jobChain as written, frozen as is
     first_attempt: int = 1  # attempts before this one ran an earlier revision of the step (resume --rerun)
     excluded: Optional[str] = None  # why the step does not run in this run (before --start, added upstream)
+    renamed_from: Optional[str] = None  # resume --rename OLD=NEW: its name in earlier revisions (its outputs)
     changed_in: int = 1  # the revision whose content the step runs: part of its client token
     removed_in: int = 0  # the revision that removed (or renamed) a step that had run: it stays as history
     # a point of a matrix (jobChain.matrix): the step it was expanded from, and its values
