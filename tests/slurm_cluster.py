@@ -211,14 +211,21 @@ class SlurmCluster:
         return [p for p in psutil.process_iter() if p.pid not in keep and self.mine(p)]
 
     def _kill_stepds(self) -> None:
-        """slurmstepd and the job processes it started leave slurmd's group: end them all."""
+        """slurmstepd and the job processes it started leave slurmd's group: end them all, again until
+        none is left (a step daemon killed while it starts its job's script leaves that script behind)."""
         import psutil
 
-        for proc in self.leftovers():
-            try:
-                proc.kill()
-            except psutil.NoSuchProcess:
-                continue
+        end = time.monotonic() + 15
+        while time.monotonic() < end:
+            left = self.leftovers()
+            if not left:
+                return
+            for proc in left:
+                try:
+                    proc.kill()
+                except psutil.NoSuchProcess:
+                    continue
+            psutil.wait_procs(left, timeout=1.0)
 
     def _spawn(self, name: str, argv: List[str]) -> None:
         with open(self.root / f"{name}.out", "ab") as log:
