@@ -20,12 +20,18 @@ EXAMPLE_USER = pwd.getpwuid(os.getuid()).pw_name  # the examples keep data in MO
 JOB_CHAIN = [sys.executable, "-m", "job_chain"]
 
 
-def cli(*args: str, server: Any, timeout: float = 120, check: bool = False, **env: str) -> subprocess.CompletedProcess:
-    """Run the real job-chain CLI in a subprocess against the test server."""
+def cli_env(server: Any, **env: str) -> Dict[str, str]:
+    """The environment of a CLI process that talks to the test server (and no other AIHC)."""
     full_env = dict(os.environ, JOB_CHAIN_CREDENTIALS=server.credentials_file, **env)
     for name in ("AIHC_HOST", "AIHC_AK", "AIHC_SK", "AK", "SK"):
         full_env.pop(name, None)
-    done = subprocess.run([*JOB_CHAIN, *args], capture_output=True, text=True, timeout=timeout, env=full_env)
+    return full_env
+
+
+def cli(*args: str, server: Any, timeout: float = 120, check: bool = False, **env: str) -> subprocess.CompletedProcess:
+    """Run the real job-chain CLI in a subprocess against the test server."""
+    done = subprocess.run([*JOB_CHAIN, *args], capture_output=True, text=True, timeout=timeout,
+                          env=cli_env(server, **env))
     if check:
         assert done.returncode == 0, done.stderr + done.stdout
     return done

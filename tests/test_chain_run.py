@@ -15,6 +15,7 @@ from chain_helpers import (
     EXAMPLES,
     JOB_CHAIN,
     cli,
+    cli_env,
     credentials_env,
     labels,
     latest_run,
@@ -207,9 +208,7 @@ def test_logs_follow_goes_through_every_later_step(tmp_path: Path, local_server:
     chain = make_chain(tmp_path, [{"script": gate}, {"script": flaky, "retries": 1},
                                   {"script": "echo from-step-2; exit 5"}], local_server.pool)
     cli("run", str(chain), server=local_server, check=True)
-    env = dict(os.environ, JOB_CHAIN_CREDENTIALS=local_server.credentials_file)
-    for name in ("AIHC_HOST", "AIHC_AK", "AIHC_SK", "AK", "SK"):
-        env.pop(name, None)
+    env = cli_env(local_server)
     follow = subprocess.Popen([*JOB_CHAIN, "logs", str(chain), "--follow"], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True, env=env)
     try:

@@ -7,13 +7,12 @@ is not a resubmission."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 from pathlib import Path
 from typing import Any
 
-from chain_helpers import JOB_CHAIN, cli, make_chain
+from chain_helpers import JOB_CHAIN, cli, cli_env, make_chain
 
 from job_chain.util.suggest import closest, did_you_mean
 
@@ -73,9 +72,7 @@ def test_start_rerun_and_the_run_wording(tmp_path: Path, shared_server: Any) -> 
 def test_ctrl_c_on_logs_follow_says_detached(tmp_path: Path, shared_server: Any) -> None:
     chain = make_chain(tmp_path, [{"name": "long", "script": "echo started; sleep 60"}], shared_server.pool)
     cli("run", str(chain), server=shared_server, check=True)
-    env = dict(os.environ, JOB_CHAIN_CREDENTIALS=shared_server.credentials_file)
-    for name in ("AIHC_HOST", "AIHC_AK", "AIHC_SK", "AK", "SK"):
-        env.pop(name, None)
+    env = cli_env(shared_server)
     follow = subprocess.Popen([*JOB_CHAIN, "logs", str(chain), "--follow"], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True, env=env)
     try:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, List
 
 import pytest
-from chain_helpers import JOB_CHAIN, cli, latest_run, make_chain, wait_outcome
+from chain_helpers import JOB_CHAIN, cli, cli_env, latest_run, make_chain, wait_outcome
 from click.testing import CliRunner
 
 from job_chain.cli import cli as job_chain_cli
@@ -115,9 +115,7 @@ def test_status_watch_reopens_the_live_view(tmp_path: Path, local_server: Any) -
     gate = 'while [ ! -e "$SHARED/go" ]; do sleep 0.05; done'  # step 0 runs until the watch is open
     chain = make_chain(tmp_path, [{"script": gate}, {"script": "echo b"}], local_server.pool)
     cli("run", str(chain), server=local_server, check=True)
-    env = dict(os.environ, JOB_CHAIN_CREDENTIALS=local_server.credentials_file)
-    for name in ("AIHC_HOST", "AIHC_AK", "AIHC_SK", "AK", "SK"):
-        env.pop(name, None)
+    env = cli_env(local_server)
     watch = subprocess.Popen([*JOB_CHAIN, "status", str(chain), "--watch"], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True, env=env)
     try:
