@@ -77,8 +77,9 @@ def explain(ctx: RunContext, name: str, params: Optional[Dict[str, str]] = None)
     except Exception as exc:  # noqa: BLE001 - said, as a run would: a key that cannot be computed is a miss
         return Explained(step.display, None, problem=f"{type(exc).__name__}: {exc}")
     found = Explained(step.display, key_of(parts), parts)
-    mine = [e for e in store_for(chain).entries() if (e.get("from") or {}).get("step") == step.name]
-    found.nearest, found.differ = nearest_to(parts, mine or store_for(chain).entries())
+    every = store_for(chain).entries()
+    mine = [e for e in every if (e.get("from") or {}).get("step") == step.name]
+    found.nearest, found.differ = nearest_to(parts, mine or every)
     found.missing_paths = [p for p in parts.get("paths") or [] if not os.path.exists(p)]
     return found
 

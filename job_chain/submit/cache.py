@@ -155,7 +155,8 @@ def remember(chain: Chain, records: RunRecords, run_id: str, step: Step, attempt
              "from": {"chain": os.path.abspath(chain.path), "run": run_id, "step": step.name,
                       "display": step.display, "attempt": attempt, "jobId": (submission or {}).get("jobId")},
              "gpus": gpus(step.body), "seconds": seconds}
-    return None if store_for(chain).put(entry) else f"{store_for(chain).directory} is not writable here"
+    store = store_for(chain)
+    return None if store.put(entry) else f"{store.directory} is not writable here"
 
 
 def saved_hours(entry: Dict[str, Any]) -> Optional[float]:
