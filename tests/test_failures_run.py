@@ -287,6 +287,36 @@ def test_a_job_the_platform_failed_before_its_script_ran_says_why_and_how_to_fix
     assert not Path(missing).exists()
 
 
+def test_the_end_of_a_run_whose_last_job_the_platform_failed_is_told_by_the_first_look_once(
+        tmp_path: Path, shared_server: LocalServer) -> None:
+    # issue 29 item 5: the one job going failed before its script ran, so no tail of the run was left
+    # to send its end; the first look sends it (the step's and the run's), and no later look again
+    missing = f"/job-chain-h29-{uuid.uuid4().hex[:8]}/pfs"
+    receiver = Hooks()
+    try:
+        chain = write_chain(tmp_path, shared_server.pool, [{"name": "prep", "script": "echo prepared"},
+                                                          {"name": "train", "script": "echo never"}],
+                            notify=[{"url": receiver.url, "on": ["failed", "stepFailed"], "format": "json"}])
+        data = json.loads(chain.read_text())
+        data["jobs"][1]["datasources"] = [{"type": "pfs", "name": "pfs", "mountPath": missing}]
+        chain.write_text(json.dumps(data))
+        _, _, final = run_to_end(chain, shared_server)
+        assert final.outcome is Outcome.FAILED and final.steps[1].failure.cls == "platform"
+        for _ in range(2):
+            assert "platform (FailedMount" in invoke(shared_server, "status", str(chain)).output
+        deadline = time.time() + 10
+        while len(receiver.bodies) < 2 and time.time() < deadline:
+            time.sleep(0.1)
+        time.sleep(0.5)  # anything sent twice would have arrived by now
+        events = sorted((b["event"], b.get("step")) for b in receiver.bodies)
+        assert events == [("failed", None), ("stepFailed", "train")], receiver.bodies
+        ended = next(b for b in receiver.bodies if b["event"] == "failed")
+        assert ended["failedSteps"][0]["failure"]["class"] == "platform" and f"mkdir -p {missing}" in ended["text"]
+        assert "no job of the run was left to say so" in ended["note"], ended
+    finally:
+        receiver.server.shutdown()
+
+
 def test_a_timeout_is_shown_as_a_timeout(tmp_path: Path, shared_server: LocalServer) -> None:
     chain = write_chain(tmp_path, shared_server.pool, [
         {"name": "train", "script": "echo started; sleep 60", "jobChain": {"timeout": "2s"}}])

@@ -41,10 +41,11 @@ MAX_WAIT = 150.0  # seconds a sender waits for its bot's rate limit; past that t
 
 def message(chain: Chain, run_id: str, event: str, step: Optional[str], status: str,
             exit_code: Optional[int], failed: Optional[List[Dict[str, Any]]] = None, failure: Any = None,
-            gpu: Optional[Tuple[float, float]] = None) -> Dict[str, Any]:
+            gpu: Optional[Tuple[float, float]] = None, note: str = "") -> Dict[str, Any]:
     """The facts of one event, and the command that shows more. ``failure``: why the step failed
     (stepFailed); ``gpu``: (GPU-hours, of which lost in failed attempts) of the step or run.
-    ``title`` and ``lines`` (label, value) are what a bot's card shows; ``text`` is all in one line."""
+    ``title`` and ``lines`` (label, value) are what a bot's card shows; ``text`` is all in one line;
+    ``note``: how the event came to be told, when not by the job it is about."""
     look = f"job-chain status {shlex.quote(chain.path)} --run {run_id}"
     if step is not None and event == "stepFailed":
         look = f"job-chain logs {shlex.quote(chain.path)} --run {run_id} --step {shlex.quote(step)}"
@@ -66,12 +67,17 @@ def message(chain: Chain, run_id: str, event: str, step: Optional[str], status: 
         hours = f"{gpu[0]:.2f}" + (f" ({gpu[1]:.2f} lost in failed attempts)" if gpu[1] else "")
         text += f". GPU-hours: {hours}"
         lines.append(("GPU-hours", hours))
+    if note:
+        text += f" ({note})"
+        lines.append(("Note", note))
     text += f". See: {look}"
     facts: Dict[str, Any] = {"event": event, "chain": chain.path, "run": run_id, "step": step, "name": step,
                              "status": status, "exitCode": exit_code, "failedSteps": failed or [], "command": look,
                              "text": text, "title": title, "lines": lines}
     if failure is not None:
         facts["failure"] = failure.as_json()
+    if note:
+        facts["note"] = note
     if gpu is not None:
         facts["gpuHours"], facts["lostGpuHours"] = round(gpu[0], 4), round(gpu[1], 4)
     return facts
@@ -227,7 +233,7 @@ def _limits(windows: Any) -> str:
 
 def notify(chain: Chain, records: Any, run_id: str, event: str, *, step: Optional[str] = None,
            status: str = "", exit_code: Optional[int] = None, failed: Optional[List[Dict[str, Any]]] = None,
-           failure: Any = None, gpu: Optional[Tuple[float, float]] = None,
+           failure: Any = None, gpu: Optional[Tuple[float, float]] = None, note: str = "",
            log: Optional[Callable[[str], None]] = None) -> int:
     """Send ``event`` to every target that asks for it, once per round; the number of targets that
     took it. A target that did not is recorded in the run record (the first time) and logged."""
@@ -238,7 +244,7 @@ def notify(chain: Chain, records: Any, run_id: str, event: str, *, step: Optiona
     if records is not None and not records.claim_notification(run_id, round_, event, step):
         return 0
     say = log or (lambda text: print(f"job-chain: {text}", file=sys.stderr, flush=True))
-    facts = message(chain, run_id, event, step, status or event, exit_code, failed, failure, gpu)
+    facts = message(chain, run_id, event, step, status or event, exit_code, failed, failure, gpu, note)
     secrets = records.notify_secrets(run_id) if records is not None else {}
 
     def failed_once(index: int, why: str) -> None:

@@ -64,7 +64,45 @@ def status(ctx: RunContext, run_id: Optional[str] = None, *, now: Optional[float
         from job_chain.status.summary import fields
 
         summary.keep(ctx.records, run.run_id, record, fields(found), before)
+    if record is not None and run.mode == "job" and chain.notify:
+        tell_a_silent_end(ctx, run, chain, found)
     return found
+
+
+def tell_a_silent_end(ctx: RunContext, run: Run, chain: Chain, found: RunStatus) -> int:
+    """Send the end of a failed run that no job of the run could tell; the targets that took it.
+
+    A job's own tail sends its run's end (:mod:`job_chain.hop.notify`). A job the platform failed
+    before its script ran (a datasource it could not mount, an image it could not pull) has no
+    tail, and when it was the last job going no process of the run is left to notice that the run
+    ended: the first look at the run (``status``, ``--watch``, the console, ``ChainSession``) sends
+    what the tail would have. Each (round, event, step) is claimed in the run record, so a message
+    already sent by a job, or by an earlier look, is never sent again."""
+    import os
+
+    from job_chain.hop.notify import notify
+
+    if found.outcome is not Outcome.FAILED or ctx.records.is_stopped(run.run_id):
+        return 0
+    if not os.access(ctx.records.directory(run.run_id), os.W_OK):
+        return 0  # a look that cannot claim the message (a read-only mount) never sends it
+    failed = found.failed_steps
+    ended = max((s.finished for s in failed if s.finished is not None), default=None)
+    late = "told by a look at the run: no job of the run was left to say so" + (
+        f" (it ended at {ended.strftime('%Y-%m-%d %H:%M:%S')} UTC)" if ended is not None else "")
+    details = [{"name": s.name, "exitCode": s.exit_code, "reason": s.reason or None,
+                "failure": s.failure.as_json() if s.failure is not None else None,
+                "cause": (s.failure.summary() if s.failure is not None else s.reason) or None} for s in failed]
+    took = 0
+    for step in failed:
+        took += notify(chain, ctx.records, run.run_id, "stepFailed", step=step.name, status="failed", note=late,
+                       exit_code=step.exit_code, failure=step.failure,
+                       gpu=(step.gpu_hours, step.lost_gpu_hours or 0.0) if step.gpu_hours is not None else None)
+    hours = [s.gpu_hours for s in found.steps if s.gpu_hours is not None]
+    lost = sum(s.lost_gpu_hours or 0.0 for s in found.steps)
+    took += notify(chain, ctx.records, run.run_id, "failed", status="failed", note=late, failed=details,
+                   gpu=(sum(hours), lost) if hours else None)
+    return took
 
 
 def active_run(ctx: RunContext) -> Optional[RunStatus]:
