@@ -370,3 +370,59 @@ def _fault_tolerance_problems(config: Any, problems: List[Problem]) -> None:
     if patterns is not None and (not isinstance(patterns, list) or not all(isinstance(p, str) for p in patterns)):
         problems.append((f"{where}.customFaultTolerancePattern",
                          f"must be a list of strings, found {describe(patterns)}"))
+
+
+# -- AIHC's own fault tolerance (the training fault-tolerance page, kljz3qhnq, 2026-01) ------------------
+DEFAULT_RESTARTS = 3  # "无条件重试": AIHC retries a failed job at most 3 times (the page's maximum)
+DEFAULT_HANG_MINUTES = 30  # the local server's own default when hang detection is on without a timeout
+
+
+def _tolerance_args(body: Dict[str, Any]) -> Dict[str, str]:
+    """``faultToleranceArgs`` (v2, a string of flags such as ``--enable-hang-detection=true
+    --hang-detection-log-timeout-minutes=7``) as flag name -> value (``true`` for a bare flag)."""
+    import shlex
+
+    text = body.get("faultToleranceArgs")
+    try:
+        words = shlex.split(text) if isinstance(text, str) else []
+    except ValueError:
+        words = text.split() if isinstance(text, str) else []
+    out: Dict[str, str] = {}
+    for at, word in enumerate(words):
+        if not word.startswith("--"):
+            continue
+        name, sep, value = word[2:].partition("=")
+        if not sep:
+            following = words[at + 1] if at + 1 < len(words) else ""
+            value = following if following and not following.startswith("--") else "true"
+        out[name] = value
+    return out
+
+
+def restart_limit(body: Dict[str, Any]) -> int:
+    """How many times AIHC's fault tolerance restarts a failed job of this create body itself: 0
+    without ``faultTolerance``; else ``faultToleranceConfig.faultToleranceLimit`` (the Go SDK's
+    OpenAPIJobFaultToleranceConfig), else :data:`DEFAULT_RESTARTS`."""
+    if body.get("faultTolerance") is not True:
+        return 0
+    limit: Any = (body.get("faultToleranceConfig") or {}).get("faultToleranceLimit")
+    return int(limit) if _is_int(limit) and limit >= 0 else DEFAULT_RESTARTS
+
+
+def hang_minutes(body: Dict[str, Any]) -> Optional[int]:
+    """After how many minutes without a line from any pod AIHC's hang detection finds a job of
+    this body hung (None: it does not look). On with ``faultTolerance`` and either
+    ``faultToleranceConfig.enabledHangDetection`` (+ ``hangDetectionTimeoutMinutes``, v1) or
+    ``faultToleranceArgs`` ``--enable-hang-detection=true`` (+ ``--hang-detection-log-timeout-minutes``)."""
+    if body.get("faultTolerance") is not True:
+        return None
+    config = body.get("faultToleranceConfig") or {}
+    args = _tolerance_args(body)
+    if config.get("enabledHangDetection") is True:
+        minutes: Any = config.get("hangDetectionTimeoutMinutes")
+    elif args.get("enable-hang-detection", "").lower() == "true":
+        minutes = args.get("hang-detection-log-timeout-minutes")
+        minutes = int(minutes) if isinstance(minutes, str) and minutes.isdigit() else None
+    else:
+        return None
+    return int(minutes) if _is_int(minutes) and minutes > 0 else DEFAULT_HANG_MINUTES

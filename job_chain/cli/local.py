@@ -64,6 +64,9 @@ def _server_options(func: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--schedule-delay", type=Delay(), default="0", metavar="DURATION",
                      help="How long each job stays Scheduled before its pods start, as image pulls "
                      "make it on AIHC (e.g. 20s, 1m; default 0)."),
+        click.option("--hang-minute", type=Delay(), default="1m", metavar="DURATION",
+                     help="How long a minute of a job's hang detection (hangDetectionTimeoutMinutes) "
+                     "lasts here (default 1m; e.g. 1s to see a hang detected quickly)."),
     ]
     for option in reversed(options):
         func = option(func)
@@ -80,7 +83,7 @@ def local() -> None:
 def serve(host: str, port: Optional[int], state_dir: Optional[str], ak: Optional[str],
           sk: Optional[str], max_running: Optional[int], pools: Tuple[str, ...],
           queues: Tuple[str, ...], stop_grace: float, sample_interval: float, inject_faults: float,
-          fault_seed: Optional[int], schedule_delay: float) -> None:
+          fault_seed: Optional[int], schedule_delay: float, hang_minute: float) -> None:
     """Run the server in the foreground (Ctrl-C stops it; running jobs keep going)."""
     from job_chain.local.server import serve as run
 
@@ -91,7 +94,7 @@ def serve(host: str, port: Optional[int], state_dir: Optional[str], ak: Optional
         middleware.append((FaultInjector, {"rate": inject_faults, "seed": fault_seed}))
     run(host=host, port=port, state_dir=state_dir, ak=ak, sk=sk, max_running=max_running,
         stop_grace=stop_grace, sample_interval=sample_interval, middleware=middleware,
-        pools=pools, queues=queues, schedule_delay=schedule_delay)
+        pools=pools, queues=queues, schedule_delay=schedule_delay, hang_minute=hang_minute)
 
 
 @local.command()
@@ -99,7 +102,7 @@ def serve(host: str, port: Optional[int], state_dir: Optional[str], ak: Optional
 def start(host: str, port: Optional[int], state_dir: Optional[str], ak: Optional[str],
           sk: Optional[str], max_running: Optional[int], pools: Tuple[str, ...],
           queues: Tuple[str, ...], stop_grace: float, sample_interval: float, inject_faults: float,
-          fault_seed: Optional[int], schedule_delay: float) -> None:
+          fault_seed: Optional[int], schedule_delay: float, hang_minute: float) -> None:
     """Start the server in the background (no-op if one is running)."""
     from job_chain.local import daemon
     from job_chain.local.server import pool_config
@@ -108,7 +111,8 @@ def start(host: str, port: Optional[int], state_dir: Optional[str], ak: Optional
     info = daemon.start(state_dir=state_dir, port=port, host=host, max_running=max_running,
                         pools=pools, queues=queues,
                         stop_grace=stop_grace, sample_interval=sample_interval, ak=ak, sk=sk,
-                        inject_faults=inject_faults, fault_seed=fault_seed, schedule_delay=schedule_delay)
+                        inject_faults=inject_faults, fault_seed=fault_seed, schedule_delay=schedule_delay,
+                        hang_minute=hang_minute)
     click.echo(f"local AIHC server at {info['url']} (pid {info['pid']})")
     if not daemon.answers(info):
         click.echo("(running, but it did not answer /healthz within 1s: busy; clients retry)")

@@ -119,6 +119,7 @@ def start(
     pools: Sequence[str] = (),
     queues: Sequence[str] = (),
     schedule_delay: Optional[float] = None,
+    hang_minute: Optional[float] = None,
 ) -> Dict[str, Any]:
     """Start a background server (or return the one already running); its server.json.
 
@@ -142,7 +143,8 @@ def start(
                         ("--stop-grace", stop_grace), ("--sample-interval", sample_interval),
                         ("--inject-faults", inject_faults or None),
                         ("--fault-seed", fault_seed if inject_faults else None),
-                        ("--schedule-delay", schedule_delay or None)):
+                        ("--schedule-delay", schedule_delay or None),
+                        ("--hang-minute", hang_minute if hang_minute not in (None, 60.0) else None)):
         if value is not None:
             command += [flag, str(value)]
     for flag, names in (("--pool", pools), ("--queue", queues)):

@@ -104,7 +104,7 @@ class Executor:
 
     def __init__(
         self, store: Store, state_dir: str, max_running: Optional[int] = None, stop_grace: float = 10.0,
-        schedule_delay: float = 0.0,
+        schedule_delay: float = 0.0, hang_minute: float = 60.0,
     ) -> None:
         self.store = store
         self.state_dir = state_dir
@@ -120,7 +120,8 @@ class Executor:
         # newest HALTED_KEPT are enough: a launch in flight is seconds old.
         self._halted: Dict[str, None] = {}  # in the order they were halted
         self._thread = threading.Thread(target=self._schedule_loop, name="scheduler", daemon=True)
-        self.lifecycle = Lifecycle(store, state_dir, self, stop_grace=stop_grace, schedule_delay=schedule_delay)
+        self.lifecycle = Lifecycle(store, state_dir, self, stop_grace=stop_grace, schedule_delay=schedule_delay,
+                                   hang_minute=hang_minute)
         self.adoption = Adoption(store, state_dir, self, self.lifecycle)
 
     # -- the executor itself --------------------------------------------------------------
@@ -370,7 +371,8 @@ class Executor:
         all_done = all(p["finished_at"] is not None for p in pods)
         failed = [p for p in pods if p["finished_at"] is not None and p["exit_code"] != 0]
         name, status = job["name"], job["status"]
-        if status == st.RUNNING and failed and self.lifecycle.restart(job, failed, now):
+        why = f"pod {failed[0]['name']} exited with code {failed[0]['exit_code']}" if failed else ""
+        if status == st.RUNNING and failed and self.lifecycle.restart(job, why, now):
             status = st.SCHEDULED  # fault tolerance: restarted once every pod has ended
         if status == st.SCHEDULED and all_done:
             self.lifecycle.relaunch(job, pods)
@@ -386,6 +388,25 @@ class Executor:
         elif status == st.STOPPING and all_done and self.store.transition(
                 job_id, [st.STOPPING], status=st.STOPPED, finished_at=now):
             self.store.add_event(job_id, "JobStopped", f"PyTorchJob {name} is stopped.")
+
+    def hung(self, job_id: str, restarts: int, minutes: int) -> None:
+        """Hang detection found every pod of a Running job (after ``restarts`` restarts) silent for
+        ``minutes``: a ``HangDetected`` event, then a restart while fault tolerance allows, else the
+        job fails (its pods are stopped; the stop is not their failure)."""
+        now = time.time()
+        with self._exit_lock:
+            job = self.store.get_job(job_id)
+            if job is None or job["status"] != st.RUNNING or (job["restarts"] or 0) != restarts:
+                return
+            silent = f"no pod wrote to its log for {minutes} minute{'s' if minutes != 1 else ''}"
+            self.store.add_event(job_id, "HangDetected", f"PyTorchJob {job['name']} is hung: {silent} "
+                                 "(hang detection)", kind="Warning")
+            if not self.lifecycle.restart(job, f"it hung ({silent})", now) and self.store.transition(
+                    job_id, [st.RUNNING], status=st.FAILED, finished_at=now):
+                self.store.add_event(job_id, "JobFailed", f"PyTorchJob {job['name']} is failed because it "
+                                     f"hung: {silent}.")
+                self.terminate_job(job_id, self.stop_grace)
+        self.wake()
 
     def settle_adopted(self, job_id: str) -> None:
         """A job adopted from a previous server: decide its status from its pods again (a crash may
@@ -408,7 +429,12 @@ class Executor:
             killpg(pod.pid, signal.SIGTERM)
 
         def finish() -> None:
+            with self._exit_lock:
+                now_live = dict(self._live)
             for pod in targets:  # the group id stays the pod's while any member lives
+                again = now_live.get((pod.job_id, pod.name))
+                if again is not None and again is not pod:
+                    continue  # fault tolerance started it again meanwhile: that pod is not stopped
                 kill_pod(pod.job_id, pod.name, pod.pid)
 
         if targets:

@@ -10,10 +10,16 @@ not tuned to an instant cluster.
 ``faultTolerance``: AIHC restarts a failed job (its pods, all of them) while fault tolerance
 allows. Locally a job with ``"faultTolerance": true`` whose pod exits non-zero is restarted up
 to ``faultToleranceConfig.faultToleranceLimit`` times (the Go SDK's
-``OpenAPIJobFaultToleranceConfig``; :data:`DEFAULT_RESTARTS` when unset): a ``Warning`` event
-``FaultToleranceRestart``, the other pods stopped, then Scheduled → Running again with each
-pod's ``restartCount`` one higher and its log continued. When the limit is reached the job fails
-as any other.
+``OpenAPIJobFaultToleranceConfig``; AIHC's 3 when unset: :func:`job_chain.aihc.spec.restart_limit`):
+a ``Warning`` event ``FaultToleranceRestart`` saying why, the other pods stopped, then Scheduled →
+Running again with each pod's ``restartCount`` one higher and its log continued. When the limit is
+reached the job fails as any other.
+
+Hang detection (AIHC: "if no instance's stdout or stderr is updated within the set time, the job is
+judged hung and it is recorded in the job's events"): with it on
+(:func:`job_chain.aihc.spec.hang_minutes`), a Running job none of whose pods wrote to its log for
+that many minutes gets a ``Warning`` event ``HangDetected`` and is restarted while fault tolerance
+allows, else fails. A minute lasts ``--hang-minute`` seconds (60 unless a test makes it shorter).
 
 Held by :class:`~job_chain.local.executor.Executor`, which it asks for what only the executor
 does (:class:`Pods`: start a replica, fail a job, stop a job's pods); no HTTP here.
@@ -27,21 +33,13 @@ import threading
 import time
 from typing import Any, Dict, List, Optional, Protocol
 
+from job_chain.aihc.spec import hang_minutes, restart_limit
 from job_chain.local import store as st
 from job_chain.local.host import HOSTNAME
 from job_chain.local.pod_process import pod_paths
 from job_chain.local.store import Store
 
 log = logging.getLogger("job_chain.local")
-DEFAULT_RESTARTS = 3  # AIHC's fault tolerance retries a job up to 3 times unless told otherwise
-
-
-def restart_limit(spec: Dict[str, Any]) -> int:
-    """How many times a failed job restarts: 0 without ``faultTolerance``."""
-    if spec.get("faultTolerance") is not True:
-        return 0
-    limit = (spec.get("faultToleranceConfig") or {}).get("faultToleranceLimit")
-    return limit if isinstance(limit, int) and not isinstance(limit, bool) else DEFAULT_RESTARTS
 
 
 class Pods(Protocol):
@@ -60,17 +58,21 @@ class Pods(Protocol):
     def terminate_job(self, job_id: str, grace: float) -> None:
         """TERM every live pod of a job, KILL after ``grace`` (callers hold the executor's lock)."""
 
+    def hung(self, job_id: str, restarts: int, minutes: int) -> None:
+        """Hang detection found ``job_id`` (after ``restarts`` restarts) silent for ``minutes``."""
+
 
 class Lifecycle:
     """Scheduled, the schedule delay, and restarts; ``pods`` (the executor) starts and signals pods."""
 
     def __init__(self, store: Store, state_dir: str, pods: Pods, *, stop_grace: float,
-                 schedule_delay: float) -> None:
+                 schedule_delay: float, hang_minute: float = 60.0) -> None:
         self.store = store
         self.state_dir = state_dir
         self.pods = pods
         self.stop_grace = stop_grace
         self.schedule_delay = schedule_delay  # seconds a job stays Scheduled before its pods start
+        self.hang_minute = hang_minute  # seconds a minute of hang detection lasts (--hang-minute)
 
     def schedule(self, job: Dict[str, Any], delay: Optional[float] = None, now: bool = True) -> None:
         """Start a Scheduled job's pods after ``delay`` (default ``--schedule-delay``): at once
@@ -107,22 +109,54 @@ class Lifecycle:
             self.store.add_event(job_id, "Started", f"PyTorchJob {job['name']} is running.")
             for pod in pods:
                 self.pods.spawn_pod(job, pod, len(pods), job["master_port"])
+            self.watch_hang(job)
         except Exception as exc:  # noqa: BLE001 - one job that cannot start fails alone
             log.warning("job %s failed to start: %r", job_id, exc)
             self.pods.fail_job(job, "FailedLaunch", f"the local server could not start this job: {exc}")
 
-    def restart(self, job: Dict[str, Any], failed: List[Dict[str, Any]], now: float) -> bool:
-        """A Running job whose pod failed: True if fault tolerance restarts it (callers hold the lock)."""
+    def restart(self, job: Dict[str, Any], why: str, now: float) -> bool:
+        """A Running job that failed (``why``: ``pod … exited with code 1``, ``it hung …``): True if
+        fault tolerance restarts it (callers hold the lock)."""
         done, limit = job["restarts"] or 0, restart_limit(job["spec"])
         if done >= limit or not self.store.transition(job["id"], [st.RUNNING], status=st.SCHEDULED,
                                                       restarts=done + 1, scheduled_at=now):
             return False
-        pod = failed[0]
-        self.store.add_event(job["id"], "FaultToleranceRestart", f"PyTorchJob {job['name']}: pod {pod['name']} "
-                             f"exited with code {pod['exit_code']}; fault tolerance restarts the job "
-                             f"({done + 1} of {limit})", kind="Warning")
+        self.store.add_event(job["id"], "FaultToleranceRestart", f"PyTorchJob {job['name']}: {why}; fault "
+                             f"tolerance restarts the job ({done + 1} of {limit})", kind="Warning")
         self.pods.terminate_job(job["id"], self.stop_grace)
         return True
+
+    def watch_hang(self, job: Dict[str, Any]) -> None:
+        """With hang detection on, watch a job whose pods have just started (this run of them)."""
+        minutes = hang_minutes(job["spec"])
+        if minutes is None:
+            return
+        watcher = threading.Thread(target=self._watch_hang, args=(job["id"], job["restarts"] or 0, minutes),
+                                   name=f"hang-{job['id']}", daemon=True)
+        watcher.start()
+
+    def _watch_hang(self, job_id: str, restarts: int, minutes: int) -> None:
+        """Until this run of the job's pods ends: the last time any pod wrote to its log (or started);
+        silent for ``minutes`` -> :meth:`Pods.hung`. A server's own polling, not a test's sleep."""
+        limit = minutes * self.hang_minute
+        tick = min(1.0, max(0.05, limit / 10))
+        while not self.pods.closing:
+            time.sleep(tick)
+            job = self.store.get_job(job_id)
+            if job is None or job["status"] != st.RUNNING or (job["restarts"] or 0) != restarts:
+                return
+            last = max([job["started_at"] or 0.0] + [self._written(job_id, p) for p in self.store.pods(job_id)])
+            if time.time() - last >= limit:
+                self.pods.hung(job_id, restarts, minutes)
+                return
+
+    def _written(self, job_id: str, pod: Dict[str, Any]) -> float:
+        """When a pod of this run last wrote to its log (its start when it has not)."""
+        try:
+            written = os.path.getmtime(pod_paths(self.state_dir, job_id, pod["name"])[1])
+        except OSError:
+            written = 0.0
+        return max(written, pod["started_at"] or 0.0)
 
     def relaunch(self, job: Dict[str, Any], pods: List[Dict[str, Any]]) -> None:
         """Every pod of a restarting job has ended: start them again (callers hold the lock)."""

@@ -295,6 +295,7 @@ def serve(
     pools: Sequence[str] = (),
     queues: Sequence[str] = (),
     schedule_delay: float = 0.0,
+    hang_minute: float = 60.0,
 ) -> None:
     """Serve until SIGTERM/SIGINT. Pods keep running after the server stops.
 
@@ -332,7 +333,7 @@ def serve(
     store = open_store(files["db"])
     store.configure(*pools_and_queues)
     executor = Executor(store, state_dir, max_running=max_running,
-                        stop_grace=stop_grace, schedule_delay=schedule_delay)
+                        stop_grace=stop_grace, schedule_delay=schedule_delay, hang_minute=hang_minute)
     sampler = Sampler(store, executor, interval=sample_interval)
     backend = Backend(store, executor, state_dir, url, default_capacity=max_running)
     app = create_app(backend, {access_key: secret_key}, middleware=middleware)
