@@ -123,25 +123,28 @@ def test_an_image_whose_python_is_older_than_3_8_is_told_which_it_has_and_what_i
     assert "Traceback" not in done.stderr and "internal error" not in done.stderr
 
 
-def test_an_unmounted_chain_file_is_said_when_a_run_depends_on_it_and_never_locally(
+def test_a_job_mode_run_whose_jobs_could_not_read_its_record_is_refused_and_said_only_when_it_matters(
         tmp_path: Path, shared_server: LocalServer) -> None:
-    """Issue 29 item 14: said on every --local command, where it cannot matter, the warning taught
-    users to ignore it; now a job-mode run on a cluster says it (its jobs could not read the record,
-    which carries the API to them), --local, --inline and watch runs never do."""
+    """Issue 30 item 1 / issue 29 item 14: the record carries the API to the jobs, so a step whose
+    mounts do not hold it could not advance the run: ``run`` refuses it with the fix, instead of a
+    warning nobody heeds; ``--local``, ``--inline`` and watch runs are not told (it cannot matter)."""
     from job_chain.spec.loader import load_chain, reachability
 
     chain = line(tmp_path / "chains", shared_server)
     data = json.loads(chain.read_text())
     data["jobs"][1]["datasources"] = [{"type": "pfs", "name": "pfs", "mountPath": str(tmp_path / "elsewhere")}]
     chain.write_text(json.dumps(data))
-    said = bare_cli("run", str(chain), "--dry-run", "--credentials", shared_server.credentials_file)
-    assert said.returncode == 0, said.stderr
-    assert f"config_path {chain} is under none of jobs[1]'s datasource mountPaths" in said.stderr
-    assert "could not read the run record" in said.stderr and "set \"config_path\"" in said.stderr
+    refused = bare_cli("run", str(chain), "--credentials", shared_server.credentials_file)
+    assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+    assert f"config_path {chain} is under none of jobs[1]'s datasource mountPaths" in refused.stderr
+    assert "could not read the run record" in refused.stderr and "set \"config_path\"" in refused.stderr
+    assert "Traceback" not in refused.stderr
+    assert not [p for p in Path(f"{chain}.runs").glob("*") if not p.name.startswith(".")]  # nothing recorded
     loaded = load_chain(str(chain), local=True)
     assert reachability(loaded, "job", local=True) == ([], [])  # a --local run's pods read this machine's files
     assert reachability(loaded, "inline")[0] == [] and reachability(loaded, "watch") == ([], [])
-    assert len(reachability(loaded, "job")[0]) == 1
+    said = bare_cli("validate", str(chain))
+    assert said.returncode == 0 and "(a job-mode run on a cluster is refused)" in said.stderr + said.stdout
     assert "under none" not in (lambda d: d.stderr + d.stdout)(bare_cli("validate", str(chain), "--local"))
     inline = bare_cli("run", str(chain), "--inline", "--dry-run", "--credentials", shared_server.credentials_file)
     assert inline.returncode == 0 and "under none" not in inline.stderr, inline.stderr

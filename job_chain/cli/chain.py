@@ -175,10 +175,10 @@ def _dry_run(session: Any, first: str, mode: str, secret: Optional[str], params:
     host = planned_host(session.context)
     hidden = [v for v in (session.chain.secret, secret) if v]
     chain = chain_to_freeze(session.context, first, params=params)
-    check_mode(chain, mode)
+    check_mode(chain, mode, session.context.places.local)  # refuses what would break the run
     from job_chain.spec.loader import reachability
 
-    for line in sum(reachability(chain, mode, session.context.places.local), []):  # as run says it
+    for line in reachability(chain, mode, session.context.places.local)[1]:  # as run says it
         _warn(line)
     plans = session.plan(first, mode, params)
     for plan in plans:

@@ -230,7 +230,7 @@ def _submit(ctx: RunContext, run: Run, plan: ResumePlan, chain: Chain, mode: Opt
 
     if not plan.targets:
         return []
-    check_mode(chain, mode or run.mode)
+    check_mode(chain, mode or run.mode, run.local)
     secrets = notify_values(ctx, chain)  # read again: a rotated secret goes in with the resume
     if secrets:
         ctx.records.save_notify_secrets(run.run_id, secrets)

@@ -38,11 +38,11 @@ def start(ctx: RunContext, first: Union[int, str] = 0, *, mode: str = "job", for
     ctx.file.reload()  # what is frozen is the file as it is now
     begin = start_step(ctx, first)
     chain = chain_to_freeze(ctx, begin.index, params=params)
-    check_mode(chain, mode)
+    check_mode(chain, mode, ctx.places.local)
     secrets = notify_values(ctx, chain)  # a variable not set refuses the start, naming it
     local = ctx.places.local
     client = ctx.places.client_for(None)
-    for line in sum(reachability(chain, mode, local), []):  # only where it matters (not --local)
+    for line in reachability(chain, mode, local)[1]:  # only where it matters (not --local); check_mode refused the rest
         ctx.warn(line)
     with ctx.records.start_lock():
         if not force:

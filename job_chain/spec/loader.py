@@ -391,7 +391,7 @@ def check_chain_data(data: Dict[str, Any], path: str, *, local: bool = False,
                   params=params, max_running=max_running, cache_dir=cache_dir, engine=engine,
                   slurm=slurm_options)
     refuse, say = reachability(chain, "job", local)
-    chain.warnings.extend(refuse + say)
+    chain.warnings.extend([f"{line} (a job-mode run on a cluster is refused)" for line in refuse] + say)
     return chain
 
 
@@ -454,15 +454,15 @@ def path_under(path: str, mount: str) -> bool:
 
 
 def reachability(chain: Chain, mode: str = "job", local: bool = False) -> Tuple[List[str], List[str]]:
-    """Where a step's pods read job-chain's files in the cluster, said only when it matters (issue
-    29 item 14): (what would break a run in ``mode``, what may not).
+    """Where a step's pods read job-chain's files in the cluster, said when it matters (issue 29
+    item 14, issue 30 item 1): (what refuses a run in ``mode``, what is only said).
 
-    A job-mode run's jobs read and write the run record beside ``config_path`` (the chain they
-    advance, the API's host and keys): a step none of whose datasource mounts holds it could not
-    advance the run. ``scrips_path`` (the runtime) may be in the image. An ``--inline`` run reads
-    no record and a ``--advance watch`` run's jobs run no tail; a ``--local`` run's pods run on this
-    machine and read its files, and a Slurm chain's nodes share a filesystem: for them nothing here
-    matters, and nothing is said.
+    A job-mode run's jobs read and write the run record beside ``config_path`` (``FILE.runs/``:
+    the chain they advance, the API's host and keys): a step none of whose datasource mounts holds
+    it could not advance the run, so ``run`` refuses it with the fix. ``scrips_path`` (the runtime)
+    may be in the image: said, never refused. An ``--inline`` run reads no record and a
+    ``--advance watch`` run's jobs run no tail; a ``--local`` run's pods run on this machine and read
+    its files, and a Slurm chain's nodes share a filesystem: for them nothing matters here.
     """
     if local or chain.engine != "aihc" or mode == "watch":
         return [], []
@@ -479,8 +479,8 @@ def reachability(chain: Chain, mode: str = "job", local: bool = False) -> Tuple[
             where = f"{label} {shown(value)} is under none of jobs[{step.index}]'s datasource mountPaths ({listed})"
             if label == "config_path":
                 refuse.append(
-                    f"{where}: that step's pods could not read the run record beside it in the cluster, nor "
-                    "advance the run. Mount the storage that holds the chain file in every step "
+                    f"{where}: that step's pods could not read the run record ({shown(value + '.runs/')}) in the "
+                    "cluster, nor advance the run. Mount the storage that holds the chain file in every step "
                     "(a datasource whose mountPath contains it), or set \"config_path\" to the file's path as the "
                     "pods see it; without shared storage, run with --inline or --advance watch")
             else:
