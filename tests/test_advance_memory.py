@@ -60,7 +60,8 @@ def test_a_join_whose_markers_cannot_be_written_fails_loudly_and_resume_continue
     for name in "abcd":
         (tmp_path / f"{name}.sh").write_text("true\n")
     after = {"b": ["a"], "c": ["a"], "d": ["b", "c"]}
-    jobs = [{"name": n, "jobSpec": {"command": f"{n}.sh", "image": "local"},
+    mounted = [{"type": "pfs", "name": "pfs", "mountPath": str(tmp_path)}]  # the chain's folder, as on AIHC
+    jobs = [{"name": n, "jobSpec": {"command": f"{n}.sh", "image": "local"}, "datasources": mounted,
              **({"jobChain": {"dependsOn": after[n], "retries": 2}} if n in after else {})} for n in "abcd"]
     chain = tmp_path / "chain_info.json"
     chain.write_text(json.dumps({"resourcePoolId": "pool-local", "jobs": jobs}))
@@ -114,6 +115,7 @@ def test_a_secret_env_value_in_a_failures_matching_line_is_hidden_wherever_the_l
     chain = tmp_path / "chain_info.json"
     chain.write_text(json.dumps({"resourcePoolId": "pool-local", "jobs": [{
         "name": "a", "jobSpec": {"command": "a.sh", "image": "local", "envs": [{"name": "HF_TOKEN", "value": secret}]},
+        "datasources": [{"type": "pfs", "name": "pfs", "mountPath": str(tmp_path)}],
         "jobChain": {"failureRules": [{"match": "401 for token", "class": "auth"}]}}]}))
     api = MemoryAPI()
     s = ChainSession.from_file(str(chain), client=api)

@@ -41,7 +41,7 @@ def test_generated_chain_runs_with_stand_in_scripts(tmp_path: Path, local_server
             "IMAGE": "registry.baidubce.com/aihc-aiak/aiak-training-llm:test"}
     (tmp_path / "aiak_job_info.json").write_text(json.dumps(spec))
     chain_path = tmp_path / "chain_info.json"
-    mount = tmp_path / "pfs"
+    mount = tmp_path  # the storage the steps mount holds the chain and its record, as on AIHC
     done = subprocess.run([AIAK_GEN, str(chain_path), str(tmp_path / "aiak_job_info.json"), "--pool",
                            local_server.pool, "--pfs", "pfs-local", "--mount-path", str(mount)],
                           capture_output=True, text=True, timeout=60)
@@ -101,7 +101,7 @@ def test_pretrain_sft_chain_runs_with_stand_in_scripts(tmp_path: Path, local_ser
     (tmp_path / "aiak_dict" / "datasets.csv").write_text("dataset_name,url\nteam_corpus,bos:/team/c.jsonl\n")
     chain_path = tmp_path / "chain_info.json"
     done = subprocess.run([AIAK_GEN, str(chain_path), str(tmp_path / "aiak_job_info.json"), "--pool",
-                           local_server.pool, "--pfs", "pfs-local", "--mount-path", str(tmp_path / "pfs")],
+                           local_server.pool, "--pfs", "pfs-local", "--mount-path", str(tmp_path)],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     cli("validate", str(chain_path), server=local_server, check=True)
@@ -156,7 +156,7 @@ def test_eval_matrix_runs_each_benchmark_once_at_most_eval_parallel_at_once_then
     (tmp_path / "aiak_job_info.json").write_text(json.dumps(spec))
     chain_path = tmp_path / "chain_info.json"
     done = subprocess.run([AIAK_GEN, str(chain_path), str(tmp_path / "aiak_job_info.json"), "--pool",
-                           local_server.pool, "--pfs", "pfs-local", "--mount-path", str(tmp_path / "pfs")],
+                           local_server.pool, "--pfs", "pfs-local", "--mount-path", str(tmp_path)],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     cli("validate", str(chain_path), server=local_server, check=True)
@@ -181,7 +181,7 @@ def test_eval_matrix_runs_each_benchmark_once_at_most_eval_parallel_at_once_then
     assert jobs_by_step(local_server, run_id) == {f"{n}/1": 1 for n in training + points + [report["name"]]}
     assert all(j["status"] == "Succeeded" for j in run_jobs(local_server, run_id))
     trained = dict(line.split("=", 1) for line in (out / "2.env").read_text().splitlines())["SAVE"]
-    eval_dir = tmp_path / "pfs" / "eval" / "qwen1.5-0.5b" / "sft" / "ev-1"
+    eval_dir = tmp_path / "eval" / "qwen1.5-0.5b" / "sft" / "ev-1"
     assert sorted((shared / "runs").read_text().splitlines()) == sorted(  # each point once, with its own envs
         f"{b} {b} {trained}/iter_0000100 {eval_dir}/{b}" for b in benches)
     times = [line.split() for line in (shared / "times").read_text().splitlines()]
@@ -214,7 +214,7 @@ def test_a_chain_fetches_from_bos_with_the_sdk_and_runs_aiaks_tools(tmp_path: Pa
     hf_weights(tmp_path / "bos" / "team-models" / "Llama-2-7b-hf")
     (tmp_path / "bos" / "team-data").mkdir(parents=True)
     (tmp_path / "bos" / "team-data" / "corpus.jsonl").write_text('{"text": "hello"}\n')
-    chain_path, mount = tmp_path / "chain_info.json", tmp_path / "pfs"
+    chain_path, mount = tmp_path / "chain_info.json", tmp_path  # the mount holds the chain, as on AIHC
     chain_path.write_text(json.dumps({"resourcePoolId": local_server.pool, "jobs": [{  # the template: AIAK's place
         "jobSpec": {"envs": [{"name": "AIAK_TRAINING_PATH", "value": str(aiak)},
                              {"name": "AIAK_CALLS", "value": str(tmp_path / "calls")}]},

@@ -17,8 +17,12 @@ from job_chain.hop.advance import advance
 POOL = "pool-local"
 
 
-def write(tmp_path: Path, jobs: List[Dict[str, Any]], **top: Any) -> Path:
+def write(tmp_path: Path, jobs: List[Dict[str, Any]], mount: Optional[Path] = None, **top: Any) -> Path:
+    """The chain file in ``tmp_path``, which every step mounts (``mount``, default ``tmp_path``: as on
+    AIHC, its pods must see the run record beside the file)."""
     path = tmp_path / "chain_info.json"
+    for job in jobs:
+        job.setdefault("datasources", [{"type": "pfs", "name": "pfs", "mountPath": str(mount or tmp_path)}])
     path.write_text(json.dumps({"resourcePoolId": POOL, "jobs": jobs, **top}, indent=1))
     return path
 
@@ -188,8 +192,8 @@ def test_cache_dir_shares_entries_between_chain_files(tmp_path: Path) -> None:
     a_dir, b_dir = tmp_path / "a", tmp_path / "b"
     a_dir.mkdir()
     b_dir.mkdir()
-    a = Driver(write(a_dir, [step("convert", "convert", {"cache": True})], cacheDir="../team-cache"))
-    b = Driver(write(b_dir, [step("convert", "convert", {"cache": True}), step("sft", "sft")],
+    a = Driver(write(a_dir, [step("convert", "convert", {"cache": True})], tmp_path, cacheDir="../team-cache"))
+    b = Driver(write(b_dir, [step("convert", "convert", {"cache": True}), step("sft", "sft")], tmp_path,
                      cacheDir=str(shared)))
     a.run()
     assert b.created(b.run()) == ["sft"]

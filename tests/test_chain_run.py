@@ -28,9 +28,9 @@ from job_chain.engine.jobs import LABEL_ATTEMPT, LABEL_STEP
 
 
 def test_hello_chain_passes_data_and_runs_each_step_once(tmp_path: Path, local_server: Any) -> None:
-    demo = tmp_path / "hello"
-    shutil.copytree(EXAMPLES / "hello", demo)
     data_dir = tmp_path / "pfs"
+    demo = data_dir / "hello"  # on the storage the steps mount, as on AIHC (its pods read the record)
+    shutil.copytree(EXAMPLES / "hello", demo)
     text = (demo / "chain_info.json").read_text().replace("/tmp/job-chain-hello", str(data_dir))
     (demo / "chain_info.json").write_text(text.replace("your-resource-pool-id", local_server.pool))
     done = cli("run", str(demo / "chain_info.json"), "--follow", server=local_server)

@@ -264,7 +264,7 @@ def test_a_job_the_platform_failed_before_its_script_ran_says_why_and_how_to_fix
             {"name": "report", "script": "echo report", "jobChain": {"dependsOn": ["prep", "train"]}}],
             notify=[{"url": receiver.url, "on": ["failed"], "format": "json"}])
         data = json.loads(chain.read_text())
-        data["jobs"][0]["datasources"] = [{"type": "pfs", "name": "pfs", "mountPath": missing}]
+        data["jobs"][0]["datasources"].append({"type": "pfs", "name": "pfs", "mountPath": missing})  # and the chain's
         chain.write_text(json.dumps(data))
         _, _, final = run_to_end(chain, shared_server)
         assert final.outcome is Outcome.FAILED

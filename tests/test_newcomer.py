@@ -32,7 +32,8 @@ def chain_with_envs(folder: Path) -> Path:
     envs = [{"name": k, "value": v} for k, v in {**SECRET_ENVS, **PLAIN_ENVS}.items()]
     chain = {"resourcePoolId": "pool-local",
              "jobs": [{"name": "train", "jobSpec": {"command": "train.sh", "image": "local", "replicas": 1,
-                                                     "envs": envs}}]}
+                                                     "envs": envs},
+                       "datasources": [{"type": "pfs", "name": "pfs", "mountPath": str(folder)}]}]}
     path = folder / "chain_info.json"
     path.write_text(json.dumps(chain))
     return path

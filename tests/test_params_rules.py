@@ -226,6 +226,8 @@ def write(tmp_path: Path, jobs: List[Dict[str, Any]], **top: Any) -> str:
     import json
 
     path = tmp_path / "chain_info.json"
+    for body in jobs:  # every step mounts the chain's folder, as on AIHC its pods must see the record
+        body.setdefault("datasources", [{"type": "pfs", "name": "pfs", "mountPath": str(tmp_path)}])
     path.write_text(json.dumps({"resourcePoolId": "pool", "jobs": jobs, **top}))
     return str(path)
 

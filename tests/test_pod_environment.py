@@ -140,6 +140,8 @@ def test_a_job_mode_run_whose_jobs_could_not_read_its_record_is_refused_and_said
     assert "could not read the run record" in refused.stderr and "set \"config_path\"" in refused.stderr
     assert "Traceback" not in refused.stderr
     assert not [p for p in Path(f"{chain}.runs").glob("*") if not p.name.startswith(".")]  # nothing recorded
+    dry = bare_cli("run", str(chain), "--dry-run", "--credentials", shared_server.credentials_file)
+    assert dry.returncode == 2 and "could not read the run record" in dry.stderr, dry.stderr  # as run would
     loaded = load_chain(str(chain), local=True)
     assert reachability(loaded, "job", local=True) == ([], [])  # a --local run's pods read this machine's files
     assert reachability(loaded, "inline")[0] == [] and reachability(loaded, "watch") == ([], [])

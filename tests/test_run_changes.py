@@ -52,7 +52,8 @@ def test_scripts_named_by_bash_sh_and_dot_slash_travel_and_others_are_warned(
     (tmp_path / "common.sh").write_text("X=1\n")
     (tmp_path / "train.py").write_text("print('never shipped')\n")
     (tmp_path / "last.sh").write_text("source ./common.sh\necho last-ran\n")
-    jobs = [{"name": n, "jobSpec": {"command": c, "image": "local"}} for n, c in
+    mounted = [{"type": "pfs", "name": "pfs", "mountPath": str(tmp_path)}]  # the chain's folder, as on AIHC
+    jobs = [{"name": n, "jobSpec": {"command": c, "image": "local"}, "datasources": mounted} for n, c in
             (("prep", "bash prep.sh"), ("posix", "sh posix.sh"), ("mark", "./mark.py"), ("last", "last.sh"),
              ("image", "bash -c 'echo image-ran'"))]
     chain = tmp_path / "chain.json"

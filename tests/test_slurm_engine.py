@@ -66,7 +66,8 @@ def issue_chain(directory: Path, engine: str, pool: str = "pool-local") -> Path:
         job = {"name": step["name"], "queue": "default",
                "jobSpec": {"command": f"{step['name']}.sh", "image": "local", "replicas": 1,
                            "envs": [{"name": "SHARED", "value": str(shared)}] + step.get("envs", [])},
-               "datasources": [{"type": "pfs", "name": "pfs-test", "mountPath": str(shared)}]}
+               # the folder that holds the chain (and its record) and shared/, as on AIHC every step must see it
+               "datasources": [{"type": "pfs", "name": "pfs-test", "mountPath": str(directory)}]}
         if "jobChain" in step:
             job["jobChain"] = step["jobChain"]
         jobs.append(job)

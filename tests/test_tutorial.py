@@ -36,10 +36,11 @@ def test_the_tutorials_files_are_the_example_byte_for_byte() -> None:
 
 
 def test_the_tutorials_final_chain_runs_as_the_page_says(tmp_path: Path, shared_server: Any) -> None:
-    shared = tmp_path / "shared"
+    shared = tmp_path / "shared"  # the storage every step mounts; the chain lives there, as the page says on AIHC
+    shared.mkdir()
     for name, text in doc_files().items():
-        (tmp_path / name).write_text(text.replace(MOUNT, str(shared)))
-    chain = tmp_path / "chain_info.json"
+        (shared / name).write_text(text.replace(MOUNT, str(shared)))
+    chain = shared / "chain_info.json"
     data = json.loads(chain.read_text())
     data["resourcePoolId"] = shared_server.pool
     chain.write_text(json.dumps(data))

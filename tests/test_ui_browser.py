@@ -194,7 +194,7 @@ def test_dag_run_page_draws_columns_edges_and_the_exit_handler(console: Console,
     demo = home / "dag"
     shutil.copytree(EXAMPLES / "dag", demo)
     chain = demo / "chain_info.json"
-    data = json.loads(chain.read_text().replace("/tmp/job-chain-dag", str(tmp_path / "pfs"))
+    data = json.loads(chain.read_text().replace("/tmp/job-chain-dag", str(demo))  # the steps mount the chain's folder
                       .replace("your-resource-pool-id", shared_server.pool))
     data.pop("notify")  # nothing to tell; the run succeeds
     chain.write_text(json.dumps(data))
@@ -227,6 +227,7 @@ def test_a_failed_step_shows_its_cause_and_the_run_its_gpu_hours(console: Consol
     chain.write_text(json.dumps({"resourcePoolId": shared_server.pool, "jobs": [{
         "name": "train", "jobSpec": {"command": "train.sh", "image": "local", "replicas": 2,
                                      "resources": [{"name": "nvidia.com/gpu", "quantity": 8}]},
+        "datasources": [{"type": "pfs", "name": "pfs", "mountPath": str(folder)}],
         "jobChain": {"retries": {"infra": 2, "user": 0}}}]}))
     run_id = start_run(chain, shared_server)
     browser.get(f"{console.url}/run/{_cid(chain)}/{run_id}")
@@ -274,7 +275,8 @@ def test_the_log_panel_opens_the_pod_the_cause_names(console: Console, browser: 
         '  exit 1; fi\necho "master: waiting for the others"; sleep 30\n')
     chain = folder / "chain_info.json"
     chain.write_text(json.dumps({"resourcePoolId": shared_server.pool, "jobs": [{
-        "name": "train", "jobSpec": {"command": "train.sh", "image": "local", "replicas": 2}}]}))
+        "name": "train", "jobSpec": {"command": "train.sh", "image": "local", "replicas": 2},
+        "datasources": [{"type": "pfs", "name": "pfs", "mountPath": str(folder)}]}]}))
     run_id = start_run(chain, shared_server)
     browser.get(f"{console.url}/run/{_cid(chain)}/{run_id}")
     wait_for(browser, lambda b: attr(b, "#outcome", "data-outcome") == "failed")
@@ -299,7 +301,8 @@ def test_a_job_the_platform_failed_shows_the_events_cause_and_fix(console: Conso
     chain = folder / "chain_info.json"
     chain.write_text(json.dumps({"resourcePoolId": shared_server.pool, "jobs": [{
         "name": "train", "jobSpec": {"command": "train.sh", "image": "local"},
-        "datasources": [{"type": "pfs", "name": "pfs", "mountPath": missing}]}]}))
+        "datasources": [{"type": "pfs", "name": "chain", "mountPath": str(folder)},
+                        {"type": "pfs", "name": "pfs", "mountPath": missing}]}]}))
     run_id = start_run(chain, shared_server)
     browser.get(f"{console.url}/run/{_cid(chain)}/{run_id}")
     wait_for(browser, lambda b: attr(b, "#outcome", "data-outcome") == "failed")
@@ -314,11 +317,13 @@ def test_a_job_the_platform_failed_shows_the_events_cause_and_fix(console: Conso
 
 def test_a_sweep_submitted_with_params_shows_its_matrix_params_and_outputs(
         console: Console, browser: Any, home: Path, shared_server: Any, tmp_path: Path) -> None:
+    mounted = [{"type": "pfs", "name": "pfs", "mountPath": str(home)}]  # where the console saves the chain
     text = json.dumps({"resourcePoolId": shared_server.pool, "params": {"tag": "base"}, "jobs": [
         {"name": "prep", "jobSpec": {"image": "local", "command": "echo ckpt=/pfs/$JOB_CHAIN_PARAM_TAG >> "
-                                                                  "$JOB_CHAIN_OUTPUTS"}},
+                                                                  "$JOB_CHAIN_OUTPUTS"}, "datasources": mounted},
         {"name": "train", "jobSpec": {"image": "local",
                                       "command": "echo lr ${matrix.lr} from ${steps.prep.outputs.ckpt}"},
+         "datasources": mounted,
          "jobChain": {"dependsOn": ["prep"], "matrix": {"lr": ["1e-4", "3e-4", "1e-3"]}, "maxParallel": 2}}]})
     browser.get(console.url + "/submit")
     browser.execute_script("document.getElementById('chain').value = arguments[0];"

@@ -263,7 +263,8 @@ def test_submit_saves_privately_and_starts_a_run(console: Console, home: Path, s
     (home / "hello.sh").write_text("echo hello from the console\n")
     text = json.dumps({"resourcePoolId": shared_server.pool,
                        "jobs": [{"name": "hello",
-                                 "jobSpec": {"command": "hello.sh", "image": "local", "replicas": 1}}]})
+                                 "jobSpec": {"command": "hello.sh", "image": "local", "replicas": 1},
+                                 "datasources": [{"type": "pfs", "name": "pfs", "mountPath": str(home)}]}]})
     answer = requests.post(console.url + "/submit/run", headers=csrf(console), data={"name": "web.json", "chain": text})
     target = answer.headers["HX-Redirect"]
     saved = home / "web.json"
@@ -283,7 +284,8 @@ def test_two_quick_save_and_run_clicks_start_one_run(console: Console, home: Pat
     from concurrent.futures import ThreadPoolExecutor
 
     text = json.dumps({"resourcePoolId": shared_server.pool,
-                       "jobs": [{"name": "twice", "jobSpec": {"command": "sleep 30", "image": "local"}}]})
+                       "jobs": [{"name": "twice", "jobSpec": {"command": "sleep 30", "image": "local"},
+                                 "datasources": [{"type": "pfs", "name": "pfs", "mountPath": str(home)}]}]})
 
     def click(_: int) -> requests.Response:
         return requests.post(console.url + "/submit/run", headers=csrf(console),

@@ -17,8 +17,9 @@ from job_chain.engine.jobs import LABEL_RUN, LABEL_STEP
 
 
 def example(tmp_path: Path, name: str, server: LocalServer, version: str = "v2") -> Path:
-    """examples/NAME copied, its data dir under tmp_path, its pool the server's, API ``version``."""
-    demo = tmp_path / name
+    """examples/NAME copied onto the storage its steps mount (tmp_path/pfs, its data dir: as on AIHC,
+    the pods must see the chain file's record), its pool the server's, API ``version``."""
+    demo = tmp_path / "pfs" / name
     shutil.copytree(EXAMPLES / name, demo)
     chain = demo / "chain_info.json"
     text = chain.read_text().replace(f"/tmp/job-chain-{name}", str(tmp_path / "pfs"))

@@ -168,17 +168,15 @@ def _print_notify(chain: Any) -> None:
 
 
 def _dry_run(session: Any, first: str, mode: str, secret: Optional[str], params: Dict[str, str]) -> None:
-    from job_chain.session.plan import chain_to_freeze, check_mode, planned_host
+    from job_chain.session.plan import chain_to_freeze, check_mode, check_reachable, planned_host
     from job_chain.submit.command import tail_size
     from job_chain.util.redaction import redact
 
     host = planned_host(session.context)
     hidden = [v for v in (session.chain.secret, secret) if v]
     chain = chain_to_freeze(session.context, first, params=params)
-    check_mode(chain, mode, session.context.places.local)  # refuses what would break the run
-    from job_chain.spec.loader import reachability
-
-    for line in reachability(chain, mode, session.context.places.local)[1]:  # as run says it
+    check_mode(chain, mode)
+    for line in check_reachable(chain, mode, session.context.places.local):  # as run refuses and says it
         _warn(line)
     plans = session.plan(first, mode, params)
     for plan in plans:

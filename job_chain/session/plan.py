@@ -64,16 +64,22 @@ def roots(ctx: RunContext, first: Union[int, str] = 0) -> List[str]:
     return [s.name for s in waves(ctx, first)[0]]
 
 
-def check_mode(chain: Chain, mode: str, local: bool = False) -> None:
-    """Refuse a mode the chain cannot run in, before anything is recorded: among others, a job-mode
-    run whose jobs could not read its record (:func:`~job_chain.spec.loader.reachability`)."""
-    from job_chain.record import outputs, slots
-    from job_chain.spec import notify as notify_
+def check_reachable(chain: Chain, mode: str, local: bool) -> List[str]:
+    """Refuse, before anything is recorded, a run whose jobs could not read its record (a job-mode
+    run on a cluster whose step mounts nothing holding the chain file:
+    :func:`~job_chain.spec.loader.reachability`); what is only worth saying is returned."""
     from job_chain.spec.loader import reachability
 
-    refuse, _ = reachability(chain, mode, local)
+    refuse, say = reachability(chain, mode, local)
     if refuse:
         raise UsageError(refuse[0])
+    return say
+
+
+def check_mode(chain: Chain, mode: str) -> None:
+    """Refuse a mode the chain cannot run in, before anything is recorded."""
+    from job_chain.record import outputs, slots
+    from job_chain.spec import notify as notify_
 
     if mode == "inline" and chain.engine == "slurm":
         raise UsageError("a Slurm chain keeps what Slurm forgets (its jobs, each node's log and exit) beside the run "

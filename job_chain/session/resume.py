@@ -15,7 +15,7 @@ from job_chain.record.records import as_placed
 from job_chain.rules.revise import Change
 from job_chain.session.context import RunContext, find_run, frozen
 from job_chain.session.look import status
-from job_chain.session.plan import check_mode, checkpoints, notify_values, steps_named
+from job_chain.session.plan import check_mode, check_reachable, checkpoints, notify_values, steps_named
 from job_chain.session.runs import ResumePlan, Run, Submitted
 from job_chain.session.start import start_ready
 from job_chain.spec.model import Chain
@@ -230,7 +230,8 @@ def _submit(ctx: RunContext, run: Run, plan: ResumePlan, chain: Chain, mode: Opt
 
     if not plan.targets:
         return []
-    check_mode(chain, mode or run.mode, run.local)
+    check_mode(chain, mode or run.mode)
+    check_reachable(chain, mode or run.mode, run.local)
     secrets = notify_values(ctx, chain)  # read again: a rotated secret goes in with the resume
     if secrets:
         ctx.records.save_notify_secrets(run.run_id, secrets)

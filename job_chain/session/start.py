@@ -15,9 +15,8 @@ from job_chain.errors import JobChainError, RunStillActive, UsageError
 from job_chain.record.records import RecordDamaged, new_run_id
 from job_chain.session.context import RunContext, find_run, frozen
 from job_chain.session.look import active_run
-from job_chain.session.plan import chain_to_freeze, check_mode, notify_values, start_step, steps_at
+from job_chain.session.plan import chain_to_freeze, check_mode, check_reachable, notify_values, start_step, steps_at
 from job_chain.session.runs import Run, SubmitInterrupted, Submitted
-from job_chain.spec.loader import reachability
 from job_chain.spec.model import Chain, Step
 from job_chain.submit.create import MODES
 
@@ -38,11 +37,11 @@ def start(ctx: RunContext, first: Union[int, str] = 0, *, mode: str = "job", for
     ctx.file.reload()  # what is frozen is the file as it is now
     begin = start_step(ctx, first)
     chain = chain_to_freeze(ctx, begin.index, params=params)
-    check_mode(chain, mode, ctx.places.local)
+    check_mode(chain, mode)
     secrets = notify_values(ctx, chain)  # a variable not set refuses the start, naming it
     local = ctx.places.local
     client = ctx.places.client_for(None)
-    for line in reachability(chain, mode, local)[1]:  # only where it matters (not --local); check_mode refused the rest
+    for line in check_reachable(chain, mode, local):  # after the credentials: with none, that is the news
         ctx.warn(line)
     with ctx.records.start_lock():
         if not force:

@@ -479,7 +479,7 @@ def reachability(chain: Chain, mode: str = "job", local: bool = False) -> Tuple[
             where = f"{label} {shown(value)} is under none of jobs[{step.index}]'s datasource mountPaths ({listed})"
             if label == "config_path":
                 refuse.append(
-                    f"{where}: that step's pods could not read the run record ({shown(value + '.runs/')}) in the "
+                    f"{where}: that step's pods could not read the run record beside the chain file in the "
                     "cluster, nor advance the run. Mount the storage that holds the chain file in every step "
                     "(a datasource whose mountPath contains it), or set \"config_path\" to the file's path as the "
                     "pods see it; without shared storage, run with --inline or --advance watch")
