@@ -298,7 +298,7 @@ def test_the_end_of_a_run_whose_last_job_the_platform_failed_is_told_by_the_firs
                                                           {"name": "train", "script": "echo never"}],
                             notify=[{"url": receiver.url, "on": ["failed", "stepFailed"], "format": "json"}])
         data = json.loads(chain.read_text())
-        data["jobs"][1]["datasources"] = [{"type": "pfs", "name": "pfs", "mountPath": missing}]
+        data["jobs"][1]["datasources"].append({"type": "pfs", "name": "pfs", "mountPath": missing})  # and the chain's
         chain.write_text(json.dumps(data))
         _, _, final = run_to_end(chain, shared_server)
         assert final.outcome is Outcome.FAILED and final.steps[1].failure.cls == "platform"
