@@ -9,7 +9,9 @@ where AIHC's ended) is tested in-process.
 
 from __future__ import annotations
 
-from typing import Iterator, List
+import json
+from pathlib import Path
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import pytest
 from conftest import POOL, LocalServer, job_body
@@ -82,3 +84,162 @@ def test_the_hang_settings_are_read_from_both_forms() -> None:
     assert restart_limit({"faultTolerance": True}) == 3
     assert restart_limit({"faultTolerance": True, "faultToleranceConfig": {"faultToleranceLimit": 0}}) == 0
     assert restart_limit({"faultTolerance": False, "faultToleranceConfig": {"faultToleranceLimit": 2}}) == 0
+
+
+# -- a chain on it: one attempt restarted by AIHC, job-chain's retries after AIHC's, a hang as `hang` ----------
+def tolerant_chain(tmp_path: Path, script: str, tolerance: Dict[str, Any], settings: Optional[Dict[str, Any]] = None,
+                   pool: str = POOL) -> Path:
+    from chain_helpers import write_chain
+
+    step: Dict[str, Any] = {"name": "train", "script": script}
+    if settings:
+        step["jobChain"] = settings
+    chain = write_chain(tmp_path, pool, [step])
+    data = json.loads(chain.read_text())
+    data["jobs"][0].update(faultTolerance=True, **tolerance)
+    chain.write_text(json.dumps(data))
+    return chain
+
+
+def run_to_end(server: LocalServer, chain: Path) -> Tuple[Any, Dict[str, Any], str]:
+    """Run the chain on the real server, wait for its end; (its final status, status --json, the table)."""
+    from click.testing import CliRunner
+
+    from job_chain import ChainSession
+    from job_chain.cli import cli
+
+    session = ChainSession.from_file(str(chain), client=server.client(max_retries=3))
+    run = session.start()
+    final = session.wait(run.run_id, timeout=60, interval=0.2)
+    env = {"JOB_CHAIN_CREDENTIALS": server.credentials_file, "AIHC_HOST": None, "AIHC_AK": None, "AIHC_SK": None}
+    shown = CliRunner().invoke(cli, ["status", str(chain), "--json"], env=env)
+    table = CliRunner().invoke(cli, ["status", str(chain)], env=env, terminal_width=250)
+    return final, json.loads(shown.output), table.output
+
+
+FAILS_ONCE = ('n=$(( $(cat "$SHARED/tries" 2>/dev/null || echo 0) + 1 )); echo $n > "$SHARED/tries"\n'
+              'echo "try $n"; [ "$n" -ge 2 ]\n')
+
+
+def test_a_job_that_fails_once_under_fault_tolerance_is_one_attempt_restarted_by_aihc_once(
+        server: LocalServer, tmp_path: Path) -> None:
+    """No jobChain.retries: AIHC's restart heals it; job-chain neither retried nor failed the step."""
+    from job_chain import Outcome
+
+    final, data, table = run_to_end(server, tolerant_chain(tmp_path, FAILS_ONCE, {}))
+    assert final.outcome is Outcome.SUCCEEDED
+    attempts = data["steps"][0]["attempts"]
+    assert [(a["attempt"], a["status"], a.get("engineRestarts")) for a in attempts] == [(1, "Succeeded", 1)]
+    assert "1 (restarted by AIHC ×1)" in table, table
+    log = (server.state_dir / "jobs" / attempts[0]["jobId"] / "train-master-0.log").read_text()
+    assert ("step train: attempt 1 failed (exit code 1); AIHC's fault tolerance restarts this job itself "
+            "(restart 1 of 3)") in log, log
+    assert "retrying" not in log and "not retried" not in log
+
+
+def test_job_chain_retries_start_where_aihcs_restarts_end_and_are_counted_apart(
+        server: LocalServer, tmp_path: Path) -> None:
+    """faultToleranceLimit 1 and retries 1, a script that always fails: attempt 1 runs twice (AIHC),
+    then job-chain's one retry, attempt 2, runs twice too: four runs, two attempts."""
+    from job_chain import Outcome
+
+    chain = tolerant_chain(tmp_path, 'echo run >> "$SHARED/runs"; exit 3\n',
+                           {"faultToleranceConfig": {"faultToleranceLimit": 1}}, {"retries": 1})
+    final, data, _ = run_to_end(server, chain)
+    assert final.outcome is Outcome.FAILED
+    attempts = data["steps"][0]["attempts"]
+    assert [(a["attempt"], a.get("engineRestarts")) for a in attempts] == [(1, 1), (2, 1)]
+    assert (tmp_path / "shared" / "runs").read_text().count("run") == 4
+    first = (server.state_dir / "jobs" / attempts[0]["jobId"] / "train-master-0.log").read_text()
+    assert "(restart 1 of 1)" in first and "retrying as attempt 2" in first
+    assert "no retries left (1 of 1 used)" in (server.state_dir / "jobs" / attempts[1]["jobId"] /
+                                               "train-master-0.log").read_text()
+
+
+def test_a_hang_aihc_detected_is_the_cause_hang(server: LocalServer, tmp_path: Path) -> None:
+    from job_chain import Outcome
+
+    chain = tolerant_chain(tmp_path, "echo started; sleep 60\n", {"faultToleranceConfig": {
+        "enabledHangDetection": True, "hangDetectionTimeoutMinutes": 1, "faultToleranceLimit": 1}})
+    final, data, table = run_to_end(server, chain)
+    assert final.outcome is Outcome.FAILED
+    attempt = data["steps"][0]["attempts"][0]
+    assert attempt["failure"]["class"] == "hang" and attempt["failure"]["signature"] == "aihc-hang-detection"
+    assert attempt.get("engineRestarts") == 1
+    assert "hung (PyTorchJob train" in table and "(AIHC's hang detection)" in table, table
+
+
+# -- the rules, in-process ------------------------------------------------------------------------------
+def test_job_chain_leaves_a_failure_to_aihc_while_its_restarts_last() -> None:
+    from job_chain.rules.retry import left_to_engine
+
+    assert left_to_engine(3, 0) == ("AIHC's fault tolerance restarts this job itself (restart 1 of 3); job-chain "
+                                    "neither retries nor fails the step until those restarts are used up")
+    assert "(restart 3 of 3)" in (left_to_engine(3, 2) or "")
+    assert left_to_engine(3, 3) is None  # used up: job-chain's own budget decides, from its start
+    assert left_to_engine(0, 0) is None  # no fault tolerance: job-chain's at once
+
+
+def test_the_composition_is_said_only_when_a_step_sets_both() -> None:
+    from job_chain.rules.retry import composition
+    from job_chain.spec.model import Step
+
+    both = Step(0, {"name": "train"}, "true", "inline", retries=2)
+    assert composition(both, 3) == (
+        "step train: AIHC's fault tolerance restarts a failed job up to 3 times itself (the same attempt); only "
+        "when those are used up does job-chain retry it, by jobChain.retries (2), each retry a new job that AIHC "
+        "restarts up to 3 times again: the script runs at most 12 times. Counted apart: AIHC's restarts never use "
+        "job-chain's budget (docs/failures.md, \"AIHC's fault tolerance\")")
+    budgets = Step(0, {"name": "train"}, "true", "inline", retries=4, retry_budgets={"infra": 3, "hang": 1})
+    assert "by its retries per cause (at most 4 in all)" in (composition(budgets, 1) or "")
+    assert "up to 1 time itself" in (composition(budgets, 1) or "")
+    assert composition(Step(0, {"name": "train"}, "true", "inline"), 3) is None  # no retries: AIHC's alone
+    assert composition(both, 0) is None  # no fault tolerance: job-chain's alone
+
+
+def test_validate_explains_the_composition(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from job_chain.cli import cli
+
+    chain = tolerant_chain(tmp_path, "true\n", {"faultToleranceConfig": {"faultToleranceLimit": 2}}, {"retries": 1})
+    said = CliRunner().invoke(cli, ["validate", str(chain), "--local"])
+    assert said.exit_code == 0, said.output
+    assert "step train: AIHC's fault tolerance restarts a failed job up to 2 times itself" in said.output
+    assert "the script runs at most 6 times" in said.output
+    alone = tolerant_chain(tmp_path, "true\n", {})
+    assert "AIHC's fault tolerance" not in CliRunner().invoke(cli, ["validate", str(alone), "--local"]).output
+
+
+def test_the_adapter_reads_restarts_and_names_aihcs_events_in_the_seams_words() -> None:
+    from job_chain.aihc.engine import event_of, job_of
+    from job_chain.engine.jobs import HUNG, RESTARTED
+
+    pods = {"pods": [{"objectMeta": {"name": "t-master-0"}, "restartCount": 2},
+                     {"objectMeta": {"name": "t-worker-0"}, "restartCount": 1}]}
+    assert job_of({"jobId": "j", "enableFaultTolerance": True, "podList": pods}).restarts == 2
+    assert job_of({"jobId": "j", "enableFaultTolerance": True}).restarts is None  # a listed job: its events say
+    assert job_of({"jobId": "j", "podList": pods}).restarts == 0  # no fault tolerance: AIHC restarts nothing
+    assert event_of({"reason": "HangDetected", "type": "Warning"}).kind == HUNG
+    assert event_of({"reason": "JobHang", "type": "Warning"}).kind == HUNG
+    assert event_of({"reason": "FaultToleranceRestart", "type": "Warning"}).kind == RESTARTED
+    assert event_of({"reason": "FailedToStartFaultTolerance", "type": "Warning"}).kind == "FailedToStartFaultTolerance"
+
+
+def test_a_hang_is_the_cause_only_when_it_ended_the_last_run() -> None:
+    from job_chain.engine.jobs import HUNG, RESTARTED, Event
+    from job_chain.failures.classify import engine_hang, platform_cause
+    from job_chain.status.types import Attempt, restarts_from
+
+    hung = Event(HUNG, "Warning", "PyTorchJob t is hung: no pod wrote to its log for 30 minutes", 200.0)
+    restarted = Event(RESTARTED, "Warning", "PyTorchJob t: it hung; fault tolerance restarts the job (1 of 1)", 200.0)
+    failed = Event("JobFailed", "Normal", "PyTorchJob t is failed because 1 Master replica(s) failed.", 300.0)
+    found = engine_hang([failed, hung])
+    assert found is not None and found.cls == "hang" and found.signature == "aihc-hang-detection"
+    assert found.summary() == ("hung (PyTorchJob t is hung: no pod wrote to its log for 30 minutes) (AIHC's hang "
+                               "detection)")
+    assert engine_hang([failed, restarted, hung]) is None  # restarted after the hang: the last run failed otherwise
+    assert engine_hang([hung, restarted]) is not None  # equal times: the engine's order, newest first
+    assert engine_hang([failed]) is None
+    assert platform_cause([restarted], "", logged=False) is None  # a restart is never the platform's cause
+    assert restarts_from(Attempt("t", 1, "j", "Running", restarts=None), [restarted, hung, restarted]).restarts == 2

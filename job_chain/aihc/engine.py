@@ -11,13 +11,18 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
 
-from job_chain.engine.jobs import LABEL_ATTEMPT, LABEL_RUN, LABEL_STEP, Created, Event, Job, Pod
+from job_chain.engine.jobs import HUNG, LABEL_ATTEMPT, LABEL_RUN, LABEL_STEP, RESTARTED, Created, Event, Job, Pod
 from job_chain.engine.states import SUCCEEDED
 
 PAGE_SIZE = 50  # jobs a page of the pool's list holds (walks stop early: the newest come first)
 _REPLICA_TYPE = "training.kubeflow.org/replica-type"
 _REPLICA_INDEX = "training.kubeflow.org/replica-index"
 _POD_SUFFIX = re.compile(r"-(master|worker)-(\d+)$")
+# AIHC's fault tolerance records restarts and hangs in the job's events (its page, kljz3qhnq) without
+# publishing the reason words: any reason naming a hang, or a fault-tolerance restart (the local
+# server's are HangDetected and FaultToleranceRestart)
+_HANG_REASON = re.compile(r"hang", re.IGNORECASE)
+_RESTART_REASON = re.compile(r"fault.?tolerance.*restart|restart.*fault.?tolerance", re.IGNORECASE)
 
 
 def _seconds(text: Any) -> Optional[float]:
@@ -72,16 +77,33 @@ def job_of(job: Mapping[str, Any]) -> Job:
         attempt = None
     step = labels.get(LABEL_STEP)
     status = str(job.get("status") or "Unknown")
+    pods = pods_of(job)
     return Job(str(job.get("jobId") or ""), str(job.get("name") or job.get("jobName") or ""), status,
                _seconds(job.get("createdAt")), _seconds(job.get("runningAt")), _seconds(job.get("finishedAt")),
                0 if status in SUCCEEDED else None,
                str(labels[LABEL_RUN]) if LABEL_RUN in labels else None,
                str(step) if isinstance(step, str) and step else None,
-               attempt if labels.get(LABEL_RUN) else None, pods_of(job))
+               attempt if labels.get(LABEL_RUN) else None, pods, restarts_of(job))
+
+
+def restarts_of(job: Mapping[str, Any]) -> Optional[int]:
+    """How many times AIHC's fault tolerance restarted the job: 0 without it (``enableFaultTolerance``),
+    else its pods' highest ``restartCount`` (the Go SDK's OpenAPIPod), None when the answer has no pods."""
+    if not job.get("enableFaultTolerance"):
+        return 0
+    counts = [p.get("restartCount") for p in ((job.get("podList") or {}).get("pods")) or [] if isinstance(p, dict)]
+    numbers = [c for c in counts if isinstance(c, int) and not isinstance(c, bool)]
+    return max(numbers) if numbers else None
 
 
 def event_of(event: Mapping[str, Any]) -> Event:
-    return Event(str(event.get("reason") or ""), str(event.get("type") or "Normal"), str(event.get("message") or ""),
+    """One AIHC event; a fault-tolerance restart or a hang in the seam's words (:data:`RESTARTED`, :data:`HUNG`)."""
+    reason = str(event.get("reason") or "")
+    if _HANG_REASON.search(reason):
+        reason = HUNG
+    elif _RESTART_REASON.search(reason):
+        reason = RESTARTED
+    return Event(reason, str(event.get("type") or "Normal"), str(event.get("message") or ""),
                  _seconds(event.get("lastTimestamp") or event.get("firstTimestamp") or event.get("time")))
 
 

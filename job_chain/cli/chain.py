@@ -96,6 +96,14 @@ def validate(chain_file: str, use_local: bool) -> None:
         f"{len(chain.steps)} steps"
     where = "on Slurm" if chain.engine == "slurm" else f"resource pool {chain.pool}"
     click.echo(f"{chain_file}: OK, {expanded}, {where}")
+    from job_chain.rules.retry import composition
+
+    said = set()
+    for step in chain.steps:  # a step with AIHC's fault tolerance and retries of its own: how they compose
+        text = composition(step, chain.engine_restarts(step))
+        if text and (step.group or step.name) not in said:
+            said.add(step.group or step.name)
+            click.echo(text)
 
 
 @click.command()

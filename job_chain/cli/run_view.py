@@ -113,7 +113,7 @@ def _step_row(status: RunStatus, s: StepStatus, fmt: str, with_reason: bool, wit
     started = _local(s.started)
     row: List[Cell] = [
         str(s.index), ("  " if s.group else "") + s.label + (f" ({s.removed})" if s.removed else ""),
-        styled_status(s.status), str(s.attempt or "-"),
+        styled_status(s.status), _attempt_cell(s),
         "-" if s.exit_code is None else str(s.exit_code), s.job_id or "-",
         started.strftime(fmt) if started else "-", human_duration(s.duration())]
     if status.graph:  # what each step waits for: the graph, one row per step
@@ -123,6 +123,12 @@ def _step_row(status: RunStatus, s: StepStatus, fmt: str, with_reason: bool, wit
     if with_reason:
         row.append(s.why() or "")
     return row
+
+
+def _attempt_cell(s: StepStatus) -> str:
+    """``2`` or ``2 (restarted by AIHC ×1)``: the latest attempt, and AIHC's own restarts of its job."""
+    restarted = s.attempts[-1].restarted() if s.attempts else ""
+    return f"{s.attempt or '-'}" + (f" ({restarted})" if restarted else "")
 
 
 def _group_row(status: RunStatus, group: Dict[str, Any], with_reason: bool, with_gpus: bool,

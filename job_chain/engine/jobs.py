@@ -18,6 +18,9 @@ LABEL_RUN = "job-chain/run"
 LABEL_STEP = "job-chain/step"
 LABEL_ATTEMPT = "job-chain/attempt"
 FAILED_PHASES = frozenset({"Failed", "Unknown"})  # a pod that ended badly, or that the engine lost
+# what an engine's own fault tolerance said, in the seam's words (each engine maps its own reasons to these)
+RESTARTED = "EngineRestarted"  # the engine restarted the job itself (AIHC's fault tolerance)
+HUNG = "EngineHangDetected"  # the engine found the job hung: no pod wrote to its log for its hang-detection time
 
 
 class Pod(NamedTuple):
@@ -49,6 +52,10 @@ class Job(NamedTuple):
     step: Optional[str] = None
     attempt: Optional[int] = None
     pods: Tuple[Pod, ...] = ()
+    # how many times the engine's own fault tolerance restarted this job (AIHC's ``faultTolerance``):
+    # None when this answer does not say (a listed job has no pods) and the engine may restart it;
+    # its events say it then (:data:`RESTARTED`)
+    restarts: Optional[int] = 0
 
     @property
     def pod_names(self) -> Tuple[str, ...]:
@@ -57,7 +64,8 @@ class Job(NamedTuple):
 
 class Event(NamedTuple):
     """Something the engine said about a job or a pod: ``kind`` its reason word (``JobFailed``,
-    ``FailedMount``, …), ``severity`` ``Normal`` or ``Warning``."""
+    ``FailedMount``, …, or :data:`RESTARTED` / :data:`HUNG` for its own fault tolerance),
+    ``severity`` ``Normal`` or ``Warning``."""
 
     kind: str
     severity: str

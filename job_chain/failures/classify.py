@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any, Dict, Iterable, List, Optional, Pattern, Sequence, Tuple
 
+from job_chain.engine.jobs import HUNG, RESTARTED
 from job_chain.failures.signatures import CLASSES, SIGNATURES, VERDICT
 from job_chain.util.user_regex import PatternTimeout, compile_user, first_matches
 
@@ -241,7 +242,7 @@ PLATFORM_EVENTS = {
     "FailedLaunch": "the job could not be started (the event says why): fix it, then resume the run",
     "Evicted": "the node evicted the pod (it ran out of memory or disk): retry, on other nodes if it repeats",
 }
-NOT_A_CAUSE = frozenset({"Error", "FailedToStartFaultTolerance", "JobFailed", "ExitedWithCode"})
+NOT_A_CAUSE = frozenset({"Error", "FailedToStartFaultTolerance", "JobFailed", "ExitedWithCode", RESTARTED})
 EVENT_CHARS = 300  # of an event's message, kept and shown
 
 
@@ -265,6 +266,24 @@ def platform_cause(events: Iterable[Any], reason: str, logged: bool) -> Optional
                        "AIHC's reason is all it says: look at 'job-chain jobs events' for the job, fix, then resume "
                        "the run", words=f"platform ({text})")
     return None
+
+
+ENGINE_HANG = "aihc-hang-detection"  # the signature name of a hang the engine itself found
+
+
+def engine_hang(events: Sequence[Any]) -> Optional[Failure]:
+    """``hang`` when the engine's own hang detection ended the job's last run: its newest hang event
+    (:data:`~job_chain.engine.jobs.HUNG`) came after its newest restart (``events`` as the engine
+    lists them, newest first; by time where times differ). None otherwise."""
+    ordered = sorted(events, key=lambda e: -(e.time or 0.0))  # stable: the engine's order among equal times
+    last = next((e for e in ordered if e.kind in (HUNG, RESTARTED)), None)
+    if last is None or last.kind != HUNG:
+        return None
+    message = " ".join(last.message.split())[:EVENT_CHARS]
+    return Failure("hang", ENGINE_HANG, message, explanation="AIHC's hang detection found no pod writing to its "
+                   "log for the job's hangDetectionTimeoutMinutes and its fault tolerance ended the job: typically "
+                   "a collective stuck on a dead peer or a data loader that stopped; a retry (elsewhere) usually "
+                   "helps", words=f"hung ({message}) (AIHC's hang detection)")
 
 
 def _unknown_explanation(exit_code: Optional[int]) -> str:

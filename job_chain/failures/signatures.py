@@ -26,7 +26,8 @@ CLASSES: Dict[str, str] = {
              "(Xid, ECC), storage I/O errors. Usually worth a retry, on other nodes if it repeats.",
     "oom": "memory ran out: CUDA out of memory, or the host's OOM killer. A retry fails the same way unless "
            "something changes.",
-    "hang": "killed by hangTimeout: the step printed nothing for that long.",
+    "hang": "the step printed nothing for too long: killed by its hangTimeout, or found hung by AIHC's hang "
+            "detection (faultToleranceConfig.enabledHangDetection).",
     "timeout": "killed by timeout: the step ran longer than allowed.",
     "user": "the step's own code or data: a Python exception, a missing file or module, a failed assertion, a "
             "shell error. A retry fails the same way.",

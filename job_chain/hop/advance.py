@@ -223,6 +223,13 @@ class _Hop:
             spec = checkpoint_of(self.chain, step, run_id)
             checkpoint = last_complete(spec)
             saved = saved_at(spec) if checkpoint and spec else None
+        if exit_code != 0 and not self.cached:  # AIHC restarts it: not ours to decide yet
+            from job_chain.hop.failure import left_to_engine
+
+            left = left_to_engine(self, self.chain.named(name), attempt)  # type: ignore[arg-type]
+            if left is not None:
+                log(f"step {name}: attempt {attempt} failed (exit code {exit_code}); {left}")
+                return exit_code
         if records is not None:  # before anything can fail: status shows it
             try:
                 self.recorded = records.record_exit(run_id, name, attempt, exit_code,

@@ -3,7 +3,8 @@
 Runs only when the user's script exited non-zero, so a hop that succeeded never reads a log.
 The cause comes from every pod's log tail (this pod first) unless another pod of the same job
 already kept one; the decision (retry or not, which budget) is :func:`job_chain.rules.retry.decide`;
-a retry of a step with ``checkpoint`` is told the last complete checkpoint.
+a retry of a step with ``checkpoint`` is told the last complete checkpoint. A failure AIHC's own
+fault tolerance will restart is left to it (:func:`left_to_engine`): nothing is decided or recorded.
 """
 
 from __future__ import annotations
@@ -14,6 +15,31 @@ from job_chain.errors import JobChainError
 from job_chain.failures.classify import Failure
 from job_chain.spec.model import Step
 from job_chain.util.log import log
+
+
+def left_to_engine(hop: Any, step: Step, attempt: int) -> Optional[str]:
+    """Why this failed attempt is AIHC's to restart, not job-chain's to decide (None: job-chain's):
+    the step's job has fault tolerance with restarts left (:func:`job_chain.rules.retry.left_to_engine`),
+    counted from the job answer and its events. When they cannot be read, the failure is left to
+    AIHC too: a job-chain retry beside AIHC's restart would run the step twice at once."""
+    from job_chain.engine.deadline import submit_with_deadline
+    from job_chain.engine.jobs import RESTARTED
+    from job_chain.rules.retry import left_to_engine as rule
+
+    limit = hop.chain.engine_restarts(step)
+    if limit <= 0:
+        return None
+    try:
+        job_id = hop.job_id(step.name, attempt)
+        if job_id is None:
+            raise JobChainError("this attempt's job was not found")
+        job = hop.job(job_id)
+        events = submit_with_deadline(lambda: hop.client.events(hop.chain.pool, job_id), hop.deadline,
+                                      on_unreachable=hop.refresh)
+    except JobChainError as exc:
+        log(f"step {step.name}: cannot read how many times AIHC restarted this job ({exc}); leaving it to AIHC")
+        return rule(limit, 0)
+    return rule(limit, max(job.restarts or 0, sum(1 for e in events if e.kind == RESTARTED)))
 
 
 def diagnose(hop: Any, step: Step, attempt: int, exit_code: int, known: Optional[Failure] = None,

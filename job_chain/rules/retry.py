@@ -5,6 +5,13 @@ a cause not named gets 0). A cause's budget counts the failures of that cause am
 attempts in the current revision. ``retryOnExitCodes`` keeps its meaning with either form: only
 those exit codes (and 124, a timeout) are retried. Pure: the advancing job, ``status`` and the
 console all decide with this one function.
+
+AIHC's own fault tolerance (``faultTolerance``) restarts a failed job itself, the same attempt, up
+to its limit: job-chain's budget starts where AIHC's ended (:func:`left_to_engine`). While AIHC has
+restarts left, job-chain neither retries nor fails the step; once they are used up, the failure
+is job-chain's, and its retries (new jobs, new attempts) are counted apart from AIHC's restarts
+(each new job is restarted by AIHC again). A step with fault tolerance and no ``retries`` gets no
+retry from job-chain: never a second layer the user did not ask for (:func:`composition`).
 """
 
 from __future__ import annotations
@@ -51,6 +58,33 @@ def decide(step: Step, attempt: int, exit_code: int, causes: Sequence[str] = ())
     if not code_ok:
         return Decision(False, cause, left, f"exit code {exit_code} is not in retryOnExitCodes")
     return Decision(True, cause, left)
+
+
+def left_to_engine(limit: int, restarted: int) -> Optional[str]:
+    """Whether a failed attempt is left to the engine's own fault tolerance, which restarts the same
+    job (``limit``: its restarts, :meth:`~job_chain.spec.model.Chain.engine_restarts`; ``restarted``:
+    how many it made so far): the sentence that says so, or None when they are used up (or there are
+    none) and job-chain decides, with its own budget, untouched by them."""
+    if restarted >= limit:
+        return None
+    return (f"AIHC's fault tolerance restarts this job itself (restart {restarted + 1} of {limit}); job-chain "
+            "neither retries nor fails the step until those restarts are used up")
+
+
+def composition(step: Step, limit: int) -> Optional[str]:
+    """What AIHC's restarts (``limit`` per job) and the step's own retries make together, said when a
+    step sets both (``validate``); None when it does not."""
+    retries = sum(step.retry_budgets.values()) if step.retry_budgets is not None else step.retries
+    if limit <= 0 or retries <= 0:
+        return None
+    times = "time" if limit == 1 else "times"
+    own = (f"its retries per cause (at most {retries} in all)" if step.retry_budgets is not None
+           else f"jobChain.retries ({retries})")
+    return (f"step {step.display}: AIHC's fault tolerance restarts a failed job up to {limit} {times} itself (the same "
+            f"attempt); only when those are used up does job-chain retry it, by {own}, each retry a new job that "
+            f"AIHC restarts up to {limit} {times} again: the script runs at most {(limit + 1) * (retries + 1)} times. "
+            "Counted apart: AIHC's restarts never use job-chain's budget "
+            "(docs/failures.md, \"AIHC's fault tolerance\")")
 
 
 def retry_sentence(step: Step, attempt: int, decision: Decision, failure: Any,

@@ -137,6 +137,16 @@ class Chain:
             self._cached = (self.steps, len(self.steps), by_index, waiting, {s.name: s for s in self.steps})
         return self._cached[2], self._cached[3], self._cached[4]
 
+    def engine_restarts(self, step: Step) -> int:
+        """How many times the engine restarts a failed job of ``step`` itself, the same attempt,
+        before job-chain sees the failure: AIHC's ``faultTolerance`` (:func:`job_chain.aihc.spec.restart_limit`);
+        0 on Slurm, which ignores it."""
+        if self.engine != "aihc":
+            return 0
+        from job_chain.aihc.spec import restart_limit
+
+        return restart_limit(step.body)
+
     def step(self, index: int) -> Optional[Step]:
         """The step at this position (its display number)."""
         return self._maps()[0].get(index)

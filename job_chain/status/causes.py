@@ -52,11 +52,24 @@ def classify_job(client: Any, pool: str, job_id: str, step: Step, exit_code: Opt
     """The cause of one failed job, from every pod's log tail (the step's failureRules first); its
     matching line with the step's secret env values hidden (:mod:`job_chain.util.redaction`), as the
     log view hides them: the line is kept in the record, and shown and sent from there."""
+    hung = _engine_hang(client, pool, job_id, step)
+    if hung is not None:  # the engine's own verdict: its pods were stopped, their logs say nothing more
+        return hung
     tails = pod_tails(client, pool, job_id, first)
     found = classify(tails, step.failure_rules, exit_code)
     if found.cls == "unknown" and not found.signature:  # no log line matched: does the platform say why?
         found = _platform(client, pool, job_id, any(text.strip() for _, text in tails)) or found
     return found.redacted(env_secrets(step.body))
+
+
+def _engine_hang(client: Any, pool: str, job_id: str, step: Step) -> Optional[Failure]:
+    """``hang`` when AIHC's hang detection (on in the step's body) ended the job, from its events."""
+    from job_chain.aihc.spec import hang_minutes
+    from job_chain.failures.classify import engine_hang
+
+    if hang_minutes(step.body) is None:
+        return None
+    return engine_hang(as_engine(client).events(pool, job_id))
 
 
 def _platform(client: Any, pool: str, job_id: str, logged: bool) -> Optional[Failure]:

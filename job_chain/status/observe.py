@@ -17,7 +17,7 @@ from typing import Any, Dict, List, Optional, Set, Tuple
 from job_chain.aihc.engine import as_engine
 from job_chain.engine.jobs import EngineError, Event, Job
 from job_chain.engine.states import SUCCEEDED
-from job_chain.status.types import CLOCK_SKEW_ALLOWANCE, Attempt, attempt_of, explain
+from job_chain.status.types import CLOCK_SKEW_ALLOWANCE, Attempt, attempt_of, explain, restarts_from
 
 PAGE_WORTH = 5  # a listed page must hold this many wanted jobs, else the rest are asked for by id
 BY_ID_WIDTH = 8  # get_job calls in flight at once
@@ -143,12 +143,16 @@ def _merge(engine: Any, pool: str, cache: Dict[str, Attempt], final: Set[str], s
     for job_id, item in seen.items():
         if job_id in final:
             continue  # finished and explained before
-        if item.terminal and item.status not in SUCCEEDED and explain_failures:
-            events = _events(engine, pool, job_id)
+        failed = item.terminal and item.status not in SUCCEEDED
+        # a look (not a hop) reads a failed job's events, and those of a job the engine may have restarted
+        events = _events(engine, pool, job_id) if explain_failures and (failed or item.restarts is None) else None
+        if events is not None and item.restarts is None:  # the engine may have restarted it: its events say
+            item = restarts_from(item, events)
+        if failed and explain_failures:
             if events is not None:
                 item = explain(item, events)
                 settled.add(job_id)
-        elif item.terminal and item.status in SUCCEEDED:
+        elif item.terminal and item.status in SUCCEEDED and item.restarts is not None:
             settled.add(job_id)
         merged[job_id] = item
     attempts = sorted(merged.values(), key=lambda a: (a.step, a.attempt))

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
-from job_chain.engine.jobs import Event, Job
+from job_chain.engine.jobs import RESTARTED, Event, Job
 from job_chain.engine.states import FAILED, SUCCEEDED, TERMINAL
 from job_chain.rules.facts import RunFacts, StepKey  # noqa: F401 - re-exported: what a look returns
 
@@ -72,6 +72,9 @@ class Attempt:
     gpu_hours: Optional[float] = None
     cached: Optional[Dict[str, Any]] = None  # a reused success: {"run", "step", "attempt", "key", "savedGpuHours"}
     lost_gpu_hours: Optional[float] = None  # of those, lost (status/cost.lost_hours); 0 unless it failed
+    # how many times the engine's own fault tolerance (AIHC's) restarted this attempt's job: the same
+    # attempt ran again, no job-chain retry; None while not known (its events are read for it)
+    restarts: Optional[int] = 0
 
     @property
     def terminal(self) -> bool:
@@ -98,12 +101,18 @@ class Attempt:
             data["resumeFrom"] = {"iteration": self.resume_from[0], "checkpoint": self.resume_from[1]}
         if self.cached is not None:
             data["cached"] = self.cached
+        if self.restarts:
+            data["engineRestarts"] = self.restarts
         return data
+
+    def restarted(self) -> str:
+        """``restarted by AIHC ×2`` when AIHC's fault tolerance restarted this attempt's job, else ""."""
+        return f"restarted by AIHC ×{self.restarts}" if self.restarts else ""
 
     def to_cache(self) -> Dict[str, Any]:
         return {"step": self.step, "attempt": self.attempt, "jobId": self.job_id, "status": self.status,
                 "exitCode": self.exit_code, "reason": self.reason or None, "started": iso(self.started),
-                "finished": iso(self.finished), "runningAt": iso(self.running)}
+                "finished": iso(self.finished), "runningAt": iso(self.running), "restarts": self.restarts}
 
     @classmethod
     def from_cache(cls, data: Mapping[str, Any]) -> Optional[Attempt]:
@@ -111,7 +120,8 @@ class Attempt:
             return cls(str(data["step"]), int(data["attempt"]), str(data["jobId"]), str(data["status"]),
                        _parse_iso(data.get("started")), _parse_iso(data.get("finished")),
                        None if data.get("exitCode") is None else int(data["exitCode"]), str(data.get("reason") or ""),
-                       _parse_iso(data.get("runningAt")))
+                       _parse_iso(data.get("runningAt")),
+                       restarts=None if data.get("restarts") is None else int(data["restarts"]))
         except (KeyError, TypeError, ValueError):
             return None
 
@@ -333,7 +343,7 @@ def attempt_of(job: Job, run_id: str) -> Optional[Attempt]:
     if job.run_id != run_id or not job.step or job.attempt is None:
         return None
     return Attempt(job.step, job.attempt, job.id, job.status, utc(job.created), utc(job.finished),
-                   job.exit_code, running=utc(job.running))
+                   job.exit_code, running=utc(job.running), restarts=job.restarts)
 
 
 _EXIT_CODE = re.compile(r"(?:exited with code|exitCode:)\s*(-?\d{1,4})\b")
@@ -347,6 +357,7 @@ def explain(attempt: Attempt, events: Iterable[Event]) -> Attempt:
     """
     exit_code, reason = attempt.exit_code, ""
     warnings = []
+    events = list(events)
     for event in events:
         message = event.message
         found = _EXIT_CODE.search(message)
@@ -354,8 +365,15 @@ def explain(attempt: Attempt, events: Iterable[Event]) -> Attempt:
             exit_code = int(found.group(1))
         if event.kind in ("JobFailed", "JobStopped", "FailedMount") and not reason:
             reason = message
-        elif event.severity == "Warning" and message:
+        elif event.severity == "Warning" and message and event.kind != RESTARTED:
             warnings.append(message)
     if not reason and warnings:
         reason = warnings[0]
     return replace(attempt, exit_code=exit_code, reason=reason or attempt.reason)
+
+
+def restarts_from(attempt: Attempt, events: Iterable[Event]) -> Attempt:
+    """``attempt`` with how many times the engine restarted its job, counted in its events when its
+    job answer did not say (:data:`~job_chain.engine.jobs.RESTARTED`)."""
+    counted = sum(1 for e in events if e.kind == RESTARTED)
+    return replace(attempt, restarts=max(counted, attempt.restarts or 0))
