@@ -116,3 +116,16 @@ def test_pool_and_credentials_from_a_chain_file(shared_server: Any, finished_job
                                 env={"JOB_CHAIN_CREDENTIALS": None, "AIHC_RESOURCE_POOL_ID": None,
                                      "AIHC_HOST": None, "AIHC_AK": None, "AIHC_SK": None})
     assert finished_job in [j["jobId"] for j in json.loads(ok(result))]
+
+
+def test_metrics_over_v2_take_the_pages_times_and_a_bad_step_is_one_line(shared_server: Any, finished_job: str) -> None:
+    """Issue 30 item 4: `jobs metrics --api-version v2` sends DescribeJobMetrics (it said v2 had no
+    metrics action); --start/--end take ISO 8601 or unix seconds, --step 5m/30s/1h."""
+    cpu = json.loads(ok(jobs(shared_server, "metrics", finished_job, "--type", "CpuTime", "--api-version", "v2",
+                             "--start", "2020-01-01T00:00:00Z", "--step", "1h", "--json")))
+    assert {p["podName"] for p in cpu["podMetrics"]} == {"cli-done-master-0", "cli-done-worker-0"}
+    table = ok(jobs(shared_server, "metrics", finished_job, "--type", "GpuUsage", "--api-version", "v2"))
+    assert "no such device" in table and "cli-done-master-0" in table
+    bad = jobs(shared_server, "metrics", finished_job, "--type", "CpuTime", "--step", "5x")
+    assert bad.exit_code == 2 and "must be a duration like 5m, 30s or 1h" in bad.output, bad.output
+    assert "Traceback" not in bad.output

@@ -265,17 +265,19 @@ def test_metrics_real_cpu_samples(shared_server: LocalServer) -> None:
     idle_id = client.create_job(pool, job_body("idle", "sleep 3"))["jobId"]
     shared_server.wait_status(job_id, "Succeeded", timeout=30)
     shared_server.wait_status(idle_id, "Succeeded", timeout=30)
-    cpu = client.job_metrics(pool, job_id, "CpuUsage")
+    cpu = client.job_metrics(pool, job_id, "CpuUsage", time_step=1)  # the default is AIHC's 5 minutes
     points = cpu["podMetrics"][0]["metrics"]
-    idle = client.job_metrics(pool, idle_id, "CpuUsage")["podMetrics"][0]["metrics"]
+    idle = client.job_metrics(pool, idle_id, "CpuUsage", time_step=1)["podMetrics"][0]["metrics"]
     # real samples: a busy loop shows CPU use and a sleep none (how much the loop gets depends on
     # what else the machine runs, so the figure is compared with the idle pod's, not a fixed share)
     assert len(points) >= 2 and max(p["value"] for p in points) > max([p["value"] for p in idle] + [0.0]) + 5
     assert all(isinstance(p["time"], int) for p in points)
-    mem = client.job_metrics(pool, job_id, "MemoryAllocation")["podMetrics"][0]["metrics"]
+    mem = client.job_metrics(pool, job_id, "MemoryAllocation", time_step=1)["podMetrics"][0]["metrics"]
     assert mem and all(p["value"] > 0 for p in mem)
     coarse = client.job_metrics(pool, job_id, "CpuUsage", time_step=3600)["podMetrics"][0]["metrics"]
     assert 1 <= len(coarse) <= 2
+    by_default = client.job_metrics(pool, job_id, "CpuUsage")["podMetrics"][0]["metrics"]
+    assert 1 <= len(by_default) <= 2 and all(p["time"] % 300 == 0 for p in by_default)  # 5-minute points
     late = client.job_metrics(pool, job_id, "CpuUsage", start_time=int(time.time()) + 60)
     assert late["podMetrics"][0]["metrics"] == []
     with pytest.raises(AIHCError) as info:

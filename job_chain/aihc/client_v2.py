@@ -13,6 +13,7 @@ from typing import Any, Dict, List, Optional
 from job_chain.aihc import v2
 from job_chain.aihc.client import FRAMEWORK, AIHCClient
 from job_chain.aihc.errors import AUTH_CODES, AIHCError
+from job_chain.aihc.timefmt import iso_utc, step_text
 
 JOB_HEADERS = {b"X-API-Version": b"v2"}  # the job pages' header (and the SDK's job client)
 POOL_HEADERS = {b"version": b"v2"}  # the pool and queue pages' header (and both SDKs')
@@ -129,8 +130,17 @@ class AIHCClientV2(AIHCClient):
 
     def job_metrics(self, pool: str, job_id: str, metric_type: str, *, start_time: Optional[int] = None,
                     end_time: Optional[int] = None, time_step: Optional[int] = None) -> Dict[str, Any]:
-        raise AIHCError("job metrics have no OpenAPI v2 action; use --api-version v1 for metrics",
-                        code="NotInV2")
+        """DescribeJobMetrics (the page 4mayvot8u): times sent as ISO 8601 and the step as ``5m``,
+        as the pages write them → v1's ``{"jobId", "podMetrics"}`` (and a ``message`` if any)."""
+        answer = self.action("DescribeJobMetrics", pool, {
+            "jobId": job_id, "metricType": metric_type,
+            "startTime": None if start_time is None else iso_utc(start_time),
+            "endTime": None if end_time is None else iso_utc(end_time),
+            "timeStep": None if time_step is None else step_text(time_step)})
+        result = {"jobId": answer.get("jobId") or job_id, "podMetrics": answer.get("podMetrics") or []}
+        if answer.get("message"):
+            result["message"] = answer["message"]
+        return result
 
     def job_nodes(self, pool: str, job_id: str) -> Dict[str, Any]:
         return v2.nodes_from_v2(self.action("DescribeJobNodes", pool, {"jobId": job_id},

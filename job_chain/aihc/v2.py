@@ -39,7 +39,7 @@ ACTIONS: Tuple[Tuple[str, str, str, str], ...] = (
     ("job_nodes", "GET /api/v1/aijobs/{jobId}/nodes", "get_aijob_nodes", "DescribeJobNodes"),
     ("webterminal", "GET /api/v1/aijobs/{jobId}/pods/{podName}/webterminal", "get_webterminal",
      "DescribeJobWebterminal"),
-    ("job_metrics", "GET /api/v1/aijobs/{jobId}/metrics", "get_aijob_metrics", "(none)"),
+    ("job_metrics", "GET /api/v1/aijobs/{jobId}/metrics", "get_aijob_metrics", "DescribeJobMetrics"),
     ("pools", "GET /api/v1/resourcepools", "get_all_pools", "DescribeResourcePools"),
     ("pool", "GET /api/v1/resourcepools/{id}", "get_pool", "DescribeResourcePool"),
     ("nodes", "GET /api/v1/resourcepools/{id}/nodes", "get_all_nodes", "(none)"),

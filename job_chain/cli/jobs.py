@@ -238,19 +238,42 @@ def logs_cmd(client: Any, job_id: str, pod: Optional[str], follow: bool, tail: O
         follow_logs(client, pool_id, job_id, pod_name, tail, follow)
 
 
+def _metric_time(ctx: click.Context, param: click.Parameter, value: Optional[str]) -> Optional[int]:
+    from job_chain.aihc.timefmt import metric_instant
+
+    try:
+        return None if value is None else metric_instant(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+def _metric_step(ctx: click.Context, param: click.Parameter, value: Optional[str]) -> Optional[int]:
+    from job_chain.aihc.timefmt import metric_step
+
+    try:
+        return None if value is None else metric_step(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
 @jobs.command("metrics")
 @click.argument("job_id")
 @click.option("--type", "metric_type", required=True,
               help="CpuUsage, MemoryUsage, CpuTime, MemoryAllocation, GpuUsage, … (AIHC's metric types).")
-@click.option("--start", "start_time", type=int, default=None, help="Unix seconds.")
-@click.option("--end", "end_time", type=int, default=None, help="Unix seconds.")
-@click.option("--step", "time_step", type=int, default=None, help="Seconds between points.")
+@click.option("--start", "start_time", callback=_metric_time, default=None,
+              help="From (ISO 8601 like 2026-01-15T14:00:00Z, or unix seconds; default: the earliest there is).")
+@click.option("--end", "end_time", callback=_metric_time, default=None,
+              help="Until (ISO 8601 or unix seconds; default: now).")
+@click.option("--step", "time_step", callback=_metric_step, default=None,
+              help="Time between points: 5m, 30s, 1h or seconds (AIHC's default: 5m).")
 @pool_option
 @JSON_FLAG
 @with_client(read_only=True)
 def metrics_cmd(client: Any, job_id: str, metric_type: str, start_time: Optional[int],
                 end_time: Optional[int], time_step: Optional[int], pool: Optional[str], as_json: bool) -> None:
-    """Show a job's monitoring series per pod."""
+    """Show a job's monitoring series per pod (v1 GET .../metrics, v2 DescribeJobMetrics). The local
+    server measures CPU and memory of its pods' processes; it has no GPU, so GPU, RDMA, PCIe and
+    NVLink series are empty and say so."""
     from job_chain.cli.render import print_table
 
     result = client.job_metrics(resolve_pool(pool), job_id, metric_type, start_time=start_time,

@@ -19,7 +19,7 @@ from job_chain.local.errors import INAPPROPRIATE, BadRequest, IdempotencyMismatc
 from job_chain.local.executor import Executor, utc_event_time
 from job_chain.local.host import HOSTNAME
 from job_chain.local.metrics import job_metrics
-from job_chain.local.params import parse_int, parse_time
+from job_chain.local.params import parse_int, parse_metric_window, parse_time
 from job_chain.local.pod_process import pod_paths
 from job_chain.local.pool_views import PoolViews
 from job_chain.local.shapes import iso_time
@@ -289,15 +289,16 @@ class Backend:
                 "nextMarker": "" if after is None else pod_log.make_marker(job_id, pod, after)}
 
     def metrics(self, pool: str, job_id: str, metric: Optional[str], start: Optional[str],
-                end: Optional[str], step: Optional[str]) -> Dict[str, Any]:
+                end: Optional[str], step: Optional[str], code: str = "") -> Dict[str, Any]:
+        """GET .../metrics and DescribeJobMetrics: ``metricType`` required; ``startTime``/``endTime``
+        unix seconds or ISO 8601; ``timeStep`` like 5m, 30s, 1h or seconds, default 5 minutes (the
+        pages). A bad value is a 400 naming the parameter (``code``: v1's InvalidParameter unless given)."""
         self.find_job(pool, job_id)
         if not metric:
-            raise BadRequest("metricType is required, e.g. CpuUsage")
+            raise BadRequest("metricType is required, e.g. CpuUsage", code=code)
+        window = parse_metric_window(start, end, step, code)
         pods = [p["name"] for p in self.store.pods(job_id)]
-        return job_metrics(self.store, job_id, pods, metric,
-                           parse_int("startTime", start, minimum=0),
-                           parse_int("endTime", end, minimum=0),
-                           parse_int("timeStep", step, minimum=1))
+        return job_metrics(self.store, job_id, pods, metric, *window)
 
     def nodes(self, pool: str, job_id: str) -> Dict[str, Any]:
         """v1: ``{"jobID", "nodeName"}`` (seed 001; the Go SDK reads ``jobId`` case-insensitively)."""

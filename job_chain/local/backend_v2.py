@@ -25,6 +25,7 @@ Query = Mapping[str, str]
 JOB_ACTIONS = (
     "CreateJob", "DescribeJobs", "DescribeJob", "DeleteJob", "ModifyJob", "StopJob", "DescribeJobEvents",
     "DescribePodEvents", "DescribeJobLogs", "DescribeJobNodes", "DescribeJobWebterminal",  # the 2026 pages' names
+    "DescribeJobMetrics",
     "DescribeJobPodEvents", "DescribeJobNodeNames", "GetJobWebTerminalUrl",  # the SDK's names for the same
 )
 POOL_ACTIONS = ("DescribeResourcePools", "DescribeResourcePool", "DescribeQueues", "DescribeQueue")
@@ -227,6 +228,17 @@ class BackendV2:
                                  self._field(body, "maxLines"), self._field(body, "chunkSize"), end=times[1],
                                  keywords=keywords or None, marker=self._field(body, "marker") or None,
                                  default_chunk=1)
+
+    def DescribeJobMetrics(self, query: Query, body: Dict[str, Any]) -> Dict[str, Any]:  # noqa: N802
+        """The page's (4mayvot8u) body: ``jobId``, ``metricType`` (required), ``startTime``/``endTime``
+        (ISO 8601 as the pages write times, or unix seconds) and ``timeStep`` (``5m``, ``30s``,
+        ``1h``; default 5 minutes). The answer is v1's result, flat: ``jobId``, ``podMetrics`` [{``podName``,
+        ``metrics`` [{``time``, ``value``}]}]; a device this machine lacks (GPU, RDMA, …) answers
+        each pod's series empty, with a ``message`` saying so."""
+        job = self._job(query, body)
+        return self.backend.metrics(job["pool"], job["id"], self._required(body, "metricType"),
+                                    self._field(body, "startTime"), self._field(body, "endTime"),
+                                    self._field(body, "timeStep"), code=INAPPROPRIATE)
 
     def DescribeJobNodes(self, query: Query, body: Dict[str, Any]) -> Dict[str, Any]:  # noqa: N802
         """``{jobId, nodes}`` (the 2026 page, 2mayvq994)."""

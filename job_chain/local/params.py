@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import calendar
 import time
-from typing import Optional
+from typing import Optional, Tuple
 
+from job_chain.aihc.timefmt import METRIC_STEP_DEFAULT, metric_instant, metric_step
 from job_chain.local.errors import BadRequest
 from job_chain.util.jsonfile import describe
 
@@ -51,3 +52,23 @@ def parse_time(name: str, value: Optional[str]) -> Optional[float]:
         except ValueError:
             continue
     raise BadRequest(f"{name} must be unix seconds or like 2024-07-15T16:52:50Z, got {describe(value, 40)}")
+
+
+def parse_metric_window(start: Optional[str], end: Optional[str], step: Optional[str],
+                        code: str = "") -> Tuple[Optional[int], Optional[int], int]:
+    """The metrics API's ``startTime``, ``endTime`` (unix seconds or ISO 8601) and ``timeStep``
+    (``5m``, ``30s``, ``1h`` or seconds; default 5 minutes, as the pages say); a bad one is a 400
+    naming it."""
+    times = []
+    for name, value in (("startTime", start), ("endTime", end)):
+        try:
+            times.append(None if value is None or value == "" else metric_instant(value))
+        except ValueError as exc:
+            raise BadRequest(f"{name} {exc}", code=code) from None
+    try:
+        seconds = METRIC_STEP_DEFAULT if step is None or step == "" else metric_step(step)
+    except ValueError as exc:
+        raise BadRequest(f"timeStep {exc}", code=code) from None
+    if times[0] is not None and times[1] is not None and times[1] < times[0]:
+        raise BadRequest(f"endTime ({end}) is before startTime ({start})", code=code)
+    return times[0], times[1], seconds

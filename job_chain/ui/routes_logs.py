@@ -105,7 +105,7 @@ def register(app: FastAPI, pages: Pages) -> None:
         start_ts = int(start.timestamp()) - 60 if start else int(time.time()) - 3600
         end_ts = int(end.timestamp()) + 60 if end else int(time.time())
         out: Dict[str, Dict[str, Dict[str, List[float]]]] = {}
-        # not a JobsAPI call: AIHC's clients have it (v2's answers an error), another client has no charts
+        # not a JobsAPI call: AIHC's clients have it (v1 and v2), another engine's client has no charts
         job_metrics: Optional[Callable[..., Dict[str, Any]]] = getattr(client, "job_metrics", None)
         if job_metrics is None:
             return JSONResponse({"metrics": out, "live": not end})
