@@ -71,6 +71,17 @@ def test_a_job_that_keeps_writing_is_not_hung_and_v2_args_turn_detection_on(serv
     assert "HangDetected" in reasons(server, quiet) and "FaultToleranceRestart" not in reasons(server, quiet)
 
 
+def test_a_restarted_server_goes_on_watching_an_adopted_job_for_hangs(server: LocalServer) -> None:
+    body = job_body("adopted-hang", "echo started; sleep 60", faultTolerance=True,
+                    faultToleranceConfig={"enabledHangDetection": True, "hangDetectionTimeoutMinutes": 5,
+                                          "faultToleranceLimit": 0})
+    job_id = server.client().create_job(POOL, body)["jobId"]
+    server.wait_status(job_id, "Running")
+    server.restart()  # the pod lives on; the new server adopts it
+    assert server.wait_status(job_id, "Failed", timeout=20)["status"] == "Failed"
+    assert "HangDetected" in reasons(server, job_id)
+
+
 def test_the_hang_settings_are_read_from_both_forms() -> None:
     from job_chain.aihc.spec import hang_minutes, restart_limit
 

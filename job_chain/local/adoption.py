@@ -100,6 +100,8 @@ class Adoption:
             else:
                 self.pods.finish_pod(job["id"], pod["name"], code)
         self.pods.settle_adopted(job["id"])  # a crash may have cut a settle or a stop short
+        if job["status"] == st.RUNNING:  # hang detection goes on watching it (it ends when the job does)
+            self.lifecycle.watch_hang(job)
 
     def _watch_adopted(self, job: Dict[str, Any], name: str, pid: int, create_time: float,
                        log_path: str) -> None:
