@@ -169,3 +169,64 @@ def test_status_reads_and_checks_the_chain_file_once(tmp_path: Path, monkeypatch
     chain.write_text(json.dumps(data))
     shown = CliRunner().invoke(job_chain_cli, ["status", str(chain)], env=env)
     assert shown.exit_code == 0 and "the chain file differs from run" in shown.output, shown.output
+
+
+def _copies(runs_dir: Path, template: str, count: int) -> List[str]:
+    """``count`` copies of run ``template`` put into ``runs_dir`` by hand (no summary), a minute apart,
+    the newest an hour before ``template``'s start."""
+    record = json.loads((runs_dir / template / "run.json").read_text())
+    made = []
+    for i in range(count):
+        started = record["started"] - 3600 - 60 * i
+        run_id = time.strftime("%Y%m%d-%H%M%S", time.gmtime(started)) + f"-{i:04x}"
+        shutil.copytree(runs_dir / template, runs_dir / run_id)
+        (runs_dir / run_id / "run.json").write_text(json.dumps(dict(record, id=run_id, started=started)))
+        made.append(run_id)
+    return made
+
+
+def test_the_console_works_out_only_the_runs_its_page_shows(tmp_path: Path, looks: List[str]) -> None:
+    """Issue 35: a fresh console's first view worked out every run without a summary (19 s for 2,000
+    copied runs); now only the page's rows are, and the next page's when it is asked for."""
+    import re
+    import threading
+
+    import requests
+    import uvicorn
+
+    from job_chain.ui.app import create_app
+    from job_chain.ui.catalog import Catalog
+    from job_chain.ui.security import Guard
+    from job_chain.ui.server import bind_socket
+
+    chain, ids, api = _finished(tmp_path / "team", 1)
+    runs_dir = chain.parent / "chain_info.json.runs"
+    ChainSession.from_file(str(chain), client=api).status(ids[0])  # its job known to the record: no API below
+    copied = _copies(runs_dir, ids[0], 70)
+    for run_id in [ids[0], *copied]:
+        _age(runs_dir / run_id)  # copied a while ago: a look's summary settles at once
+    ChainSession.from_file(str(chain), client=api).summaries(limit=1)  # the original's summary is written
+    sock = bind_socket("127.0.0.1", 0)
+    port = sock.getsockname()[1]
+    app = create_app(Catalog([str(tmp_path)]), Guard.for_bind("127.0.0.1", port, token=False))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        while not server.started:
+            time.sleep(0.01)
+        looks.clear()
+        first = requests.get(f"http://127.0.0.1:{port}/", timeout=60)
+        assert first.status_code == 200
+        shown = re.findall(r'id="r-[^"]+-(\d{8}-\d{6}-[0-9a-f]+)"', first.text)
+        assert shown == [ids[0], *copied[:49]]  # newest first, a page of 50
+        assert sorted(looks) == sorted(copied[:49])  # the page's runs without a summary; none of the 21 others
+        looks.clear()
+        again = requests.get(f"http://127.0.0.1:{port}/", timeout=60)
+        assert again.status_code == 200 and looks == []  # written when worked out
+        second = requests.get(f"http://127.0.0.1:{port}/?page=1", timeout=60)
+        assert re.findall(r'id="r-[^"]+-(\d{8}-\d{6}-[0-9a-f]+)"', second.text) == copied[49:]
+        assert sorted(looks) == sorted(copied[49:])
+    finally:
+        server.should_exit = True
+        thread.join(10)

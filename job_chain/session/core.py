@@ -29,6 +29,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
 from job_chain.aihc.api import JobsAPI
 from job_chain.errors import ChainFileInvalid, JobChainError, UsageError
 from job_chain.record.records import RunRecords
+from job_chain.record.summary import Listed
 from job_chain.rules.revise import Change
 from job_chain.session import cache, logs, look, plan, resume, start, stop, watch
 from job_chain.session.chainfile import ChainFile
@@ -154,6 +155,21 @@ class ChainSession:
         from job_chain.session.summaries import summaries
 
         return summaries(self.context, limit=limit, since=since)
+
+    def listed(self, *, since: Optional[float] = None) -> List[Listed]:
+        """Every run of this chain, newest first, as a list finds it without looking at any: its
+        record, and what its summary says where that stands in (:func:`summary_of` works one out). A
+        page of many chains' runs takes the newest of these and works out only the ones it shows."""
+        from job_chain.session.summaries import listed
+
+        return listed(self.context, since=since)
+
+    def summary_of(self, item: Listed) -> RunSummary:
+        """One run of :meth:`listed` as :meth:`summaries` gives it (a look, once, where its summary
+        is missing or stale)."""
+        from job_chain.session.summaries import summary_of
+
+        return summary_of(self.context, item)
 
     def run(self, run_id: Optional[str] = None) -> Run:
         """One recorded run (default: the latest); :class:`RunNotFound` lists the known ones."""

@@ -16,31 +16,39 @@ from job_chain.session.context import RunContext
 from job_chain.session.runs import Run, RunSummary
 
 
-def summaries(ctx: RunContext, *, limit: Optional[int] = None, since: Optional[float] = None) -> List[RunSummary]:
-    """The chain's runs, newest first: those started at or after ``since`` (epoch seconds), at most
-    ``limit`` of them. A damaged record is listed with why (outcome ``unknown``)."""
+def listed(ctx: RunContext, *, since: Optional[float] = None) -> List[summary.Listed]:
+    """Every run of the chain as the listing found it (newest first; those started at or after
+    ``since``): its ``run.json`` and, where its summary stands in, what that says. Nothing is looked
+    at: a page shows some of these and works out (:func:`summary_of`) only those."""
     from job_chain.record.records import run_start
+
+    found = summary.listing(ctx.records)
+    if since is not None:
+        found = [item for item in found if (run_start(item.run, item.run_id) or 0.0) >= since]
+    return found
+
+
+def summary_of(ctx: RunContext, item: summary.Listed) -> RunSummary:
+    """One listed run as lists show it: from its summary, else from one look (which writes it)."""
     from job_chain.session import look
     from job_chain.status.summary import fields
 
-    out: List[RunSummary] = []
-    for item in summary.listing(ctx.records):
-        if limit is not None and len(out) >= limit:
-            break
-        if since is not None and (run_start(item.run, item.run_id) or 0.0) < since:
-            break  # newest first: every later one is older
-        if item.run is None:
-            out.append(RunSummary(item.run_id, None, "unknown", error=ctx.records.damaged_message(item.run_id)))
-            continue
-        run = Run.from_record(ctx.path, item.run)
-        if item.fields is not None:
-            out.append(RunSummary.of(item.run_id, run, item.fields))
-            continue
-        try:
-            out.append(RunSummary.of(item.run_id, run, fields(look.status(ctx, run.run_id))))
-        except JobChainError as exc:
-            out.append(RunSummary(item.run_id, run, "unknown", error=str(exc)))
-    return out
+    if item.run is None:
+        return RunSummary(item.run_id, None, "unknown", error=ctx.records.damaged_message(item.run_id))
+    run = Run.from_record(ctx.path, item.run)
+    if item.fields is not None:
+        return RunSummary.of(item.run_id, run, item.fields)
+    try:
+        return RunSummary.of(item.run_id, run, fields(look.status(ctx, run.run_id)))
+    except JobChainError as exc:
+        return RunSummary(item.run_id, run, "unknown", error=str(exc))
+
+
+def summaries(ctx: RunContext, *, limit: Optional[int] = None, since: Optional[float] = None) -> List[RunSummary]:
+    """The chain's runs, newest first: those started at or after ``since`` (epoch seconds), at most
+    ``limit`` of them. A damaged record is listed with why (outcome ``unknown``)."""
+    found = listed(ctx, since=since)
+    return [summary_of(ctx, item) for item in (found if limit is None else found[:limit])]
 
 
 _AGO = {"m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}

@@ -11,6 +11,7 @@ from fastapi.responses import HTMLResponse, Response
 from starlette.concurrency import run_in_threadpool
 
 from job_chain.errors import JobChainError
+from job_chain.record.records import run_start
 from job_chain.session.summaries import parse_since
 from job_chain.ui import dag, views
 from job_chain.ui.catalog import Entry, short_names
@@ -35,9 +36,8 @@ def register(app: FastAPI, pages: Pages) -> None:
         entries = catalog.entries()
         names = short_names([e.path for e in entries])
         since_at = parse_since(since) if since in SINCE else None
-        # without an outcome filter a chain's newest runs are enough: the page's, and one to say more follow
-        want = None if outcome else (page + 1) * PAGE + 1
-        rows: List[Dict[str, Any]] = []
+        # every chain's runs as listed (no look), newest first; only those the page shows are worked out
+        listed: List[Tuple[float, str, Entry, Any]] = []
         broken: List[Entry] = []
         for found in entries:
             if chain and found.id != chain:
@@ -45,18 +45,32 @@ def register(app: FastAPI, pages: Pages) -> None:
             if found.session is None:
                 broken.append(found)
                 continue
-            for summary in found.session.summaries(limit=want, since=since_at):
-                if outcome and summary.outcome != outcome:
-                    continue
-                rows.append({"entry": found, "name": names.get(found.path, found.path), "s": summary,
-                             "id": f"r-{found.id}-{summary.run_id}"})
-        rows.sort(key=lambda r: (r["s"].started.timestamp() if r["s"].started else 0.0, r["s"].run_id), reverse=True)
-        shown = rows[page * PAGE:(page + 1) * PAGE]
-        for row in shown:
-            html = pages.env.get_template("_run_row.html").render(r=row)
-            row["digest"] = hashlib.sha1(html.encode("utf-8", "surrogateescape")).hexdigest()[:16]
-            row["html"] = html.replace('<tr class="run-row"', f'<tr data-digest="{row["digest"]}" class="run-row"', 1)
-        return shown, broken, len(rows) > (page + 1) * PAGE
+            listed += [(run_start(item.run, item.run_id) or 0.0, item.run_id, found, item)
+                       for item in found.session.listed(since=since_at)]
+        listed.sort(key=lambda c: (c[0], c[1]), reverse=True)
+
+        def row(found: Entry, item: Any) -> Dict[str, Any]:
+            summary = found.session.summary_of(item)  # type: ignore[union-attr]
+            return {"entry": found, "name": names.get(found.path, found.path), "s": summary,
+                    "id": f"r-{found.id}-{summary.run_id}"}
+
+        if not outcome:  # the page's rows alone: a run with no summary (copied in by hand) is worked out when shown
+            shown = [row(found, item) for _, _, found, item in listed[page * PAGE:(page + 1) * PAGE]]
+            more = len(listed) > (page + 1) * PAGE
+        else:  # by outcome: the newest runs are worked out until the page is full and one more is found
+            rows: List[Dict[str, Any]] = []
+            for _, _, found, item in listed:
+                if len(rows) > (page + 1) * PAGE:
+                    break
+                candidate = row(found, item)
+                if candidate["s"].outcome == outcome:
+                    rows.append(candidate)
+            shown, more = rows[page * PAGE:(page + 1) * PAGE], len(rows) > (page + 1) * PAGE
+        for item in shown:
+            html = pages.env.get_template("_run_row.html").render(r=item)
+            item["digest"] = hashlib.sha1(html.encode("utf-8", "surrogateescape")).hexdigest()[:16]
+            item["html"] = html.replace('<tr class="run-row"', f'<tr data-digest="{item["digest"]}" class="run-row"', 1)
+        return shown, broken, more
 
     def page_number(page: str) -> int:
         return int(page) if page.isdigit() and len(page) < 7 else 0
