@@ -230,3 +230,42 @@ def test_the_console_works_out_only_the_runs_its_page_shows(tmp_path: Path, look
     finally:
         server.should_exit = True
         thread.join(10)
+
+
+def test_status_validates_the_chain_file_only_when_it_or_a_script_changed(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 35/28, status of a big run: reading and checking a 500-step file was a third of the command.
+    What the file was found to be is kept with the digests of what its load read; while the file and its
+    scripts read the same, status neither validates it nor compares it with the run again."""
+    from job_chain.spec import loader
+
+    chain, ids, api = memory_runs(tmp_path, 1, steps=[{"name": "train", "script": "echo one\n"}])
+    ChainSession.from_file(str(chain), client=api).status(ids[0])  # its job known to the record: no API below
+    loads: List[str] = []
+    real = loader.load_chain
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        loads.append(args[0])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(loader, "load_chain", counting)
+    env = {"JOB_CHAIN_CREDENTIALS": None, "AIHC_HOST": "127.0.0.1:9", "AIHC_AK": "a", "AIHC_SK": "b"}
+
+    def status() -> str:
+        shown = CliRunner().invoke(job_chain_cli, ["status", str(chain)], env=env)
+        assert shown.exit_code == 0 and "succeeded" in shown.output, shown.output
+        return shown.output
+
+    first = status()
+    assert len(loads) == 1 and "differs" not in first  # checked once, and kept
+    loads.clear()
+    assert "differs" not in status() and loads == []  # the file and its script read the same: not validated
+    (chain.parent / "train.sh").write_text("echo two\n")  # the script changed: checked again, and told
+    assert "the chain file differs from run" in status() and len(loads) == 1
+    (chain.parent / "train.sh").write_text("echo one\n")  # as it was when found to match
+    loads.clear()
+    back = status()
+    assert "differs" not in back and loads == [], back
+    chain.write_text(chain.read_text().replace('"resourcePoolId"', '"resourcePoolID"'))  # broken now
+    broken = CliRunner().invoke(job_chain_cli, ["status", str(chain)], env=env)
+    assert broken.exit_code == 0 and "cannot be used now" in broken.output, broken.output

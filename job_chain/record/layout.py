@@ -5,7 +5,8 @@ A new kind of file is added here and nowhere else: the rest of the code asks
 never for a path. Imported by every hop, so it holds names and patterns only (``re``, nothing else).
 
 ``FILE.runs/`` holds one directory per run (named by its id, :data:`RUN_ID`), the start
-:data:`LOCK`, :data:`SUMMARIES` (one summary per run, :func:`summary_name`: what ``runs`` and the
+:data:`LOCK`, :data:`FILE_CHECK` (the chain file's last check: the digests of what it read, the runs it
+matched), :data:`SUMMARIES` (one summary per run, :func:`summary_name`: what ``runs`` and the
 console list, :mod:`job_chain.record.summary`) and the cached steps' entries (:data:`CACHE_DIR`,
 ``<key>.json``: :mod:`job_chain.record.cache`). A run's directory holds:
 
@@ -36,6 +37,7 @@ from typing import Optional, Tuple
 RUNS_SUFFIX = ".runs"  # FILE's runs are kept in FILE.runs/
 LOCK = ".lock"  # in FILE.runs/: held while a run is checked for and recorded
 SUMMARIES = ".summaries"  # in FILE.runs/: RUN.json per run, outside the run's directory (whose mtime dates it)
+FILE_CHECK = ".file-check.json"  # in FILE.runs/: what the chain file was found to be (session/chainfile.py)
 SLURM_DIR = ".slurm"  # in FILE.runs/: the Slurm engine's keys, scripts, node logs and exit codes (slurm/engine.py)
 RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")  # what may name a run's directory
 

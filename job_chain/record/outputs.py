@@ -88,10 +88,11 @@ def save(records: Any, run_id: str, step: str, attempt: int, outputs: Dict[str, 
     return bool(records.write(run_id, fact_name(OUTPUTS, step, attempt), outputs))
 
 
-def recorded(records: Any, run_id: str) -> Outputs:
-    """Every step's outputs in the run record (its latest attempt that wrote some)."""
+def recorded(records: Any, run_id: str, listing: Any = None) -> Outputs:
+    """Every step's outputs in the run record (its latest attempt that wrote some); ``listing``: the
+    run's, when the caller has just made it."""
     latest: Dict[str, Tuple[int, str]] = {}
-    for (step, attempt), name in records.listed(run_id)[OUTPUTS].items():
+    for (step, attempt), name in (listing or records.listed(run_id))[OUTPUTS].items():
         if attempt >= latest.get(step, (0, ""))[0]:
             latest[step] = (attempt, name)
     out: Outputs = {}

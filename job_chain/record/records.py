@@ -105,6 +105,7 @@ class RunRecords:
         self.chain_path = chain_path
         self.root = os.path.abspath(chain_path) + layout.RUNS_SUFFIX
         self._frozen: Dict[Tuple[str, int], Any] = {}
+        self._revision_facts: Dict[Tuple[str, int], Dict[str, Any]] = {}  # each thawed revision's (never changes)
         self.summary_memo: Dict[str, Any] = {}  # record/summary.py's parsed summaries, by run
 
     def _dir(self, run_id: str) -> str:
@@ -282,6 +283,24 @@ class RunRecords:
     def latest_run(self) -> Optional[Dict[str, Any]]:
         return next(iter(self.runs()), None)
 
+    def file_check(self) -> Optional[Dict[str, Any]]:
+        """The chain file's last check (:mod:`job_chain.session.chainfile`); None when there is none."""
+        return read_json_dict(os.path.join(self.root, layout.FILE_CHECK))
+
+    def keep_file_check(self, data: Dict[str, Any]) -> None:
+        """Keep the chain file's check; a cache: not writable here loses only time."""
+        import json
+
+        from job_chain.util.files import write_private
+
+        if not os.path.isdir(self.root):
+            return
+        try:
+            write_private(os.path.join(self.root, layout.FILE_CHECK), json.dumps(data, separators=(",", ":")),
+                          sync=False)
+        except (OSError, ValueError, TypeError):
+            pass
+
     @contextlib.contextmanager
     def start_lock(self) -> Iterator[None]:
         """Held while a run is checked for and recorded: two starts never both pass "no run is going"."""
@@ -328,12 +347,15 @@ class RunRecords:
                                   "changes": changes or [], "digest": value, "chain": frozen})
         return value
 
-    def revisions(self, run_id: str) -> List[Dict[str, Any]]:
-        """Each revision's facts (number, when, why, what changed, digest), oldest first; no chain."""
+    def revisions(self, run_id: str, names: Optional[List[str]] = None) -> List[Dict[str, Any]]:
+        """Each revision's facts (number, when, why, what changed, digest), oldest first; no chain.
+        ``names``: the run's listing, when the caller has just made it. A revision thawed by
+        :meth:`frozen` is not read again (a 5,000-step chain is most of its file)."""
         out = []
-        for name in sorted(self.names(run_id) or []):
-            if layout.REVISION.fullmatch(name):
-                data = self.read(run_id, name) or {}
+        for name in sorted(self.names(run_id) or [] if names is None else names):
+            found = layout.REVISION.fullmatch(name)
+            if found:
+                data = self._revision_facts.get((run_id, int(found.group(1)))) or self.read(run_id, name) or {}
                 out.append({k: data.get(k) for k in ("revision", "created", "reason", "changes", "digest")})
         return sorted(out, key=lambda r: int(r.get("revision") or 0))
 
@@ -357,6 +379,7 @@ class RunRecords:
             except (FrozenDamaged, KeyError, TypeError) as exc:
                 raise RecordDamaged(f"the frozen chain of run {run_id} ({path}) is damaged: {exc}") from None
             self._frozen[(run_id, number)] = chain
+            self._revision_facts[(run_id, number)] = {k: v for k, v in data.items() if k != "chain"}
         return self._frozen[(run_id, number)]
 
     def save_credentials(self, run_id: str, carried: Dict[str, Any]) -> None:
@@ -453,8 +476,9 @@ class RunRecords:
         entry = self.read(run_id, fact_name(SUBMISSION, step, attempt))
         return entry if entry is not None and is_job_id(entry.get("jobId")) else None
 
-    def submissions(self, run_id: str) -> List[Dict[str, Any]]:
-        entries = [e for e in self._entries(run_id, SUBMISSION) if is_job_id(e.get("jobId"))]
+    def submissions(self, run_id: str, listing: Optional[Listed] = None) -> List[Dict[str, Any]]:
+        """Every recorded submission (``listing``: the run's, when the caller has just made it)."""
+        entries = [e for e in self._entries(run_id, SUBMISSION, listing) if is_job_id(e.get("jobId"))]
         return sorted(entries, key=lambda e: (float(e.get("submitted") or 0), e["step"], e["attempt"]))
 
     def claim_cached(self, run_id: str, step: str, attempt: int, data: Dict[str, Any]) -> bool:
@@ -561,7 +585,7 @@ class RunRecords:
     # -- everything at once ------------------------------------------------------------------------
     def facts(self, run_id: str, run: Optional[Dict[str, Any]] = None,
               keys: Optional[Iterable[Key]] = None,
-              submissions: Optional[List[Dict[str, Any]]] = None) -> RunFacts:
+              submissions: Optional[List[Dict[str, Any]]] = None, names: Optional[List[str]] = None) -> RunFacts:
         """What the record knows, about the (step, attempt) ``keys`` only (None: every exit and gave-up).
 
         A 500-step run has 1,000 such files; a look at it needs the few that did not succeed.
@@ -573,7 +597,7 @@ class RunRecords:
 
         facts = RunFacts(started=run_start(run, run_id), stopped=self.is_stopped(run_id),
                          round=self.round(run_id, run), start_failed=self.start_failure(run_id),
-                         notify_failed=[e["message"] for e in self.notify_failures(run_id)])
+                         notify_failed=[e["message"] for e in self.notify_failures(run_id, names)])
         if keys is None:
             self._all_exits(run_id, facts)
         else:
@@ -665,10 +689,11 @@ class RunRecords:
         except OSError:
             return False
 
-    def notify_failures(self, run_id: str) -> List[Dict[str, Any]]:
-        """Each target that failed, with why (``target``, ``message``, ``at``), in target order."""
+    def notify_failures(self, run_id: str, names: Optional[List[str]] = None) -> List[Dict[str, Any]]:
+        """Each target that failed, with why (``target``, ``message``, ``at``), in target order
+        (``names``: the run's listing, when the caller has just made it)."""
         found = []
-        for name in sorted(self.names(run_id) or []):
+        for name in sorted(self.names(run_id) or [] if names is None else names):
             match = layout.NOTIFY_FAILED.fullmatch(name)
             entry = self.read(run_id, name) if match else None
             if entry is not None:

@@ -4,15 +4,26 @@ A session lives long (the web console keeps one per chain file): a run freezes, 
 compares, the file as it is at that moment, so both read it again. A file that is broken or gone
 is no error until something needs it (``strict=False``): recorded runs are steered from their
 frozen copies meanwhile.
+
+Such a session reads the file only when something needs it (:meth:`ChainFile.defer`). What a
+command about a recorded run needs to know of it — can it be used, does it differ from the run —
+is kept in ``FILE.runs/`` with the digests of what the load read (``Chain.inputs``): while the file
+and its scripts read the same, byte for byte, the answer stands and the file is not validated
+again (:func:`job_chain.spec.loader.same_inputs`); a 5,000-step file costs its reading, not its checks.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, Optional
+from typing import TYPE_CHECKING, Any, Dict, Optional
 
 from job_chain.errors import ChainFileInvalid, JobChainError
 from job_chain.spec.model import Chain
+
+if TYPE_CHECKING:
+    from job_chain.record.records import RunRecords
+
+KEPT_RUNS = 200  # runs the kept check remembers as matching the file (the newest looked at)
 
 
 class ChainFile:
@@ -21,16 +32,83 @@ class ChainFile:
     def __init__(self, path: str, chain: Optional[Chain], problem: Optional[JobChainError] = None, *,
                  from_file: bool = False) -> None:
         self.path = path
-        self.problem = problem  # why the file cannot be used now (its runs are still steerable)
+        self._problem = problem  # why the file cannot be used now (its runs are still steerable)
         self.from_file = from_file  # False: the session was given a Chain, which it keeps
         self._chain = chain
+        self.records: Optional[RunRecords] = None  # where the check is kept (the session's records)
+        self._deferred = False  # defer(): the file is read when first needed
+        self._kept: Optional[Dict[str, Any]] = None  # the kept check, when the file reads as it says
+
+    def defer(self) -> None:
+        """Read the file only when something needs it (and its problem, when asked, from the check
+        kept beside its runs while the file reads the same)."""
+        self.from_file, self._deferred, self._chain, self._problem = True, True, None, None
+
+    @property
+    def problem(self) -> Optional[JobChainError]:
+        """Why the file cannot be used now; None when it can (a deferred file that reads as it did
+        when it was last loaded and found sound is not validated again to say so)."""
+        if self._deferred and self._same_as_kept() is None:
+            self._load()
+        return self._problem
 
     @property
     def chain(self) -> Chain:
         """The chain as the file holds it (validated); raises the file's problem when it cannot be used."""
+        if self._deferred:
+            self._load()
         if self._chain is None:
-            raise self.problem or ChainFileInvalid(f"{self.path}: cannot be read")
+            raise self._problem or ChainFileInvalid(f"{self.path}: cannot be read")
         return self._chain
+
+    def _load(self) -> None:
+        from job_chain.spec.loader import load_chain
+
+        self._deferred = False
+        try:
+            self._chain, self._problem = load_chain(self.path, local=True), None
+        except ChainFileInvalid as exc:
+            self._chain, self._problem = None, exc
+
+    def _same_as_kept(self) -> Optional[Dict[str, Any]]:
+        """The kept check when the (deferred) file reads now as it did when it was kept, else None."""
+        if self._kept is None and self.records is not None:
+            from job_chain.spec.loader import same_inputs
+
+            kept = self.records.file_check()
+            inputs = kept.get("inputs") if kept else None
+            if isinstance(inputs, dict) and same_inputs(self.path, inputs):
+                self._kept = kept
+        return self._kept
+
+    def matches(self, run_id: str, revision: int) -> bool:
+        """Whether the file was found to match revision ``revision`` of run ``run_id`` when it read as
+        it does now (then :func:`job_chain.session.resume.file_changes` need not compare them again)."""
+        if self._deferred:
+            kept = self._same_as_kept()
+        elif self._chain is not None and self._chain.inputs and self.from_file and self.records is not None:
+            kept = self.records.file_check()
+            kept = kept if kept is not None and kept.get("inputs") == self._chain.inputs else None
+        else:
+            return False
+        unchanged = kept.get("unchanged") if kept else None
+        return isinstance(unchanged, dict) and unchanged.get(run_id) == revision
+
+    def keep_match(self, run_id: str, revision: int) -> None:
+        """Keep that the file, as loaded now, matches revision ``revision`` of run ``run_id``."""
+        if self._chain is None or not self._chain.inputs or not self.from_file or self.records is None:
+            return
+        kept = self.records.file_check()
+        if not kept or kept.get("inputs") != self._chain.inputs or not isinstance(kept.get("unchanged"), dict):
+            kept = {"inputs": self._chain.inputs, "unchanged": {}}
+        unchanged = kept["unchanged"]
+        if unchanged.get(run_id) == revision:
+            return
+        unchanged.pop(run_id, None)
+        unchanged[run_id] = revision
+        while len(unchanged) > KEPT_RUNS:
+            unchanged.pop(next(iter(unchanged)))
+        self.records.keep_file_check(kept)
 
     def reload(self) -> Chain:
         """Read the file again and return its chain, raising its problems (a session given a Chain keeps it)."""
@@ -38,10 +116,11 @@ class ChainFile:
 
         if not self.from_file:
             return self.chain
+        self._deferred = False
         try:
-            self._chain, self.problem = load_chain(self.path, local=True), None
+            self._chain, self._problem = load_chain(self.path, local=True), None
         except ChainFileInvalid as exc:
-            self._chain, self.problem = None, exc
+            self._chain, self._problem = None, exc
             raise
         return self._chain
 

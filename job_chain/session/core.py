@@ -79,6 +79,7 @@ class ChainSession:
         file = ChainFile(chain.path if chain is not None else str(path), chain, chain_problem,
                          from_file=chain is None)
         records = RunRecords(file.path)
+        file.records = records
         places = Places(file, records, client=client, local=local, api_version=api_version, start_local=start_local,
                         explicit={"host": host, "ak": ak, "sk": sk, "credentials_file": credentials})
         self.context = RunContext(file, records, places, warn)
@@ -100,6 +101,10 @@ class ChainSession:
 
         kwargs: Dict[str, Any] = dict(client=client, local=local, host=host, ak=ak, sk=sk, credentials=credentials,
                                       warn=warn, api_version=api_version, start_local=start_local)
+        if not strict and warn is _ignore:  # steering recorded runs: the file is read when something needs it
+            session = cls(None, path=path, **kwargs)
+            session.context.file.defer()
+            return session
         try:
             chain = load_chain(path, local=True)
         except ChainFileInvalid as exc:

@@ -38,16 +38,19 @@ def status(ctx: RunContext, run_id: Optional[str] = None, *, now: Optional[float
     walked = False
     while True:
         client: Optional[JobsAPI] = None
-        submissions = ctx.records.submissions(run.run_id)
+        names = ctx.records.names(run.run_id) or []  # one listing of the run's directory for the look
+        listing = ctx.records.listed(run.run_id, names)
+        submissions = ctx.records.submissions(run.run_id, listing)
         if ctx.records.start_refused(run.run_id):
             attempts: List[Any] = []  # it never started: nothing to ask the API (which may be why)
             endpoint = run.endpoint
         else:
             client = _client_to_look(ctx, run)
             attempts, endpoint = run_attempts(ctx.records, _returning(client), chain, run, submissions, walk=walked,
-                                              patient=patient)
-        facts = ctx.records.facts(run.run_id, keys=_fact_keys(chain, attempts), submissions=submissions)
-        _more_facts(ctx, run, chain, facts)
+                                              patient=patient, listing=listing)
+        facts = ctx.records.facts(run.run_id, record, keys=_fact_keys(chain, attempts), submissions=submissions,
+                                  names=names)
+        _more_facts(ctx, run, chain, facts, listing)
         if client is not None:  # why each failed attempt failed: from the record, else its logs (once)
             from job_chain.status.causes import explain_failures
 
@@ -59,7 +62,7 @@ def status(ctx: RunContext, run_id: Optional[str] = None, *, now: Optional[float
         walked = True  # a step that should have started is not seen: its job may be unrecorded
     if outputs and run.mode == "inline":
         _read_logged_outputs(ctx, run, chain, found)
-    found.revisions = ctx.records.revisions(run.run_id)
+    found.revisions = ctx.records.revisions(run.run_id, names)
     if record is not None:
         from job_chain.status.summary import fields
 
@@ -148,12 +151,12 @@ def _fact_keys(chain: Chain, attempts: List[Any]) -> List[Tuple[str, int]]:
     return keys
 
 
-def _more_facts(ctx: RunContext, run: Run, chain: Chain, facts: RunFacts) -> None:
+def _more_facts(ctx: RunContext, run: Run, chain: Chain, facts: RunFacts, listing: Any) -> None:
     from job_chain.record import outputs, slots
 
     if slots.capped(chain):
         facts.epoch, facts.claimed = slots.claims(ctx.records, run.run_id)
-    facts.outputs = outputs.recorded(ctx.records, run.run_id)
+    facts.outputs = outputs.recorded(ctx.records, run.run_id, listing)
 
 
 def _read_logged_outputs(ctx: RunContext, run: Run, chain: Chain, found: RunStatus) -> None:

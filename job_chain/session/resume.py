@@ -126,13 +126,18 @@ def file_changes(ctx: RunContext, run: Run, reread: bool = True) -> List[Change]
 
     if not run.revision or ctx.file.gone():
         return []
+    if not reread and ctx.file.matches(run.run_id, run.revision):
+        return []  # found so before, and the file and its scripts read the same: not compared again
     try:
         new = as_placed(ctx.file.reload() if reread else ctx.file.chain, run.local)
     except ChainFileInvalid:
         return []
     old = frozen(ctx, run)
     new = _with_params(old, new, {}, ctx.path)
-    return revise(old, new, done=set(), latest={}, rerun=(), revision=run.revision + 1)[1]
+    changes = revise(old, new, done=set(), latest={}, rerun=(), revision=run.revision + 1)[1]
+    if not changes:
+        ctx.file.keep_match(run.run_id, run.revision)
+    return changes
 
 
 def revise_going(ctx: RunContext, run: Run, plan: ResumePlan, chain: Chain) -> ResumePlan:

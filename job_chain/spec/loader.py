@@ -20,7 +20,7 @@ from job_chain.spec.graph import GraphSettings, check_graph
 from job_chain.spec.matrix import MAX_STEPS
 from job_chain.spec.model import SETTINGS_KEY, Chain, Step
 from job_chain.spec.settings import read_step_settings, step_fields
-from job_chain.util.jsonfile import decode_utf8, describe, json_type, load_json_object, shown
+from job_chain.util.jsonfile import decode_utf8, describe, json_type, load_json_with_text, shown
 from job_chain.util.suggest import closest
 
 TOP_LEVEL_KEYS = {"scrips_path", "config_path", "api_config", "resourcePoolId", "jobs", "notify", "params",
@@ -57,6 +57,7 @@ class _Checker:
         self.problems: List[str] = []
         self.warnings: List[str] = []
         self.beside: Dict[str, bool] = {}  # words of commands that name a file beside the chain
+        self.read: Dict[str, Optional[str]] = {}  # script files consulted: name -> digest (None: not one)
 
     def problem(self, where: str, message: str) -> None:
         self.problems.append(f"{where}: {message}")
@@ -88,29 +89,54 @@ def _beside(chain_dir: str, name: str) -> Optional[str]:
         return os.path.join(chain_dir, name)
 
 
-def _read_script(chain_dir: str, name: str,
-                 scripts: Optional[Dict[str, str]] = None) -> Tuple[Optional[str], Optional[str]]:
+def _script_bytes(chain_dir: str, name: str) -> Tuple[Optional[bytes], Optional[str]]:
+    """(the bytes of script file ``name``, at most :data:`MAX_ARG_BYTES` + 1 of them, None) or (None,
+    why not; None if it cannot be opened). Only a regular file in the chain's directory, read
+    without blocking (a FIFO is refused, never waited on)."""
+    candidate = _beside(chain_dir, name)
+    if candidate is None:
+        return None, (f" not in the chain's directory {chain_dir}: scripts are read from there only; "
+                      "copy it there, or run it by its path in the image as a command")
+    try:
+        fd = os.open(candidate, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except (OSError, ValueError):  # ValueError: a NUL byte or lone surrogate in the name
+        return None, None
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None, " is not a regular file"
+        try:
+            return handle.read(MAX_ARG_BYTES + 1), None
+        except OSError:
+            return None, None
+
+
+def script_digest(chain_dir: str, name: str) -> Optional[str]:
+    """What a load of the chain reads of script file ``name`` now, as a digest (None: no readable
+    regular file there): a chain's :attr:`~job_chain.spec.model.Chain.inputs` are compared with it."""
+    raw, _ = _script_bytes(chain_dir, name)
+    if raw is None:
+        return None
+    import hashlib
+
+    return hashlib.sha256(raw).hexdigest()
+
+
+def _read_script(chain_dir: str, name: str, scripts: Optional[Dict[str, str]] = None,
+                 read: Optional[Dict[str, Optional[str]]] = None) -> Tuple[Optional[str], Optional[str]]:
     """(the script's text, None), or (None, why not: ``line:column: ...``, or None if unreadable).
     Only a regular file in the chain's directory, of at most :data:`MAX_ARG_BYTES` (what a job's
-    command can carry), read without blocking (a FIFO is refused, never waited on)."""
+    command can carry), read without blocking (a FIFO is refused, never waited on). ``read``: where
+    what was read is noted (name -> its digest, None when there was no file to read)."""
     if scripts and name in scripts:
         text = scripts[name]
     else:
-        candidate = _beside(chain_dir, name)
-        if candidate is None:
-            return None, (f" not in the chain's directory {chain_dir}: scripts are read from there only; "
-                          "copy it there, or run it by its path in the image as a command")
-        try:
-            fd = os.open(candidate, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-        except (OSError, ValueError):  # ValueError: a NUL byte or lone surrogate in the name
-            return None, None
-        with os.fdopen(fd, "rb") as handle:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                return None, " is not a regular file"
-            try:
-                raw = handle.read(MAX_ARG_BYTES + 1)
-            except OSError:
-                return None, None
+        raw, why = _script_bytes(chain_dir, name)
+        if read is not None:
+            import hashlib
+
+            read[name] = hashlib.sha256(raw).hexdigest() if raw is not None else None
+        if raw is None:
+            return None, why
         if len(raw) > MAX_ARG_BYTES:
             return None, f" is larger than {MAX_ARG_BYTES // 1024} KiB, more than a job's command can carry"
         decoded, why = decode_utf8(raw)
@@ -158,7 +184,7 @@ def _resolve_script(c: _Checker, spec: Dict[str, Any], sw: str, chain_dir: str,
         if not isinstance(script_file, str) or not script_file.strip():
             c.problem(f"{sw}.scriptFile", "must be a file name")
             return None, "inline", "", True
-        script, why = _read_script(chain_dir, script_file, scripts)
+        script, why = _read_script(chain_dir, script_file, scripts, c.read)
         if script is None:
             c.problem(f"{sw}.scriptFile", f"script file {shown(script_file)}:{why}" if why else
                       f"script file {shown(script_file)} not found or unreadable (looked in {chain_dir})")
@@ -172,8 +198,9 @@ def _resolve_script(c: _Checker, spec: Dict[str, Any], sw: str, chain_dir: str,
         name, runner, required = call
         beside = _beside(chain_dir, name)
         if not required and not (beside and os.path.isfile(beside)) and name not in (scripts or {}):
+            c.read.setdefault(name, None)  # not beside the chain now: a file written there later changes the chain
             return command, "inline", "", False  # a file of the image (or a typo the pod will report)
-        script, why = _read_script(chain_dir, name, scripts)
+        script, why = _read_script(chain_dir, name, scripts, c.read)
         if script is None:
             c.problem(f"{sw}.command", f"names script file {shown(name)}:{why}" if why else
                       f"names script file {shown(name)}, which is not found or unreadable (looked in {chain_dir})")
@@ -389,7 +416,7 @@ def check_chain_data(data: Dict[str, Any], path: str, *, local: bool = False,
                   scrips_path=scrips_path or None, config_path=config_path or None, warnings=c.warnings,
                   notify=notify, graph=any(g.depends_on for g in graph.values()) or bool(matrices),
                   params=params, max_running=max_running, cache_dir=cache_dir, engine=engine,
-                  slurm=slurm_options)
+                  slurm=slurm_options, inputs=dict(c.read))
     refuse, say = reachability(chain, "job", local)
     chain.warnings.extend([f"{line} (a job-mode run on a cluster is refused)" for line in refuse] + say)
     return chain
@@ -490,11 +517,40 @@ def reachability(chain: Chain, mode: str = "job", local: bool = False) -> Tuple[
 
 
 def load_chain(path: str, *, local: bool = False) -> Chain:
-    """Read and validate a chain file. ``local`` skips cluster-only reachability warnings."""
+    """Read and validate a chain file. ``local`` skips cluster-only reachability warnings. The
+    chain's :attr:`~job_chain.spec.model.Chain.inputs` name what was read (the file's digest under
+    ``""``, each script file's under its name): :func:`same_inputs` says whether a load now would
+    read the same."""
     try:
-        data = load_json_object(path, "chain file")
+        data, text = load_json_with_text(path, "chain file")
     except ChainFileInvalid:
         raise
     except UsageError as exc:  # unreadable, not UTF-8, bad JSON: still "this chain file is invalid"
         raise ChainFileInvalid(str(exc)) from None
-    return check_chain_data(data, path, local=local)
+    chain = check_chain_data(data, path, local=local)
+    chain.inputs[""] = _text_digest(text)
+    return chain
+
+
+def _text_digest(text: str) -> str:
+    import hashlib
+
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def same_inputs(path: str, inputs: Dict[str, Optional[str]]) -> bool:
+    """Whether a load of the chain file ``path`` now would read what ``inputs`` (a loaded chain's
+    :attr:`~job_chain.spec.model.Chain.inputs`) says was read: the same file and script files,
+    byte for byte. The loader is a function of these, so the chain it would give is the same: a
+    command that only needs to know whether the file changed reads them, not validates them."""
+    from job_chain.util.jsonfile import read_text
+
+    if "" not in inputs:
+        return False
+    try:
+        if _text_digest(read_text(path, "chain file")) != inputs[""]:
+            return False
+    except UsageError:
+        return False
+    chain_dir = os.path.dirname(os.path.abspath(path))
+    return all(script_digest(chain_dir, name) == digest for name, digest in inputs.items() if name)

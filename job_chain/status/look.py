@@ -17,12 +17,12 @@ them), so the next look needs no walk for them.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Set, Tuple
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 from job_chain.aihc.names import is_job_id
 from job_chain.engine.deadline import CALL_DEADLINE, submit_with_deadline
 from job_chain.errors import JobChainError
-from job_chain.record.records import RunRecords
+from job_chain.record.records import Listed, RunRecords
 from job_chain.spec.model import Chain
 from job_chain.status.types import NOT_SUBMITTED, Attempt, Outcome, RunStatus
 
@@ -48,22 +48,24 @@ def save_attempts(records: RunRecords, run_id: str, attempts: Dict[str, Attempt]
                                          for job_id, a in sorted(attempts.items())})
 
 
-def must_walk(records: RunRecords, run_id: str, mode: str, ids: Set[str]) -> bool:
-    """Whether the record may not name every job of the run (see the module's docstring)."""
+def must_walk(records: RunRecords, run_id: str, mode: str, ids: Set[str], listing: Optional[Listed] = None) -> bool:
+    """Whether the record may not name every job of the run (see the module's docstring);
+    ``listing``: the run's, when the caller has just made it."""
     return (mode == "inline" or not ids or records.start_failure(run_id) is not None
-            or bool(records.listed(run_id)["advance-failed"]))
+            or bool((listing or records.listed(run_id))["advance-failed"]))
 
 
 def run_attempts(records: RunRecords, client_for: Callable[[], Any], chain: Chain, run: Any,
-                 entries: List[Dict[str, Any]], walk: bool = False, patient: bool = False
-                 ) -> Tuple[List[Attempt], str]:
+                 entries: List[Dict[str, Any]], walk: bool = False, patient: bool = False,
+                 listing: Optional[Listed] = None) -> Tuple[List[Attempt], str]:
     """(every attempt of the run, the endpoint asked), caching finished attempts in the record.
     ``patient``: through transient API errors, retry the reads for as long as ``run`` retries a
     create (:data:`~job_chain.engine.deadline.CALL_DEADLINE`): a one-off ``status``. A look among
     many (``runs``, a start checking for a live run, the console) answers with what it has.
 
     ``entries``: the run's recorded submissions (:meth:`RunRecords.submissions`, read once by the
-    caller); an attempt only the pool told of is recorded and appended to them."""
+    caller); an attempt only the pool told of is recorded and appended to them. ``listing``: the
+    run's, when the caller has just made it (one listing of a 5,000-step run's directory, not three)."""
     from job_chain.status.observe import by_id, observe
 
     ids = {str(e["jobId"]) for e in entries}
@@ -73,7 +75,7 @@ def run_attempts(records: RunRecords, client_for: Callable[[], Any], chain: Chai
         client = client_for()
 
         def look() -> Any:
-            if walk or must_walk(records, run.run_id, run.mode, ids):
+            if walk or must_walk(records, run.run_id, run.mode, ids, listing):
                 return observe(client, chain.pool, run.run_id, cache=cache, final=final,
                                first_job_id=entries[0]["jobId"] if entries else None, since=run.started.timestamp())
             return by_id(client, chain.pool, run.run_id, ids, cache=cache, final=final)
@@ -87,7 +89,7 @@ def run_attempts(records: RunRecords, client_for: Callable[[], Any], chain: Chai
     if known != cache or settled != final:
         save_attempts(records, run.run_id, known, settled)
     recorded = {(str(e["step"]), int(e["attempt"])) for e in entries}
-    attempts = attempts + reused_attempts(records, run.run_id)
+    attempts = attempts + reused_attempts(records, run.run_id, listing)
     for item in attempts:  # the record learns what only the pool told
         if item.cached is not None:
             continue
@@ -99,13 +101,13 @@ def run_attempts(records: RunRecords, client_for: Callable[[], Any], chain: Chai
     return attempts, run.endpoint or getattr(client, "endpoint", "")
 
 
-def reused_attempts(records: RunRecords, run_id: str) -> List[Attempt]:
+def reused_attempts(records: RunRecords, run_id: str, listing: Optional[Listed] = None) -> List[Attempt]:
     """The run's attempts that reused a cached success (no job ran them): status ``Cached``, where from."""
     from job_chain.engine.states import CACHED
     from job_chain.status.types import utc
 
     out = []
-    for entry in records.cached(run_id):
+    for entry in records.cached(run_id, listing):
         origin: Dict[str, Any] = entry["from"] if isinstance(entry.get("from"), dict) else {}
         at = entry.get("at") if isinstance(entry.get("at"), (int, float)) else None
         where = {"run": origin.get("run"), "step": origin.get("display") or origin.get("step"),
