@@ -269,3 +269,33 @@ def test_status_validates_the_chain_file_only_when_it_or_a_script_changed(tmp_pa
     chain.write_text(chain.read_text().replace('"resourcePoolId"', '"resourcePoolID"'))  # broken now
     broken = CliRunner().invoke(job_chain_cli, ["status", str(chain)], env=env)
     assert broken.exit_code == 0 and "cannot be used now" in broken.output, broken.output
+
+
+def test_a_look_reads_one_listing_and_no_finished_jobs_submission_again(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 35/28: a look at a finished 5,000-step run listed its directory three times and read every
+    step's submission file each time; a finished job's submission is kept with what the look knew."""
+    from job_chain.record.records import RunRecords
+
+    chain, ids, api = memory_runs(tmp_path, 1)
+    session = ChainSession.from_file(str(chain), client=api)
+    first = session.status(ids[0])
+    session.status(ids[0])  # the previous look's cache had no submissions yet: this one keeps them
+    reads: List[str] = []
+    listings: List[str] = []
+    real_read, real_names = RunRecords.read, RunRecords.names
+
+    def reading(self: RunRecords, run_id: str, name: str) -> Any:
+        reads.append(name)
+        return real_read(self, run_id, name)
+
+    def listing(self: RunRecords, run_id: str) -> Any:
+        listings.append(run_id)
+        return real_names(self, run_id)
+
+    monkeypatch.setattr(RunRecords, "read", reading)
+    monkeypatch.setattr(RunRecords, "names", listing)
+    again = ChainSession.from_file(str(chain), client=api).status(ids[0])
+    assert [(s.name, s.status, s.job_id) for s in again.steps] == [(s.name, s.status, s.job_id) for s in first.steps]
+    assert not [n for n in reads if n.startswith("step-")], reads
+    assert listings == [ids[0]]

@@ -148,14 +148,19 @@ def test_console_job_ids_read_from_records_are_checked(tmp_path: Path) -> None:
     records.create_run("20260101-000000-abcd")
     good = Attempt("s0", 1, "pytorchjob-1f2e", "Succeeded", None, None, 0)
     evil = '<img src=x onerror="alert(1)">'
-    save_attempts(records, "20260101-000000-abcd", {good.job_id: good}, {good.job_id})
+    save_attempts(records, "20260101-000000-abcd", {good.job_id: good}, {good.job_id},
+                  [{"step": "s0", "attempt": 1, "jobId": good.job_id}])
     cache_file = tmp_path / "chain.json.runs" / "20260101-000000-abcd" / "attempts.json"
     cache = json.loads(cache_file.read_text())
     cache[evil] = dict(cache[good.job_id], jobId=evil)
     cache["job-other"] = dict(cache[good.job_id], jobId=evil)  # a key that disagrees with its entry
+    cache[good.job_id]["submission"] = dict(cache[good.job_id]["submission"], step="s1")
+    cache["pytorchjob-2e3f"] = dict(cache[good.job_id], jobId="pytorchjob-2e3f",
+                                    submission={"step": "s2", "attempt": 1, "jobId": evil})  # not its job's
     cache_file.write_text(json.dumps(cache))
-    known, final = cached_attempts(records, "20260101-000000-abcd")
-    assert list(known) == [good.job_id] and final == {good.job_id}
+    known, final, submitted = cached_attempts(records, "20260101-000000-abcd")
+    assert list(known) == [good.job_id, "pytorchjob-2e3f"] and final == {good.job_id, "pytorchjob-2e3f"}
+    assert list(submitted) == [("s1", 1)]
     records.record_submission("20260101-000000-abcd", 0, 1, "pytorchjob-1f2e", "a")
     records.record_submission("20260101-000000-abcd", 1, 1, evil, "b")
     assert records.submission("20260101-000000-abcd", 1, 1) is None

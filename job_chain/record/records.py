@@ -476,9 +476,18 @@ class RunRecords:
         entry = self.read(run_id, fact_name(SUBMISSION, step, attempt))
         return entry if entry is not None and is_job_id(entry.get("jobId")) else None
 
-    def submissions(self, run_id: str, listing: Optional[Listed] = None) -> List[Dict[str, Any]]:
-        """Every recorded submission (``listing``: the run's, when the caller has just made it)."""
-        entries = [e for e in self._entries(run_id, SUBMISSION, listing) if is_job_id(e.get("jobId"))]
+    def submissions(self, run_id: str, listing: Optional[Listed] = None,
+                    known: Optional[Mapping[Key, Dict[str, Any]]] = None) -> List[Dict[str, Any]]:
+        """Every recorded submission (``listing``: the run's, when the caller has just made it;
+        ``known``: submissions already read, by step and attempt, whose files are not read again)."""
+        out = []
+        for (step, attempt), name in (listing or self.listed(run_id))[SUBMISSION].items():
+            read = (known or {}).get((step, attempt))
+            entry = dict(read) if read is not None else self.read(run_id, name)
+            if entry is not None:
+                entry["step"], entry["attempt"] = step, attempt
+                out.append(entry)
+        entries = [e for e in out if is_job_id(e.get("jobId"))]
         return sorted(entries, key=lambda e: (float(e.get("submitted") or 0), e["step"], e["attempt"]))
 
     def claim_cached(self, run_id: str, step: str, attempt: int, data: Dict[str, Any]) -> bool:

@@ -9,7 +9,7 @@ Such a session reads the file only when something needs it (:meth:`ChainFile.def
 command about a recorded run needs to know of it — can it be used, does it differ from the run —
 is kept in ``FILE.runs/`` with the digests of what the load read (``Chain.inputs``): while the file
 and its scripts read the same, byte for byte, the answer stands and the file is not validated
-again (:func:`job_chain.spec.loader.same_inputs`); a 5,000-step file costs its reading, not its checks.
+again (:func:`job_chain.spec.scripts.same_inputs`); a 5,000-step file costs its reading, not its checks.
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ class ChainFile:
     def _same_as_kept(self) -> Optional[Dict[str, Any]]:
         """The kept check when the (deferred) file reads now as it did when it was kept, else None."""
         if self._kept is None and self.records is not None:
-            from job_chain.spec.loader import same_inputs
+            from job_chain.spec.scripts import same_inputs
 
             kept = self.records.file_check()
             inputs = kept.get("inputs") if kept else None

@@ -28,7 +28,7 @@ def status(ctx: RunContext, run_id: Optional[str] = None, *, now: Optional[float
     which ``outputs=True`` reads (once per step: what was read is kept in the record). ``patient``:
     retry the reads through transient API errors as long as ``run`` retries a create (one-off looks)."""
     from job_chain.record import summary
-    from job_chain.status.look import may_hide_a_job, run_attempts
+    from job_chain.status.look import cached_attempts, may_hide_a_job, run_attempts
 
     run = find_run(ctx, run_id)
     before = summary.basis(ctx.records, run.run_id)  # the summary this look writes is dated by it
@@ -40,14 +40,15 @@ def status(ctx: RunContext, run_id: Optional[str] = None, *, now: Optional[float
         client: Optional[JobsAPI] = None
         names = ctx.records.names(run.run_id) or []  # one listing of the run's directory for the look
         listing = ctx.records.listed(run.run_id, names)
-        submissions = ctx.records.submissions(run.run_id, listing)
+        cached = cached_attempts(ctx.records, run.run_id)  # with the submissions of finished jobs: not read again
+        submissions = ctx.records.submissions(run.run_id, listing, cached.submissions)
         if ctx.records.start_refused(run.run_id):
             attempts: List[Any] = []  # it never started: nothing to ask the API (which may be why)
             endpoint = run.endpoint
         else:
             client = _client_to_look(ctx, run)
             attempts, endpoint = run_attempts(ctx.records, _returning(client), chain, run, submissions, walk=walked,
-                                              patient=patient, listing=listing)
+                                              patient=patient, listing=listing, cached=cached)
         facts = ctx.records.facts(run.run_id, record, keys=_fact_keys(chain, attempts), submissions=submissions,
                                   names=names)
         _more_facts(ctx, run, chain, facts, listing)

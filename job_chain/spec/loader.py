@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import re
 import shlex
-import stat
 from typing import Any, Dict, List, Optional, Tuple
 
 from job_chain.aihc.keys import join_path, key_path
@@ -19,6 +18,7 @@ from job_chain.spec import notify as notify_
 from job_chain.spec.graph import GraphSettings, check_graph
 from job_chain.spec.matrix import MAX_STEPS
 from job_chain.spec.model import SETTINGS_KEY, Chain, Step
+from job_chain.spec.scripts import beside, script_bytes, text_digest
 from job_chain.spec.settings import read_step_settings, step_fields
 from job_chain.util.jsonfile import decode_utf8, describe, json_type, load_json_with_text, shown
 from job_chain.util.suggest import closest
@@ -77,50 +77,6 @@ class _Checker:
         return value
 
 
-def _beside(chain_dir: str, name: str) -> Optional[str]:
-    """The path of script ``name`` when it is in the chain's directory (or below it), symbolic links
-    followed; else None. Scripts are read from there only: a chain pasted into the web console
-    must not ship an arbitrary file of the console's host into a job."""
-    try:
-        home = os.path.realpath(chain_dir)
-        real = os.path.realpath(os.path.join(home, name))
-        return real if os.path.commonpath([home, real]) == home and real != home else None
-    except ValueError:  # a NUL byte or a lone surrogate: no such file (opening it says so)
-        return os.path.join(chain_dir, name)
-
-
-def _script_bytes(chain_dir: str, name: str) -> Tuple[Optional[bytes], Optional[str]]:
-    """(the bytes of script file ``name``, at most :data:`MAX_ARG_BYTES` + 1 of them, None) or (None,
-    why not; None if it cannot be opened). Only a regular file in the chain's directory, read
-    without blocking (a FIFO is refused, never waited on)."""
-    candidate = _beside(chain_dir, name)
-    if candidate is None:
-        return None, (f" not in the chain's directory {chain_dir}: scripts are read from there only; "
-                      "copy it there, or run it by its path in the image as a command")
-    try:
-        fd = os.open(candidate, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    except (OSError, ValueError):  # ValueError: a NUL byte or lone surrogate in the name
-        return None, None
-    with os.fdopen(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None, " is not a regular file"
-        try:
-            return handle.read(MAX_ARG_BYTES + 1), None
-        except OSError:
-            return None, None
-
-
-def script_digest(chain_dir: str, name: str) -> Optional[str]:
-    """What a load of the chain reads of script file ``name`` now, as a digest (None: no readable
-    regular file there): a chain's :attr:`~job_chain.spec.model.Chain.inputs` are compared with it."""
-    raw, _ = _script_bytes(chain_dir, name)
-    if raw is None:
-        return None
-    import hashlib
-
-    return hashlib.sha256(raw).hexdigest()
-
-
 def _read_script(chain_dir: str, name: str, scripts: Optional[Dict[str, str]] = None,
                  read: Optional[Dict[str, Optional[str]]] = None) -> Tuple[Optional[str], Optional[str]]:
     """(the script's text, None), or (None, why not: ``line:column: ...``, or None if unreadable).
@@ -130,7 +86,7 @@ def _read_script(chain_dir: str, name: str, scripts: Optional[Dict[str, str]] = 
     if scripts and name in scripts:
         text = scripts[name]
     else:
-        raw, why = _script_bytes(chain_dir, name)
+        raw, why = script_bytes(chain_dir, name)
         if read is not None:
             import hashlib
 
@@ -196,8 +152,8 @@ def _resolve_script(c: _Checker, spec: Dict[str, Any], sw: str, chain_dir: str,
     call = script_call(command) if isinstance(command, str) else None
     if call is not None:
         name, runner, required = call
-        beside = _beside(chain_dir, name)
-        if not required and not (beside and os.path.isfile(beside)) and name not in (scripts or {}):
+        there = beside(chain_dir, name)
+        if not required and not (there and os.path.isfile(there)) and name not in (scripts or {}):
             c.read.setdefault(name, None)  # not beside the chain now: a file written there later changes the chain
             return command, "inline", "", False  # a file of the image (or a typo the pod will report)
         script, why = _read_script(chain_dir, name, scripts, c.read)
@@ -519,8 +475,8 @@ def reachability(chain: Chain, mode: str = "job", local: bool = False) -> Tuple[
 def load_chain(path: str, *, local: bool = False) -> Chain:
     """Read and validate a chain file. ``local`` skips cluster-only reachability warnings. The
     chain's :attr:`~job_chain.spec.model.Chain.inputs` name what was read (the file's digest under
-    ``""``, each script file's under its name): :func:`same_inputs` says whether a load now would
-    read the same."""
+    ``""``, each script file's under its name): :func:`job_chain.spec.scripts.same_inputs` says whether a load now would
+    read the same (:mod:`job_chain.spec.scripts`)."""
     try:
         data, text = load_json_with_text(path, "chain file")
     except ChainFileInvalid:
@@ -528,29 +484,5 @@ def load_chain(path: str, *, local: bool = False) -> Chain:
     except UsageError as exc:  # unreadable, not UTF-8, bad JSON: still "this chain file is invalid"
         raise ChainFileInvalid(str(exc)) from None
     chain = check_chain_data(data, path, local=local)
-    chain.inputs[""] = _text_digest(text)
+    chain.inputs[""] = text_digest(text)
     return chain
-
-
-def _text_digest(text: str) -> str:
-    import hashlib
-
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
-
-
-def same_inputs(path: str, inputs: Dict[str, Optional[str]]) -> bool:
-    """Whether a load of the chain file ``path`` now would read what ``inputs`` (a loaded chain's
-    :attr:`~job_chain.spec.model.Chain.inputs`) says was read: the same file and script files,
-    byte for byte. The loader is a function of these, so the chain it would give is the same: a
-    command that only needs to know whether the file changed reads them, not validates them."""
-    from job_chain.util.jsonfile import read_text
-
-    if "" not in inputs:
-        return False
-    try:
-        if _text_digest(read_text(path, "chain file")) != inputs[""]:
-            return False
-    except UsageError:
-        return False
-    chain_dir = os.path.dirname(os.path.abspath(path))
-    return all(script_digest(chain_dir, name) == digest for name, digest in inputs.items() if name)

@@ -122,7 +122,7 @@ class Chain:
     outputs: Dict[str, Dict[str, str]] = field(default_factory=dict)  # inline runs: outputs carried along
     began: Optional[float] = None  # inline runs: the API's createdAt of the run's first job (snapshots carry it)
     first_job: bool = False  # inline runs: this snapshot is the run's first job's (so it knows no began yet)
-    inputs: Dict[str, Optional[str]] = field(default_factory=dict, repr=False, compare=False)  # loader.same_inputs
+    inputs: Dict[str, Optional[str]] = field(default_factory=dict, repr=False, compare=False)  # scripts.same_inputs
     _cached: Optional[Tuple[Any, ...]] = field(default=None, init=False, repr=False, compare=False)
     _pools: Optional[Tuple[Any, ...]] = field(default=None, init=False, repr=False, compare=False)  # slots.py
 

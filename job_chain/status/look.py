@@ -17,35 +17,55 @@ them), so the next look needs no walk for them.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional, Set, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Set, Tuple
 
 from job_chain.aihc.names import is_job_id
 from job_chain.engine.deadline import CALL_DEADLINE, submit_with_deadline
 from job_chain.errors import JobChainError
-from job_chain.record.records import Listed, RunRecords
+from job_chain.record.records import Key, Listed, RunRecords
 from job_chain.spec.model import Chain
 from job_chain.status.types import NOT_SUBMITTED, Attempt, Outcome, RunStatus
 
 
-def cached_attempts(records: RunRecords, run_id: str) -> Tuple[Dict[str, Attempt], Set[str]]:
-    """(the attempts a previous look knew, the ids of those that had finished for good)."""
+class Cached(NamedTuple):
+    """What the previous look at a run knew: every attempt by job id, the ids of those that had
+    finished for good, and the recorded submissions of those (by step and attempt): a finished job's
+    submission does not change, so a look reads the files of the others only."""
+
+    known: Dict[str, Attempt]
+    final: Set[str]
+    submissions: Dict[Key, Dict[str, Any]]
+
+
+def cached_attempts(records: RunRecords, run_id: str) -> Cached:
+    """What the previous look knew (:class:`Cached`)."""
     data = records.attempts_cache(run_id)
-    known: Dict[str, Attempt] = {}
-    final: Set[str] = set()
+    found = Cached({}, set(), {})
     for job_id, item in data.items():  # a planted key or entry (markup for a job id) is left out
         attempt = Attempt.from_cache(item) if isinstance(item, dict) and is_job_id(job_id) else None
         if attempt is not None and attempt.job_id == job_id:
-            known[job_id] = attempt
+            found.known[job_id] = attempt
             if item.get("final") is True:
-                final.add(job_id)
-    return known, final
+                found.final.add(job_id)
+                entry = item.get("submission")
+                if isinstance(entry, dict) and entry.get("jobId") == job_id and isinstance(entry.get("step"), str) \
+                        and isinstance(entry.get("attempt"), int):
+                    found.submissions[(entry["step"], entry["attempt"])] = entry
+    return found
 
 
-def save_attempts(records: RunRecords, run_id: str, attempts: Dict[str, Attempt], final: Set[str]) -> None:
-    """Keep what this look knew (each attempt marked final or not); not an error where the record
-    is not writable."""
-    records.keep_attempts_cache(run_id, {job_id: dict(a.to_cache(), final=job_id in final)
-                                         for job_id, a in sorted(attempts.items())})
+def save_attempts(records: RunRecords, run_id: str, attempts: Dict[str, Attempt], final: Set[str],
+                  entries: List[Dict[str, Any]]) -> None:
+    """Keep what this look knew (each attempt marked final or not, a final one with its recorded
+    submission from ``entries``); not an error where the record is not writable."""
+    by_job = {str(e["jobId"]): e for e in entries}
+    data = {}
+    for job_id, a in sorted(attempts.items()):
+        item = dict(a.to_cache(), final=job_id in final)
+        if job_id in final and job_id in by_job:
+            item["submission"] = by_job[job_id]
+        data[job_id] = item
+    records.keep_attempts_cache(run_id, data)
 
 
 def must_walk(records: RunRecords, run_id: str, mode: str, ids: Set[str], listing: Optional[Listed] = None) -> bool:
@@ -57,7 +77,7 @@ def must_walk(records: RunRecords, run_id: str, mode: str, ids: Set[str], listin
 
 def run_attempts(records: RunRecords, client_for: Callable[[], Any], chain: Chain, run: Any,
                  entries: List[Dict[str, Any]], walk: bool = False, patient: bool = False,
-                 listing: Optional[Listed] = None) -> Tuple[List[Attempt], str]:
+                 listing: Optional[Listed] = None, cached: Optional[Cached] = None) -> Tuple[List[Attempt], str]:
     """(every attempt of the run, the endpoint asked), caching finished attempts in the record.
     ``patient``: through transient API errors, retry the reads for as long as ``run`` retries a
     create (:data:`~job_chain.engine.deadline.CALL_DEADLINE`): a one-off ``status``. A look among
@@ -65,12 +85,14 @@ def run_attempts(records: RunRecords, client_for: Callable[[], Any], chain: Chai
 
     ``entries``: the run's recorded submissions (:meth:`RunRecords.submissions`, read once by the
     caller); an attempt only the pool told of is recorded and appended to them. ``listing``: the
-    run's, when the caller has just made it (one listing of a 5,000-step run's directory, not three)."""
+    run's, when the caller has just made it (one listing of a 5,000-step run's directory, not three);
+    ``cached``: what the previous look knew, when the caller has read it (:func:`cached_attempts`)."""
     from job_chain.status.observe import by_id, observe
 
     ids = {str(e["jobId"]) for e in entries}
     never_started = records.start_failure(run.run_id) is not None and not entries
-    cache, final = cached_attempts(records, run.run_id)
+    kept = cached if cached is not None else cached_attempts(records, run.run_id)
+    cache, final = kept.known, kept.final
     try:
         client = client_for()
 
@@ -86,8 +108,9 @@ def run_attempts(records: RunRecords, client_for: Callable[[], Any], chain: Chai
         if never_started:  # the API may be why it never started: nothing to show, not an error
             return [], run.endpoint
         raise
-    if known != cache or settled != final:
-        save_attempts(records, run.run_id, known, settled)
+    if known != cache or settled != final or any(
+            str(e["jobId"]) in settled and (e["step"], e["attempt"]) not in kept.submissions for e in entries):
+        save_attempts(records, run.run_id, known, settled, entries)
     recorded = {(str(e["step"]), int(e["attempt"])) for e in entries}
     attempts = attempts + reused_attempts(records, run.run_id, listing)
     for item in attempts:  # the record learns what only the pool told
