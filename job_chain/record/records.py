@@ -119,6 +119,10 @@ class RunRecords:
         for facts (a file's name is :mod:`~job_chain.record.layout`'s business)."""
         return self._dir(run_id)
 
+    def writable(self, run_id: str) -> bool:
+        """Whether facts can be written into the run's directory here (not a read-only mount)."""
+        return os.access(self._dir(run_id), os.W_OK)
+
     def _path(self, run_id: str, name: str) -> str:
         return os.path.join(self._dir(run_id), name)
 

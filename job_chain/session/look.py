@@ -82,13 +82,12 @@ def tell_a_silent_end(ctx: RunContext, run: Run, chain: Chain, found: RunStatus)
     ended: the first look at the run (``status``, ``--watch``, the console, ``ChainSession``) sends
     what the tail would have. Each (round, event, step) is claimed in the run record, so a message
     already sent by a job, or by an earlier look, is never sent again."""
-    import os
 
     from job_chain.hop.notify import notify
 
     if found.outcome is not Outcome.FAILED or ctx.records.is_stopped(run.run_id):
         return 0
-    if not os.access(ctx.records.directory(run.run_id), os.W_OK):
+    if not ctx.records.writable(run.run_id):
         return 0  # a look that cannot claim the message (a read-only mount) never sends it
     failed = found.failed_steps
     ended = max((s.finished for s in failed if s.finished is not None), default=None)
