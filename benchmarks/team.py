@@ -1,6 +1,6 @@
 """A team's year of runs (issue 35): ``runs``, the console's runs page and ``status``, before and after.
 
-``python benchmarks/team.py [--ref REF] [--quick] [--rounds N]``
+``python benchmarks/team.py [--ref REF] [--this REF] [--quick] [--rounds N]``
 
 Built once, with this checkout's code, on a local server: one real finished 3-step run (its record
 is copied by hand into ``FILE.runs/`` as many times as a figure needs, each copy with its own id and
@@ -8,12 +8,14 @@ start: what is timed is reading run records, as in the issue) and real finished 
 5,000 steps (``--quick``: 10, 50, 200) for ``status``. Then, for this checkout and (``--ref``) for
 REF checked out beside it (a detached git worktree, removed afterwards), alternating the order each
 round, each tree's own code (``PYTHONPATH``; the working directory is the tree, since ``python -m``
-puts it first):
+puts it first). ``--this REF`` measures REF, checked out the same way, in place of this checkout:
+both are checked out when the building is done (a branch names its commit at that moment).
 
 - ``job-chain runs FILE`` into a pipe, one chain of 50 / 500 / 1,000 / 4,000 runs, and a
   ``status`` of the same chain (its newest run);
 - the console (``job-chain ui``'s app on loopback, in a process of the tree's code): the runs page's
-  first view in a fresh console, a view again, and one poll of an idle page (its bytes and time),
+  first view in a fresh console (no run's summary kept, as for runs copied in by hand: each tree's
+  first view starts from none), a view again, and one poll of an idle page (its bytes and time),
   with 50 / 500 / 4,000 runs in 1 or 40 chains, and 40 chains × 50 runs;
 - ``status FILE`` of the finished 50 / 500 / 5,000-step runs, warm (a look before it) and cold (no
   cached attempts: every job asked of the API).
@@ -105,7 +107,16 @@ def forget_attempts(path: Path) -> None:
         cache.unlink()
 
 
+def forget_summaries(directory: Path) -> None:
+    """Remove every kept summary and chain-file check under ``directory``: what a fresh look works out."""
+    for kept in directory.rglob("*.runs/.summaries"):
+        shutil.rmtree(kept, ignore_errors=True)
+    for kept in directory.rglob("*.runs/.file-check.json"):
+        kept.unlink()
+
+
 def console_figures(tree: Path, env: Dict[str, str], directory: Path) -> Dict[str, float]:
+    forget_summaries(directory)  # a fresh console over runs none of these trees looked at
     done = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--console-worker", str(directory)],
                           cwd=tree, env=dict(env, PYTHONPATH=str(tree)), capture_output=True, text=True, timeout=900)
     if done.returncode != 0:
@@ -161,6 +172,7 @@ def console_worker(directory: str) -> int:
 def one_tree(tree: Path, env: Dict[str, str], built: Dict[str, Any], repeats: int) -> Dict[str, float]:
     found: Dict[str, float] = {}
     for size, path in built["runs"].items():
+        forget_summaries(path.parent)  # each tree's untimed first `runs` works them out
         found[f"runs_{size}"] = harness.percentile(timed(tree, env, ["runs", str(path)], repeats), 50)
         found[f"status_of_runs_{size}"] = harness.percentile(timed(tree, env, ["status", str(path)], repeats), 50)
     for (chains, size), directory in built["console"].items():
@@ -201,6 +213,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         return console_worker(sys.argv[2])
     p = harness.parser(__doc__.splitlines()[0])
     p.add_argument("--ref", default=None, help="the commit to compare this checkout with (e.g. before issue 35)")
+    p.add_argument("--this", dest="this", default=None,
+                   help="measure this commit (checked out when the building is done) instead of this checkout")
     p.add_argument("--rounds", type=int, default=1, help="rounds per tree, alternating the order (default 1)")
     p.add_argument("--repeats", type=int, default=3, help="timed runs of each command per round (default 3)")
     p.add_argument("--status-steps", default=None, help="the finished runs status looks at (default 50,500,5000)")
@@ -213,12 +227,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     harness.install_signal_handlers()
     harness.warm_bytecode()
     work = Path(tempfile.mkdtemp(prefix="job-chain-team-"))
-    trees: Dict[str, Path] = {"this": harness.ROOT}
+    trees: Dict[str, Path] = {"this": work / "this" if args.this else harness.ROOT}
+    if args.ref:
+        trees[args.ref] = work / "tree"
+    checked_out: List[Path] = []
     try:
-        if args.ref:
-            trees[args.ref] = work / "tree"
-            subprocess.run(["git", "worktree", "add", "--detach", "-q", str(trees[args.ref]), args.ref],
-                           cwd=harness.ROOT, check=True)
         with harness.BenchServer() as server:
             env = server.cli_env()
             t0 = time.monotonic()
@@ -237,6 +250,14 @@ def main(argv: Optional[List[str]] = None) -> int:
                 built["console"][(chains, size)] = directory
             build_s = time.monotonic() - t0
             print(f"built in {build_s:.0f} s", flush=True)
+            for ref, tree in ((args.this, trees["this"]), (args.ref, trees.get(args.ref or ""))):
+                if ref and tree is not None:
+                    subprocess.run(["git", "worktree", "add", "--detach", "-q", str(tree), ref], cwd=harness.ROOT,
+                                   check=True)
+                    checked_out.append(tree)
+                    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=tree, capture_output=True,
+                                            text=True).stdout.strip()
+                    print(f"{ref} is {commit}", flush=True)
             samples: Dict[str, Dict[str, List[float]]] = {name: {} for name in trees}
             for round_no in range(args.rounds):
                 order = list(trees.items()) if round_no % 2 == 0 else list(reversed(list(trees.items())))
@@ -282,9 +303,8 @@ def main(argv: Optional[List[str]] = None) -> int:
                                                        "elapsed_s": time.time() - started}, indent=1))
         print(f"machine: {json.dumps(info)}")
     finally:
-        if args.ref:
-            subprocess.run(["git", "worktree", "remove", "--force", str(work / "tree")], cwd=harness.ROOT,
-                           capture_output=True)
+        for tree in checked_out:
+            subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=harness.ROOT, capture_output=True)
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
     return 0
