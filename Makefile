@@ -30,11 +30,13 @@ browser:
 # A real Slurm for the Slurm engine's tests (tests/slurm_cluster.py starts a private one-host cluster
 # of munged, slurmctld and two slurmd on loopback; nothing is configured system-wide). Debian's
 # slurm-wlm (22.05) and munge; skipped when present. The tests fail, never skip, without them.
+# libfaketime: the TIMEOUT test's slurmctld runs on a fast clock (Slurm's time limits are whole minutes).
 slurm:
-	@if ! command -v sbatch >/dev/null || [ ! -x /usr/sbin/slurmctld ] || [ ! -x /usr/sbin/munged ]; then \
-	    echo "installing slurm-wlm and munge (Slurm engine tests)"; \
+	@if ! command -v sbatch >/dev/null || [ ! -x /usr/sbin/slurmctld ] || [ ! -x /usr/sbin/munged ] || \
+	    ! ls /usr/lib/*/faketime/libfaketimeMT.so.1 >/dev/null 2>&1; then \
+	    echo "installing slurm-wlm, munge and libfaketime (Slurm engine tests)"; \
 	    $(SUDO) apt-get update -qq >/dev/null && \
-	    $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm munge >/dev/null; \
+	    $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm munge libfaketime >/dev/null; \
 	fi
 
 demo: install

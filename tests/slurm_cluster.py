@@ -10,11 +10,18 @@ same cluster.
 
 Needs root (slurmd runs jobs as their user) and Debian's ``slurm-wlm`` and ``munge``
 (``make test`` installs them). :func:`require` says loudly what is missing.
+
+``clock``: slurmctld's clock runs that many times faster than the wall's (Debian's ``libfaketime``,
+preloaded into slurmctld alone). Slurm keeps time limits in whole minutes and looks for jobs past
+theirs every 30 s (compiled in): a real TIMEOUT takes 60 to 90 s. With ``clock=8`` a ``--time=1``
+job is ended by Slurm's own time-limit code after 8 to 12 s; the daemons' timeouts are scaled so
+that their messages keep their real-time patience.
 """
 
 from __future__ import annotations
 
 import atexit
+import glob
 import os
 import shutil
 import signal
@@ -46,6 +53,12 @@ def require() -> Optional[str]:
         return ("Slurm is not installed (missing " + ", ".join(lacking) + "): `make test` installs it, or run "
                 "`apt-get install -y slurm-wlm munge` as root")
     return None
+
+
+def faketime() -> Optional[str]:
+    """Debian's libfaketime (multi-threaded), or None."""
+    found = glob.glob("/usr/lib/*/faketime/libfaketimeMT.so.1")
+    return found[0] if found else None
 
 
 def _program(name: str) -> str:
@@ -109,9 +122,9 @@ GresTypes=gpu
 MinJobAge={min_job_age}
 KillWait=2
 InactiveLimit=0
-MessageTimeout=10
-SlurmctldTimeout=30
-SlurmdTimeout=30
+MessageTimeout={message_timeout}
+SlurmctldTimeout={daemon_timeout}
+SlurmdTimeout={daemon_timeout}
 Waittime=0
 PrologFlags=NoHold
 {nodes}
@@ -128,8 +141,9 @@ class SlurmCluster:
     """munged + slurmctld + slurmd×2 under ``root`` (a fresh directory). ``tuned``: schedule at once
     (what the tests use); False keeps Slurm's scheduler defaults (the benchmark's baseline)."""
 
-    def __init__(self, root: Path, *, tuned: bool = True, min_job_age: int = 600) -> None:
+    def __init__(self, root: Path, *, tuned: bool = True, min_job_age: int = 600, clock: float = 1.0) -> None:
         self.root = Path(root)
+        self.clock = clock
         self.tuned = tuned
         self.min_job_age = min_job_age
         self.procs: Dict[str, subprocess.Popen] = {}
@@ -148,7 +162,14 @@ class SlurmCluster:
         try:
             self._write()
             self._start_munge()
-            self._spawn("slurmctld", [_program("slurmctld"), "-D", "-i", "-f", str(self.conf)])
+            fast = {}
+            if self.clock != 1.0:
+                library = faketime()
+                if library is None:
+                    raise RuntimeError("a fast-clock Slurm needs Debian's libfaketime: `make test` installs it, or "
+                                       "`apt-get install -y libfaketime`")
+                fast = {"LD_PRELOAD": library, "FAKETIME": f"+0 x{self.clock:g}", "FAKETIME_DONT_RESET": "1"}
+            self._spawn("slurmctld", [_program("slurmctld"), "-D", "-i", "-f", str(self.conf)], fast)
             for node in NODES:
                 self._spawn(f"slurmd-{node}", [_program("slurmd"), "-D", "-N", node, "-f", str(self.conf)])
             self._wait_idle(timeout)
@@ -227,10 +248,11 @@ class SlurmCluster:
                     continue
             psutil.wait_procs(left, timeout=1.0)
 
-    def _spawn(self, name: str, argv: List[str]) -> None:
+    def _spawn(self, name: str, argv: List[str], extra: Optional[Dict[str, str]] = None) -> None:
         with open(self.root / f"{name}.out", "ab") as log:
             self.procs[name] = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                                start_new_session=True, env=self.env(), cwd=str(self.root),
+                                                start_new_session=True, env={**self.env(), **(extra or {})},
+                                                cwd=str(self.root),
                                                 preexec_fn=_die_with_parent)
 
     def _write(self) -> None:
@@ -247,7 +269,8 @@ class SlurmCluster:
                                          slurmd_port=slurmd_port,
                                          munge_socket=self.munge_socket, root=self.root, nodes=nodes,
                                          scheduler=TUNED if self.tuned else DEFAULTS,
-                                         min_job_age=self.min_job_age))
+                                         min_job_age=self.min_job_age, message_timeout=round(10 * self.clock),
+                                         daemon_timeout=round(30 * self.clock)))
         # two emulated GPUs a node: Slurm counts and allocates them (there is no device behind them)
         (self.root / "gres.conf").write_text("Name=gpu File=/dev/null\nName=gpu File=/dev/zero\n")
         key = self.root / "munge" / "munge.key"

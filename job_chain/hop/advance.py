@@ -50,6 +50,8 @@ def advance(
     outputs: Tuple[Dict[str, str], Optional[str]] = ({}, None),
     cached: bool = False,
     own_plan: Optional[Callable[[], Optional[Dict[str, Any]]]] = None,
+    known: Optional[Any] = None,
+    in_job: bool = True,
 ) -> int:
     """Act on step ``step`` (its name) having exited with ``exit_code``; return the job's exit code.
 
@@ -63,11 +65,15 @@ def advance(
     process, which reached it, advances from it as its tail would. So does every step it submits
     that reuses one too, one after another (never deeper than this call). ``own_plan``: how this
     step's plan file is read, when the caller reads it too (once for both: ``hop/entry.py``).
+    ``known``: why the step failed, when job-chain knows it without its logs (Slurm's verdict on a job
+    it ended); ``in_job``: False when another process advances for the job (a Slurm watcher), which
+    then does not record the job's end.
     """
     mode = mode or ("inline" if records is None else "job")
     hop = _Hop(chain, client, run_id, records, mode, deadline, reconnect, resume_hint)
     hop.own_plan = own_plan
     reused: List[Tuple[str, int, Dict[str, str]]] = []
+    hop.known, hop.in_job = known, in_job
     code = _advance_one(hop, step, attempt, exit_code, outputs, cached, reused)
     while reused:  # steps it submitted that reused a cached success: advance from each, as their tails would
         name, number, kept = reused.pop(0)
@@ -92,7 +98,7 @@ def _advance_one(hop: _Hop, step: str, attempt: int, exit_code: int, outputs: Tu
 
         me = finishing(hop.chain, current)
     code = hop.run(me, attempt, exit_code, outputs)
-    if records is not None and mode == "job" and not cached:  # this job ends now: its end, to the ms (GPU-hours)
+    if records is not None and mode == "job" and not cached and hop.in_job:  # this job ends now: its end (GPU-hours)
         records.record_advance_end(run_id, me.name, attempt, planned=hop.followed_plan)
         if planned:  # it has served (a second tail of this attempt finds every step of it done)
             from job_chain.record.plans import remove_plan
@@ -124,6 +130,8 @@ class _Hop:
         self.reused: List[Tuple[str, int, Dict[str, str]]] = []  # steps submitted that reused one: advance next
         self._started: Optional[float] = None
         self.own: Optional[Tuple[str, int]] = None  # the finishing (step, attempt): this job
+        self.known: Any = None  # why it failed, when known without its logs (Slurm's verdict)
+        self.in_job = True  # this process is the finishing job's own tail
 
     @property
     def chain(self) -> Chain:
@@ -204,7 +212,7 @@ class _Hop:
     def run(self, me: Finishing, attempt: int, exit_code: int, outputs: Tuple[Dict[str, str], Optional[str]]) -> int:
         records, run_id, name = self.records, self.run_id, me.name
         self.own = (name, attempt)
-        known = None  # a cause job-chain itself knows, so no log needs reading
+        known = self.known  # a cause job-chain itself knows, so no log needs reading
         if exit_code == 0 and outputs[1]:
             from job_chain.failures.classify import Failure
             from job_chain.record import outputs as outputs_

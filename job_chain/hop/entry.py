@@ -12,6 +12,8 @@ Usage (what :func:`job_chain.submit.command.step_command` writes)::
     python3 -m job_chain.hop --run RUN --step NAME --attempt N --exit-code RC [--outputs FILE] --snapshot - <<'...'
 
 ``--outputs``: the step's ``$JOB_CHAIN_OUTPUTS`` file, read when the script succeeded.
+``--ended`` (instead of ``--exit-code``): a Slurm job ended without its tail; its watcher job runs
+the advance for it (:func:`run_ended`, ``docs/slurm.md``).
 """
 
 from __future__ import annotations
@@ -22,8 +24,8 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from job_chain.errors import JobChainError, UsageError
 
-USAGE = ("usage: python3 -m job_chain.hop --run RUN --step NAME [--attempt N] --exit-code RC [--outputs FILE] "
-         "(CONFIG_PATH | --snapshot -)")
+USAGE = ("usage: python3 -m job_chain.hop --run RUN --step NAME [--attempt N] (--exit-code RC | --ended) "
+         "[--outputs FILE] (CONFIG_PATH | --snapshot -)")
 _OPTIONS = ("--run", "--step", "--attempt", "--exit-code", "--snapshot", "--outputs")
 
 
@@ -36,7 +38,10 @@ def parse(argv: List[str]) -> Dict[str, Any]:
         if word in ("-h", "--help"):
             raise UsageError(USAGE)
         flag, eq, value = word.partition("=")
-        if flag in _OPTIONS:
+        if word == "--ended":
+            found["ended"] = True
+            found.setdefault("exit_code", "0")  # the watcher's advance finds the real one
+        elif flag in _OPTIONS:
             if not eq:
                 if not words:
                     raise UsageError(f"{flag} needs a value; {USAGE}")
@@ -90,6 +95,57 @@ def load_run(config_path: Optional[str], run_id: str, snapshot: Optional[Any]) -
     records = RunRecords(path)
     chain = records.run_chain(run_id, load_file)
     return chain, records, records.api_config(run_id, chain.api_config.get("version"))
+
+
+def run_ended(config_path: Optional[str], run_id: str, step: str, attempt: int) -> int:
+    """In a Slurm step's watcher (the job ended in a failed state before its tail finished: Slurm
+    ended it, or its tail died): advance for it, exactly as its tail would have.
+
+    Nothing when the run was stopped or the tail finished its advance. Otherwise the exit code is
+    the script's from the record (its tail recorded it, then was killed), else Slurm's; and when the
+    script never ended, Slurm's verdict (TIMEOUT, NODE_FAIL, …) is the cause, from the catalogue.
+    Every step of the advance is idempotent, its creates exactly once (the record, the job's key).
+    """
+    from job_chain.failures.classify import Failure
+    from job_chain.failures.signatures import signature
+    from job_chain.hop.advance import advance
+    from job_chain.record.records import RunRecords
+    from job_chain.slurm.engine import VERDICTS, WATCHED_ENV, engine_from_env
+    from job_chain.util.log import log
+
+    engine = engine_from_env()
+    if not config_path or engine is None:
+        raise UsageError("--ended is for a Slurm step's watcher job (its chain file path and its Slurm environment)")
+    records = RunRecords(config_path)
+    records.require_run(run_id)
+    if records.is_stopped(run_id):
+        log(f"run {run_id} was stopped; nothing to do")
+        return 0
+    entry = records.exit_entry(run_id, step, attempt) or {}
+    if "ended" in entry:
+        log(f"step {step} attempt {attempt}: its tail finished its advance; nothing to do")
+        return 0
+    job_id = os.environ.get(WATCHED_ENV) or str((records.submission(run_id, step, attempt) or {}).get("jobId") or "")
+    if not job_id:
+        raise UsageError(f"step {step} attempt {attempt}: which job to look after is not known")
+    state, code, said = engine.verdict(job_id)
+    known = None
+    exit_code = entry.get("exitCode")
+    if not isinstance(exit_code, int) or isinstance(exit_code, bool):
+        exit_code = code
+        if state in VERDICTS:
+            found = signature(VERDICTS[state])
+            known = Failure(found.cls, found.name, f"slurm: job {job_id}: {said}", explanation=found.explanation,
+                            words=found.words)
+    log(f"step {step} attempt {attempt} (job {job_id}) ended {state} without its tail finishing: advancing for it")
+    chain, _, _ = load_run(config_path, run_id, None)
+    import shlex
+
+    client: Any = engine  # the engine seam: what advance calls
+    code = advance(chain, client, run_id=run_id, step=step, attempt=attempt, exit_code=exit_code, records=records,
+                   resume_hint=f"job-chain resume {shlex.quote(config_path)} --run {run_id}", deadline=env_deadline(),
+                   known=known, in_job=False)
+    return 0 if code == exit_code else code  # the step's failure is its job's; the watcher did what it had to
 
 
 def run_advance(*, config_path: Optional[str], run_id: str, step: str, attempt: int, exit_code: int,
@@ -170,9 +226,12 @@ def run_advance(*, config_path: Optional[str], run_id: str, step: str, attempt: 
         from job_chain.slurm.engine import engine_from_env
 
         client = engine_from_env()
-    return advance(source, client or LazyClient(build), run_id=run_id, step=step, attempt=attempt, exit_code=exit_code,
+    code = advance(source, client or LazyClient(build), run_id=run_id, step=step, attempt=attempt, exit_code=exit_code,
                    records=records, resume_hint=hint, deadline=env_deadline(),
                    reconnect=reconnect, outputs=outputs, own_plan=plan_reader)
+    if client is not None and os.environ.get("SLURM_JOB_ID"):  # done: this job's watcher has nothing to do
+        client.release(os.environ["SLURM_JOB_ID"])
+    return code
 
 
 def _has_content(path: str) -> bool:
@@ -217,6 +276,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         args = parse(sys.argv[1:] if argv is None else argv)
         snapshot = args.pop("snapshot", None)
+        if args.get("ended"):
+            return run_ended(args.get("config_path"), args["run"], args["step"], args["attempt"])
         if snapshot not in (None, "-"):
             raise UsageError(f"--snapshot takes '-' (the snapshot on stdin), not {snapshot!r}")
         return run_advance(config_path=args.get("config_path"), run_id=args["run"], step=args["step"],

@@ -216,7 +216,11 @@ def revise(old: Chain, new: Chain, *, done: Set[str], latest: Dict[str, int], re
                     scrips_path=old.scrips_path, config_path=old.config_path, notify=new.notify,
                     graph=new.graph or kept,
                     revision=revision, params=dict(new.params), params_set=dict(new.params_set),
-                    max_running=new.max_running)
+                    max_running=new.max_running, engine=old.engine,
+                    slurm=dict(new.slurm if new.engine == old.engine else old.slurm))
+    if new.engine != old.engine:  # a run's jobs stay on the engine it started on
+        changes.append(Change("engine", "changed", [f"{old.engine} -> {new.engine}"], applied=False,
+                              note="a run stays on the engine it started on: start a new run there"))
     if params_changed:
         changes.append(Change("params", "changed", [f"{n}: {old.params.get(n)} -> {new.params.get(n)}" for n in
                                                     sorted(set(old.params) | set(new.params), key=str)

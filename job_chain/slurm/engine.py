@@ -11,6 +11,12 @@ the key's lock file while it looks for the key — its file, then a job of that 
 (``squeue --name``, and ``sacct --name`` where accounting exists) — and only then runs ``sbatch
 --job-name=KEY`` and writes the key's file. Two creators of one key wait for each other; a creator
 killed between ``sbatch`` and its file leaves a job Slurm still names, which the next creator finds.
+
+**A job Slurm ends** (TIMEOUT, NODE_FAIL, PREEMPTED, OUT_OF_MEMORY, a CANCELLED by someone else) dies
+with its batch script, tail included. So each step's job is submitted with a *watcher*: a one-task
+job ``--dependency=afternotok:JOB`` that runs the same advance told the job ended (the body's
+``slurmEnded``); the job's tail cancels it when its advance is done (:meth:`SlurmEngine.release`),
+and ``--kill-on-invalid-dep=yes`` ends it too when the job completed.
 """
 
 from __future__ import annotations
@@ -29,10 +35,13 @@ from job_chain.slurm.options import sbatch_words
 
 ENGINE_ENV = "JOB_CHAIN_ENGINE"  # "slurm" in every job this engine submits: the in-job advance builds it
 DIR_ENV = "JOB_CHAIN_SLURM_DIR"  # the engine's directory, for the in-job advance
+WATCHED_ENV = "JOB_CHAIN_SLURM_WATCHED"  # in a watcher: the job it watches
+WATCHER_OPTIONS = ("partition", "account", "qos", "reservation", "clusters", "cluster", "chdir", "wckey")
 PAGE = 4 * 1024 * 1024  # bytes of log a page holds
 TIMEOUT = 60.0  # seconds a Slurm command may take
 
-# Slurm's job states in job-chain's words (engine/states.py); the reason is told as an event
+# Slurm's job states in job-chain's words (engine/states.py); the reason is told as an event. CANCELLED is
+# Stopped only when job-chain's stop cancelled the job, else Failed (SlurmEngine._job_of)
 STATES = {
     "PENDING": "Pending", "CONFIGURING": "Pending", "REQUEUED": "Pending", "REQUEUE_HOLD": "Pending",
     "REQUEUE_FED": "Pending", "RESV_DEL_HOLD": "Pending", "SUSPENDED": "Running", "STOPPED": "Running",
@@ -51,6 +60,9 @@ SAID = {  # what a job's end means, in the words of its event (and of docs/slurm
     "DEADLINE": "the job passed its deadline (DEADLINE)",
     "FAILED": "the job's batch script exited non-zero (FAILED)",
 }
+# the catalogue's signature (failures/signatures.py) for an end Slurm decided, when the job's tail never ran
+VERDICTS = {"TIMEOUT": "slurm-time-limit", "NODE_FAIL": "slurm-node-fail", "PREEMPTED": "slurm-preempted",
+            "OUT_OF_MEMORY": "slurm-oom-kill", "CANCELLED": "slurm-cancelled", "BOOT_FAIL": "slurm-node-fail"}
 
 
 class SlurmError(EngineError):
@@ -143,41 +155,96 @@ class SlurmEngine:
         return os.path.join(self.state_dir, *parts)
 
     def _ensure(self) -> None:
-        for sub in ("keys", "logs", "exits", "scripts"):
+        for sub in ("keys", "logs", "exits", "scripts", "watchers", "stopped"):
             os.makedirs(self._path(sub), exist_ok=True)
 
     # -- create, once per key
     def create(self, pool: str, body: Dict[str, Any], key: str) -> Created:
         self._ensure()
+        from job_chain.util.files import write_private
+
         with open(self._path("keys", f"{key}.lock"), "a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)  # released by the kernel if this process dies
-            found = self._known(key)
+            found, going = self._known(key)
+            fresh = found is None
             if found is None:
-                found = self._sbatch(body, key)
-                from job_chain.util.files import write_private
-
-                write_private(self._path("keys", key), found)
+                found, going = self._sbatch(body, key), True
+            if going and body.get("slurmEnded") and not os.path.exists(self._path("watchers", found)):
+                self._watch(body, key, found, fresh)  # also for a job whose creator died before watching it
+            write_private(self._path("keys", key), found)  # last: a key's file means its job is watched
         return Created(found, key)
 
-    def _known(self, key: str) -> Optional[str]:
-        """The job this key made: its file, else a job of that name Slurm still knows."""
+    def _known(self, key: str) -> Tuple[Optional[str], bool]:
+        """The job this key made — its file, else a job of that name Slurm still knows — and whether
+        it may still need a watcher (it was found in Slurm's queue, not ended)."""
         try:
             with open(self._path("keys", key)) as f:
                 recorded = f.read().strip()
             if recorded:
-                return recorded
+                return recorded, False
         except FileNotFoundError:
             pass
-        ids = run_slurm(["squeue", "-h", "-t", "all", f"--name={key}", "-o", "%i"]).split()
-        if not ids and self._accounting():
-            ids = run_slurm(["sacct", "-n", "-X", "-P", f"--name={key}", "-o", "JobID",
-                             "-S", "now-7days"]).split()
-        if ids:
-            from job_chain.util.files import write_private
+        rows = [line.split() for line in run_slurm(["squeue", "-h", "-t", "all", f"--name={key}", "-o",
+                                                    "%i %T"]).splitlines() if line.strip()]
+        if not rows and self._accounting():
+            rows = [[jid, "COMPLETED"] for jid in run_slurm(["sacct", "-n", "-X", "-P", f"--name={key}", "-o", "JobID",
+                                                             "-S", "now-7days"]).split()]
+        if rows:
+            return rows[0][0], STATES.get(rows[0][-1]) in ("Pending", "Running")
+        return None, False
 
-            write_private(self._path("keys", key), ids[0])
-            return ids[0]
-        return None
+    def _watch(self, body: Dict[str, Any], key: str, job_id: str, fresh: bool = True) -> None:
+        """Submit the job's watcher: one task, after the job ends in any failed state (afternotok),
+        with the step's partition, account and QoS; it runs ``body["slurmEnded"]``. A watcher that
+        cannot be submitted is said, not fatal: the job runs, and a failure Slurm decides is then
+        found by the next ``status`` and retried by ``resume``, as before."""
+        from job_chain.util.files import write_private
+        from job_chain.util.log import log
+
+        spec = body.get("jobSpec") or {}
+        options = {k: v for k, v in dict(body.get("slurm") or {}).items() if k in WATCHER_OPTIONS}
+        options.setdefault("chdir", os.path.dirname(os.path.dirname(self.state_dir)))
+        script = ("#!/bin/bash\n# job-chain: job " + job_id + " ended without its tail (Slurm ended it): "
+                  "advance from here\n" + self._exports(spec) + f"export {WATCHED_ENV}={job_id} RANK=0\n"
+                  + str(body["slurmEnded"]) + "\n")
+        argv = ["sbatch", "--parsable", f"--job-name=watch-{key}", f"--dependency=afternotok:{job_id}",
+                "--kill-on-invalid-dep=yes", "--nodes=1", "--ntasks=1",
+                f"--output={self._path('logs', f'{job_id}.watch.log')}", *sbatch_words(options)]
+        try:
+            known = [] if fresh else run_slurm(["squeue", "-h", "-t", "all", f"--name=watch-{key}", "-o", "%i"]).split()
+            watcher = known[0] if known else run_slurm(argv, stdin=script).strip().split(";")[0]
+        except SlurmError as exc:
+            log(f"job {job_id} has no watcher ({exc}): if Slurm ends it (TIMEOUT, NODE_FAIL, PREEMPTED), "
+                "'job-chain status' finds why and 'job-chain resume' retries it")
+            return
+        write_private(self._path("watchers", job_id), watcher)
+
+    def release(self, job_id: str) -> None:
+        """The job's tail finished its advance (or the run was stopped): its watcher has nothing to do,
+        and is cancelled while it waits."""
+        try:
+            with open(self._path("watchers", job_id)) as f:
+                watcher = f.read().strip()
+        except FileNotFoundError:
+            return
+        if watcher:
+            try:
+                run_slurm(["scancel", watcher])
+            except SlurmError:  # ended already (kill-on-invalid-dep): nothing to cancel
+                pass
+
+    def verdict(self, job_id: str) -> Tuple[str, int, str]:
+        """How Slurm ended a job: its state, an exit code (its own; else 128 + the signal that ended
+        it; else 1) and the sentence that says it (:data:`SAID`)."""
+        show = parse_show(run_slurm(["scontrol", "-o", "show", "job", job_id]).strip().splitlines()[0])
+        state = (show.get("JobState") or "UNKNOWN").split()[0].rstrip("+")
+        code, _, signal = (show.get("ExitCode") or "").partition(":")
+        number = int(code) if code.isdigit() else 0
+        if not number:
+            number = 128 + int(signal) if signal.isdigit() and int(signal) else 1
+        reason = show.get("Reason", "None")
+        said = SAID.get(state, state) + (f"; reason: {reason}" if reason not in ("None", "") else "")
+        return state, number, said
 
     def _accounting(self) -> bool:
         try:
@@ -208,10 +275,7 @@ class SlurmEngine:
     def batch_script(self, spec: Mapping[str, Any], script: str, replicas: int) -> str:
         """The batch job: the step's environment, then its (wrapped) command on every node — under
         ``srun`` with more than one — each node's log and exit code kept in the engine's directory."""
-        envs = {ENGINE_ENV: "slurm", DIR_ENV: self.state_dir}
-        envs.update({str(e["name"]): str(e.get("value", "")) for e in spec.get("envs") or []
-                     if isinstance(e, dict) and e.get("name")})
-        exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in envs.items())
+        exports = self._exports(spec)
         logs, exits = shlex.quote(self._path("logs")), shlex.quote(self._path("exits"))
         node = ("export RANK=${SLURM_PROCID:-0} POD_NAME=$SLURM_JOB_ID-${SLURM_PROCID:-0}; "
                 f"bash {shlex.quote(script)}; rc=$?; "
@@ -225,6 +289,13 @@ class SlurmEngine:
                 f"{exports}export WORLD_SIZE={replicas} MASTER_ADDR=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" "
                 "| head -n 1) MASTER_PORT=$((20000 + SLURM_JOB_ID % 20000)) AIHC_JOB_NAME=$SLURM_JOB_NAME\n"
                 f"{run}")
+
+    def _exports(self, spec: Mapping[str, Any]) -> str:
+        """The step's environment and the engine's, as ``export`` lines."""
+        envs = {ENGINE_ENV: "slurm", DIR_ENV: self.state_dir}
+        envs.update({str(e["name"]): str(e.get("value", "")) for e in spec.get("envs") or []
+                     if isinstance(e, dict) and e.get("name")})
+        return "".join(f"export {k}={shlex.quote(v)}\n" for k, v in envs.items())
 
     # -- reading
     def job(self, pool: str, job_id: str) -> Job:
@@ -275,6 +346,8 @@ class SlurmEngine:
         job_id = show.get("JobId", "")
         state = (show.get("JobState") or "UNKNOWN").split()[0].rstrip("+")
         status = STATES.get(state, "Unknown")
+        if state == "CANCELLED" and not os.path.exists(self._path("stopped", job_id)):
+            status = "Failed"  # cancelled by someone else than job-chain's stop: a failure (slurm-cancelled)
         code_text = (show.get("ExitCode") or "").split(":")[0]
         exit_code = int(code_text) if code_text.lstrip("-").isdigit() and status not in ("Pending", "Running") else None
         labels = labels_of(show.get("Comment", ""))
@@ -318,7 +391,14 @@ class SlurmEngine:
             yield self._job_of(row, pods=False)
 
     def stop(self, pool: str, job_id: str) -> None:
+        """``scancel`` the job and its watcher (a stopped run advances no further); the job is kept
+        as stopped by job-chain (its CANCELLED reads Stopped, anyone else's Failed)."""
+        from job_chain.util.files import write_private
+
+        self._ensure()
+        write_private(self._path("stopped", job_id), "")
         run_slurm(["scancel", job_id])
+        self.release(job_id)
 
     def events(self, pool: str, job_id: str) -> List[Event]:
         """What Slurm says of the job: its end (state and reason), or why it waits."""

@@ -137,6 +137,15 @@ def step_command(
     )
 
 
+def ended_command(*, run_id: str, step: str, attempt: int, config_path: str,
+                  scrips_path: Optional[str] = None) -> str:
+    """What runs when a step's job ended without its tail (Slurm killed it: TIMEOUT, NODE_FAIL,
+    PREEMPTED, OUT_OF_MEMORY, CANCELLED): the same advance, told the job ended (``--ended``), which
+    takes the script's exit from the run record, else Slurm's verdict (``docs/slurm.md``)."""
+    return (f"{runtime_invocation(scrips_path, 'job_chain.hop')} --run {shlex.quote(run_id)} "
+            f"--step {shlex.quote(step)} --attempt {attempt} --ended {shlex.quote(config_path)}")
+
+
 def tail_size(command: str, script: str) -> int:
     """Bytes the wrapper adds around the user's script (the figure the benchmarks report)."""
     return len(command.encode("utf-8")) - len(script.encode("utf-8"))

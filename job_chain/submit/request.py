@@ -9,7 +9,7 @@ from typing import Any, Dict, List, Mapping, Optional
 
 from job_chain.engine.jobs import LABEL_ATTEMPT, LABEL_RUN, LABEL_STEP
 from job_chain.spec.model import Chain, Step
-from job_chain.submit.command import launch, script_runner, step_command
+from job_chain.submit.command import ended_command, launch, script_runner, step_command
 from job_chain.submit.snapshot import encode_snapshot
 
 
@@ -79,6 +79,9 @@ def build_request(
         from job_chain.slurm.options import merged
 
         body["slurm"] = merged(chain.slurm, own)
+        if mode == "job":  # what a watcher job runs if Slurm ends this one before its tail ran (docs/slurm.md)
+            body["slurmEnded"] = ended_command(run_id=run_id, step=step.name, attempt=attempt,
+                                               config_path=chain.cluster_config_path, scrips_path=chain.scrips_path)
     return body
 
 

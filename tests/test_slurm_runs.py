@@ -1,0 +1,176 @@
+"""A Slurm run's features on a real Slurm cluster (tests/slurm_cluster.py): a job Slurm ends
+(TIMEOUT, a CANCELLED by someone else) retried by its watcher job, ``maxRunning``, notifications,
+``status --watch`` and ``resume`` with changes by name. One cluster per module (two for this one:
+the TIMEOUT test's slurmctld runs on a fast clock)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Dict, Iterator, List
+
+import pytest
+from test_slurm_engine import VENV_BIN, job_names, max_overlap, slurm_cli
+
+
+def write_chain(directory: Path, steps: List[Dict[str, Any]], **top: Any) -> Path:
+    """A Slurm chain of ``steps`` (``name``, ``script``, optional ``jobChain`` and ``slurm``), each
+    told ``$SHARED`` (a directory beside it)."""
+    shared = directory / "shared"
+    shared.mkdir(parents=True, exist_ok=True)
+    jobs = []
+    for step in steps:
+        (directory / f"{step['name']}.sh").write_text(step["script"] + "\n")
+        job: Dict[str, Any] = {"name": step["name"], "jobSpec": {"command": f"{step['name']}.sh", "envs": [
+            {"name": "SHARED", "value": str(shared)}]}}
+        for key in ("jobChain", "slurm"):
+            if key in step:
+                job[key] = step[key]
+        jobs.append(job)
+    path = directory / "chain_info.json"
+    path.write_text(json.dumps({"engine": "slurm", "jobs": jobs, **top}, indent=2))
+    return path
+
+
+def status(cluster: Any, chain: Path) -> Dict[str, Any]:
+    done = slurm_cli(cluster, "status", str(chain), "--json")
+    assert done.stdout, done.stderr
+    return json.loads(done.stdout)
+
+
+def wait_outcome(cluster: Any, chain: Path, timeout: float = 90, until: str = "") -> Dict[str, Any]:
+    end = time.monotonic() + timeout
+    while True:
+        data = status(cluster, chain)
+        if data["outcome"] == until or not until and data["outcome"] != "running":
+            return data
+        assert time.monotonic() < end, data
+        time.sleep(0.3)
+
+
+def attempts_of(data: Dict[str, Any], name: str) -> List[Any]:
+    step = next(s for s in data["steps"] if s["name"] == name)
+    return [(a["status"], (a.get("failure") or {}).get("class"), (a.get("failure") or {}).get("signature"))
+            for a in step["attempts"]]
+
+
+@pytest.fixture(scope="module")
+def fast_slurm() -> Iterator[Any]:
+    """A cluster whose slurmctld's clock runs 8 times the wall's (tests/slurm_cluster.py, ``clock``)."""
+    import slurm_cluster
+
+    if os.geteuid() != 0:
+        pytest.skip("SLURM TESTS SKIPPED: they start slurmctld/slurmd, which need root")
+    why = slurm_cluster.require()
+    if why:
+        pytest.fail(why, pytrace=False)
+    with tempfile.TemporaryDirectory(prefix="jc-slurm-fast-") as tmp, \
+            slurm_cluster.SlurmCluster(Path(tmp), clock=8) as cluster:
+        yield cluster
+
+
+TIMES_OUT_ONCE = ('if [ ! -e "$SHARED/train.once" ]; then touch "$SHARED/train.once"; echo "training"; sleep 600; fi\n'
+                  'echo "trained"')
+
+
+def test_a_step_slurm_ends_at_its_time_limit_is_retried_by_its_watcher(fast_slurm: Any, tmp_path: Path) -> None:
+    chain = write_chain(tmp_path, [
+        {"name": "train", "script": TIMES_OUT_ONCE, "slurm": {"time": "1"},
+         "jobChain": {"retries": {"timeout": 1}}},
+        {"name": "after", "script": 'echo after >> "$SHARED/after.ran"'}])
+    assert slurm_cli(fast_slurm, "run", str(chain)).returncode == 0
+    data = wait_outcome(fast_slurm, chain, timeout=120)
+    assert data["outcome"] == "succeeded", data["reason"]
+    assert attempts_of(data, "train") == [("Failed", "timeout", "slurm-time-limit"), ("Succeeded", None, None)]
+    first = next(s for s in data["steps"] if s["name"] == "train")["attempts"][0]
+    assert "TIMEOUT" in first["failure"]["line"]
+    assert (tmp_path / "shared" / "after.ran").read_text() == "after\n"
+    run = data["run"]
+    listed = fast_slurm.run("squeue", "-h", "-t", "all", "-o", "%j %T").stdout.splitlines()
+    states = dict(line.split() for line in listed if run in line)
+    assert states[f"jc-{run}-train-1"] == "TIMEOUT" and states[f"watch-jc-{run}-train-1"] == "COMPLETED"
+    # the attempts whose tail finished cancelled their watcher before it ever ran
+    assert states[f"watch-jc-{run}-train-2"] == "CANCELLED" and states[f"watch-jc-{run}-after-1"] == "CANCELLED"
+    assert {n: c for n, c in job_names(fast_slurm).items() if run in n} == {
+        f"{w}jc-{run}-{s}": 1 for w in ("", "watch-") for s in ("train-1", "train-2", "after-1")}
+
+
+def test_a_job_cancelled_outside_job_chain_is_retried_for_infra_by_its_watcher(slurm: Any, tmp_path: Path) -> None:
+    chain = write_chain(tmp_path, [
+        {"name": "work", "script": 'if [ ! -e "$SHARED/once" ]; then touch "$SHARED/once"; sleep 120; fi; echo done',
+         "jobChain": {"retries": {"infra": 1}}}])
+    assert slurm_cli(slurm, "run", str(chain)).returncode == 0
+    run = status(slurm, chain)["run"]
+    end = time.monotonic() + 30
+    while not (tmp_path / "shared" / "once").exists():  # its script runs
+        assert time.monotonic() < end
+        time.sleep(0.1)
+    slurm.run("scancel", f"--name=jc-{run}-work-1")  # an administrator's scancel, not job-chain's stop
+    data = wait_outcome(slurm, chain, until="succeeded")  # (a look before its watcher ran says "stopped")
+    assert data["outcome"] == "succeeded", data["reason"]
+    assert [a[1:] for a in attempts_of(data, "work")] == [("infra", "slurm-cancelled"), (None, None)]
+
+
+def test_max_running_caps_a_slurm_run_and_status_watch_follows_it_to_its_end(slurm: Any, tmp_path: Path) -> None:
+    timed = 'echo "start $(date +%s.%N)" >> "$SHARED/times.$JOB_CHAIN_STEP"; sleep 1; ' \
+            'echo "end $(date +%s.%N)" >> "$SHARED/times.$JOB_CHAIN_STEP"'
+    chain = write_chain(tmp_path, [
+        {"name": "prep", "script": "echo prep"},
+        {"name": "sweep", "script": timed, "jobChain": {"dependsOn": ["prep"], "matrix": {"i": [1, 2, 3, 4]}}},
+        {"name": "report", "script": timed, "jobChain": {"dependsOn": ["prep"]}}], maxRunning=2)
+    assert slurm_cli(slurm, "run", str(chain)).returncode == 0
+    env = slurm.env()
+    env["PATH"] = VENV_BIN + os.pathsep + env.get("PATH", "")
+    watch = subprocess.Popen([sys.executable, "-m", "job_chain", "status", str(chain), "--watch"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        out, err = watch.communicate(timeout=120)  # it ends when the run ends
+    finally:
+        watch.kill()
+        watch.wait()
+    run = status(slurm, chain)["run"]
+    assert watch.returncode == 0, err
+    assert f"run {run}: succeeded" in out and "report: Succeeded" in out, out
+    assert max_overlap(tmp_path / "shared", "") == 2  # five 1 s steps after prep, never more than two at once
+
+
+@pytest.fixture
+def hooks() -> Iterator[Any]:
+    from chain_helpers import Hooks
+
+    receiver = Hooks()
+    yield receiver
+    receiver.server.shutdown()
+
+
+def test_notifications_and_resume_by_name_on_slurm(slurm: Any, tmp_path: Path, hooks: Any) -> None:
+    chain = write_chain(tmp_path, [
+        {"name": "a", "script": "echo a"},
+        {"name": "b", "script": "echo b-broke >&2; exit 3"},
+        {"name": "c", "script": 'echo c >> "$SHARED/c.ran"'},
+    ], notify=[{"url": hooks.url, "on": ["failed", "stepFailed", "succeeded"], "format": "json"}])
+    assert slurm_cli(slurm, "run", str(chain)).returncode == 0
+    data = wait_outcome(slurm, chain)
+    run = data["run"]
+    assert data["outcome"] == "failed" and "step b failed with exit code 3" in data["reason"], data["reason"]
+    assert sorted(b["event"] for b in hooks.bodies) == ["failed", "stepFailed"]
+    step_failed = next(b for b in hooks.bodies if b["event"] == "stepFailed")
+    assert (step_failed["run"], step_failed["step"], step_failed["exitCode"]) == (run, "b", 3)
+
+    (tmp_path / "b.sh").write_text("echo b-fixed\n")
+    preview = slurm_cli(slurm, "resume", str(chain), "--dry-run")
+    assert preview.returncode == 0, preview.stderr
+    assert "~ b: changed (script content (b.sh))" in preview.stdout and "would submit: b (attempt 2)" in preview.stdout
+    resumed = slurm_cli(slurm, "resume", str(chain))
+    assert resumed.returncode == 0, resumed.stderr
+    final = wait_outcome(slurm, chain)
+    assert final["outcome"] == "succeeded" and final["revision"] == 2, final["reason"]
+    assert (tmp_path / "shared" / "c.ran").read_text() == "c\n"
+    assert sorted(b["event"] for b in hooks.bodies) == ["failed", "stepFailed", "succeeded"]
+    assert {n: c for n, c in job_names(slurm).items() if n.startswith(f"jc-{run}-")} == {
+        f"jc-{run}-{s}": 1 for s in ("a-1", "b-1", "b-2-r2", "c-1")}  # b changed: its key carries the revision
