@@ -17,9 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple, Union
 
-from job_chain.engine.deadline import submit_with_deadline
 from job_chain.errors import JobChainError, RecordUnwritable
-from job_chain.hop.submitting import DEFAULT_DEADLINE, EXIT_ADVANCE_FAILED, SUBMIT_WIDTH
 from job_chain.submit.plans import Finishing
 from job_chain.util.log import log
 
@@ -31,7 +29,19 @@ if TYPE_CHECKING:
 
 __all__ = ["advance"]
 
+DEFAULT_DEADLINE = 600.0  # seconds an advance keeps retrying the engine before giving up
+EXIT_ADVANCE_FAILED = 75  # EX_TEMPFAIL: the step succeeded, the next one could not be submitted
+SUBMIT_WIDTH = 16  # creates in flight at once when a split starts its branches
+
 ChainSource = Union["Chain", Callable[[], "Chain"]]  # the run's chain, or how to thaw it when needed
+
+
+def submit_with_deadline(call: Callable[[], Any], deadline: float, **options: Any) -> Any:
+    """:func:`job_chain.engine.deadline.submit_with_deadline`, imported when a hop first calls the
+    engine: a branch whose join is not ready (decided from the record) never does."""
+    from job_chain.engine.deadline import submit_with_deadline as within
+
+    return within(call, deadline, **options)
 
 
 def advance(

@@ -242,7 +242,7 @@ def _has_content(path: str) -> bool:
 
 
 def env_deadline() -> float:
-    from job_chain.hop.submitting import DEFAULT_DEADLINE
+    from job_chain.hop.advance import DEFAULT_DEADLINE
 
     try:
         return float(os.environ.get("JOB_CHAIN_ADVANCE_DEADLINE", DEFAULT_DEADLINE))

@@ -32,13 +32,28 @@ console list, :mod:`job_chain.record.summary`) and the cached steps' entries (:d
 from __future__ import annotations
 
 import re
-from typing import Optional, Tuple
+from typing import Match, Optional, Pattern, Tuple
 
 RUNS_SUFFIX = ".runs"  # FILE's runs are kept in FILE.runs/
 LOCK = ".lock"  # in FILE.runs/: held while a run is checked for and recorded
 SUMMARIES = ".summaries"  # in FILE.runs/: RUN.json per run, outside the run's directory (whose mtime dates it)
 FILE_CHECK = ".file-check.json"  # in FILE.runs/: what the chain file was found to be (session/chainfile.py)
 SLURM_DIR = ".slurm"  # in FILE.runs/: the Slurm engine's keys, scripts, node logs and exit codes (slurm/engine.py)
+
+
+class _Later:
+    """A pattern compiled on first use: every hop imports this module, few use most of its names."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.compiled: Optional[Pattern[str]] = None
+
+    def fullmatch(self, text: str) -> Optional[Match[str]]:
+        if self.compiled is None:
+            self.compiled = re.compile(self.source)
+        return self.compiled.fullmatch(text)
+
+
 RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")  # what may name a run's directory
 
 RUN = "run.json"
@@ -47,8 +62,8 @@ STOPPED = "stopped.json"
 START_FAILED = "start-failed.json"
 ATTEMPTS_CACHE = "attempts.json"
 NOTIFY_SECRETS = "notify-secrets.json"
-NOTIFY_FAILED = re.compile(r"notify-failed-(\d+)\.json")
-REVISION = re.compile(r"revision-(\d+)\.json")
+NOTIFY_FAILED = _Later(r"notify-failed-(\d+)\.json")
+REVISION = _Later(r"revision-(\d+)\.json")
 
 # a step is named by its AIHC job name (or, in runs recorded before names, its index)
 STEP = r"[a-z0-9][-a-z0-9]{0,62}"
@@ -56,12 +71,12 @@ SUBMISSION, EXIT, SUCCEEDED, FAILURE, ADVANCE_FAILED, OUTPUTS, PLAN, CACHED = (
     "step", "exit", "succeeded", "failure", "advance-failed", "outputs", "lean", "cached")
 KINDS = (SUBMISSION, EXIT, SUCCEEDED, FAILURE, ADVANCE_FAILED, OUTPUTS, PLAN, CACHED)
 CACHE_DIR = ".cache"  # in FILE.runs/: cached steps' entries (unless the chain's cacheDir says elsewhere)
-CACHE_ENTRY = re.compile(r"([0-9a-f]{64})\.json")  # an entry, named by its key
+CACHE_ENTRY = _Later(r"([0-9a-f]{64})\.json")  # an entry, named by its key
 _FACT = re.compile(rf"({'|'.join(KINDS)})-({STEP})-attempt-(\d+)\.json")
 
-SLOT = re.compile(r"slot\.([a-z0-9-]+)\.(\d+)\.(\d+)\.(\d+)")  # pool, epoch, slot, generation
-FREE = re.compile(r"free\.([a-z0-9-]+)\.(\d+)\.(\d+)\.(\d+)")  # the same, given back
-CLAIM = re.compile(rf"claim\.(\d+)\.({STEP})")  # epoch, step
+SLOT = _Later(r"slot\.([a-z0-9-]+)\.(\d+)\.(\d+)\.(\d+)")  # pool, epoch, slot, generation
+FREE = _Later(r"free\.([a-z0-9-]+)\.(\d+)\.(\d+)\.(\d+)")  # the same, given back
+CLAIM = _Later(rf"claim\.(\d+)\.({STEP})")  # epoch, step
 
 
 def summary_name(run_id: str) -> str:
