@@ -734,9 +734,5 @@ class RunRecords:
         for name in (layout.STOPPED, layout.START_FAILED):
             self.remove(run_id, name)
 
-    def writable(self, run_id: str) -> bool:
-        """Whether this process may write the run's record (a look on a read-only mount may not)."""
-        return os.access(self._dir(run_id), os.W_OK)
-
     def is_stopped(self, run_id: str) -> bool:
         return os.path.exists(self._path(run_id, layout.STOPPED))
