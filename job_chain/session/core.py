@@ -24,20 +24,23 @@ checked and tested on its own, with no method resolution order to reason about.
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
 
 from job_chain.aihc.api import JobsAPI
 from job_chain.errors import ChainFileInvalid, JobChainError, UsageError
 from job_chain.record.records import RunRecords
 from job_chain.record.summary import Listed
 from job_chain.rules.revise import Change
-from job_chain.session import cache, logs, look, plan, resume, start, stop, watch
+from job_chain.session import look, plan, resume
 from job_chain.session.chainfile import ChainFile
 from job_chain.session.context import RunContext, all_runs, find_run, frozen
 from job_chain.session.places import Places
 from job_chain.session.runs import ResumePlan, Run, RunSummary, SubmitInterrupted, Submitted
 from job_chain.spec.model import Chain, Step
 from job_chain.status.types import Attempt, RunStatus, StepStatus
+
+if TYPE_CHECKING:  # each operation's module is imported when it is used (a look imports no start)
+    from job_chain.session.cache import Explained
 
 __all__ = ["ChainSession", "Run", "RunSummary", "Submitted", "SubmitInterrupted", "ResumePlan"]
 
@@ -97,14 +100,14 @@ class ChainSession:
         show, stop and read the logs of its recorded runs (from their frozen copies), and raises
         the file's problem only for what needs the file (``start``, ``plan``, ``resume`` with changes).
         """
-        from job_chain.spec.loader import load_chain
-
         kwargs: Dict[str, Any] = dict(client=client, local=local, host=host, ak=ak, sk=sk, credentials=credentials,
                                       warn=warn, api_version=api_version, start_local=start_local)
         if not strict and warn is _ignore:  # steering recorded runs: the file is read when something needs it
             session = cls(None, path=path, **kwargs)
             session.context.file.defer()
             return session
+        from job_chain.spec.loader import load_chain
+
         try:
             chain = load_chain(path, local=True)
         except ChainFileInvalid as exc:
@@ -201,6 +204,8 @@ class ChainSession:
     def delete_run(self, run_id: str) -> None:
         """Forget a run that is not going (its record; its jobs stay in AIHC). :class:`RunStillActive`
         for one that is."""
+        from job_chain.session import stop
+
         stop.delete(self.context, run_id)
 
     # -- start ------------------------------------------------------------------------------------
@@ -214,19 +219,27 @@ class ChainSession:
         the check and the new record are made under a lock, so simultaneous starts give one run.
         ``cache=False``: no step of the run reuses a cached success (docs/caching.md).
         """
+        from job_chain.session import start
+
         return start.start(self.context, first, mode=mode, force=force, params=params, cache=cache)
 
     # -- steps cached across runs (docs/caching.md) ----------------------------------------------
     def cache_entries(self) -> List[Dict[str, Any]]:
         """Every cached success this chain's steps can reuse, newest first."""
+        from job_chain.session import cache
+
         return cache.entries(self.context)
 
-    def cache_explain(self, step: str, params: Optional[Dict[str, str]] = None) -> cache.Explained:
+    def cache_explain(self, step: str, params: Optional[Dict[str, str]] = None) -> Explained:
         """The key ``step`` would have now, its parts, and which of them differ from the nearest entry."""
+        from job_chain.session import cache
+
         return cache.explain(self.context, step, params)
 
     def cache_forget(self, step: Optional[str] = None) -> int:
         """Forget the cached successes of ``step`` (default: of every step); how many were removed."""
+        from job_chain.session import cache
+
         return cache.forget(self.context, step)
 
     def plan(self, first: Union[int, str] = 0, mode: str = "job",
@@ -295,6 +308,8 @@ class ChainSession:
         ``runOn: always`` handlers or notifications, waits up to ``settle`` seconds for the stopped
         steps to end, then starts the handlers and sends ``stopped``.
         """
+        from job_chain.session import stop
+
         return stop.stop(self.context, run_id, settle=settle)
 
     # -- watch ------------------------------------------------------------------------------------
@@ -305,11 +320,15 @@ class ChainSession:
         In ``--advance watch`` mode this is also what submits each next step. Transient API
         errors are passed to ``on_error`` (default: ignored) and watching goes on.
         """
+        from job_chain.session import watch
+
         return watch.watch(self.context, run_id, interval=interval, on_error=on_error)
 
     def wait(self, run_id: Optional[str] = None, *, timeout: Optional[float] = None,
              interval: float = 1.0) -> RunStatus:
         """Block until the run's outcome is final; :class:`RunTimeout` after ``timeout`` seconds."""
+        from job_chain.session import watch
+
         return watch.wait(self.context, run_id, timeout=timeout, interval=interval)
 
     # -- logs -------------------------------------------------------------------------------------
@@ -317,6 +336,8 @@ class ChainSession:
                 attempt: Optional[int] = None) -> Tuple[StepStatus, Attempt]:
         """(the step, its chosen attempt). Default: for a failed run its failed step, else the latest
         submitted step; and the step's latest attempt. ``step`` is a name or a number."""
+        from job_chain.session import logs
+
         return logs.attempt(self.context, run_id, step, attempt)
 
     def log(self, run_id: Optional[str] = None, step: Union[int, str, None] = None, attempt: Optional[int] = None,
@@ -325,14 +346,20 @@ class ChainSession:
 
         With ``tail``, only the last ``tail`` lines are asked of the API (its ``maxLines``).
         """
+        from job_chain.session import logs
+
         return logs.log(self.context, run_id, step, attempt, pod, tail)
 
     def pods(self, run: Union[Run, str], job_id: str) -> Tuple[str, ...]:
         """The pod names of one of the run's jobs (the master first)."""
+        from job_chain.session import logs
+
         return logs.pods(self.context, run if isinstance(run, Run) else self.run(run), job_id)
 
     def pod_log(self, run: Union[Run, str], job_id: str, pod: str, **params: Any) -> Iterator[str]:
         """The records of one pod's log, page by page (``max_lines``, ``chunk``, ``start_time``, …)."""
+        from job_chain.session import logs
+
         return logs.pod_log(self.context, run if isinstance(run, Run) else self.run(run), job_id, pod, **params)
 
     def __repr__(self) -> str:

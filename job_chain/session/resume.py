@@ -17,7 +17,6 @@ from job_chain.session.context import RunContext, find_run, frozen
 from job_chain.session.look import status
 from job_chain.session.plan import check_mode, check_reachable, checkpoints, notify_values, steps_named
 from job_chain.session.runs import ResumePlan, Run, Submitted
-from job_chain.session.start import start_ready
 from job_chain.spec.model import Chain
 from job_chain.status.summarize import resume_targets, summarize
 from job_chain.status.types import StepStatus
@@ -265,4 +264,6 @@ def _submit(ctx: RunContext, run: Run, plan: ResumePlan, chain: Chain, mode: Opt
         ctx.records.save_credentials(run.run_id, carried)
     chain = frozen(ctx, run)
     targets = plan.targets + plan.waiting
+    from job_chain.session.start import start_ready
+
     return start_ready(ctx, run, chain, steps_named(chain, [n for n, _ in targets]), dict(targets), chosen, "resume")
