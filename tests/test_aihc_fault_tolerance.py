@@ -189,6 +189,7 @@ def test_job_chain_leaves_a_failure_to_aihc_while_its_restarts_last() -> None:
     assert "(restart 3 of 3)" in (left_to_engine(3, 2) or "")
     assert left_to_engine(3, 3) is None  # used up: job-chain's own budget decides, from its start
     assert left_to_engine(0, 0) is None  # no fault tolerance: job-chain's at once
+    assert left_to_engine(3, 1, ended=True) is None  # the job ended (a watcher sees it Failed): AIHC gave up
 
 
 def test_the_composition_is_said_only_when_a_step_sets_both() -> None:
@@ -252,5 +253,38 @@ def test_a_hang_is_the_cause_only_when_it_ended_the_last_run() -> None:
     assert engine_hang([failed, restarted, hung]) is None  # restarted after the hang: the last run failed otherwise
     assert engine_hang([hung, restarted]) is not None  # equal times: the engine's order, newest first
     assert engine_hang([failed]) is None
-    assert platform_cause([restarted], "", logged=False) is None  # a restart is never the platform's cause
+    assert platform_cause([restarted, hung], "", logged=False) is None  # nor the platform's cause
     assert restarts_from(Attempt("t", 1, "j", "Running", restarts=None), [restarted, hung, restarted]).restarts == 2
+
+
+def test_a_tail_leaves_the_failure_to_aihc_and_a_watcher_decides_once_aihc_gave_up(
+        tmp_path: Path, capsys: Any) -> None:
+    """On the in-memory API: a failing tail while the job runs (AIHC restarts it) creates and records
+    nothing; once the job has ended Failed (AIHC gave up before its limit), the advance is
+    job-chain's: attempt 2, by its own budget."""
+    from chain_helpers import make_chain
+    from memory_api import MemoryAPI
+
+    from job_chain import ChainSession
+    from job_chain.hop.advance import advance
+
+    api = MemoryAPI()
+    chain = make_chain(tmp_path, [{"name": "train", "script": "exit 1", "retries": 1}], "pool-local")
+    data = json.loads(chain.read_text())
+    data["jobs"][0]["faultTolerance"] = True
+    chain.write_text(json.dumps(data))
+    session = ChainSession.from_file(str(chain), client=api)
+    run = session.start()
+    [first] = api.creates
+
+    def tail(mode: str = "job") -> int:
+        return advance(session.frozen(run), api, run_id=run.run_id, step="train", attempt=1, exit_code=1,
+                       records=session.records, resume_hint="resume", mode=mode)
+
+    assert tail() == 1
+    assert "AIHC's fault tolerance restarts this job itself (restart 1 of 3)" in capsys.readouterr().err
+    assert len(api.creates) == 1 and session.records.script_exit(run.run_id, "train", 1) is None
+    api.finish(first.job_id, 1)  # AIHC did not restart it after all: the job ended Failed
+    assert tail("watch") == 1
+    assert "retrying as attempt 2" in capsys.readouterr().err
+    assert [c.labels["job-chain/attempt"] for c in api.creates] == ["1", "2"]

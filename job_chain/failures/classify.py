@@ -242,7 +242,8 @@ PLATFORM_EVENTS = {
     "FailedLaunch": "the job could not be started (the event says why): fix it, then resume the run",
     "Evicted": "the node evicted the pod (it ran out of memory or disk): retry, on other nodes if it repeats",
 }
-NOT_A_CAUSE = frozenset({"Error", "FailedToStartFaultTolerance", "JobFailed", "ExitedWithCode", RESTARTED})
+# (a hang is a cause only when it ended the job's last run: :func:`engine_hang` decides that)
+NOT_A_CAUSE = frozenset({"Error", "FailedToStartFaultTolerance", "JobFailed", "ExitedWithCode", RESTARTED, HUNG})
 EVENT_CHARS = 300  # of an event's message, kept and shown
 
 

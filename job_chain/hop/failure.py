@@ -20,10 +20,12 @@ from job_chain.util.log import log
 def left_to_engine(hop: Any, step: Step, attempt: int) -> Optional[str]:
     """Why this failed attempt is AIHC's to restart, not job-chain's to decide (None: job-chain's):
     the step's job has fault tolerance with restarts left (:func:`job_chain.rules.retry.left_to_engine`),
-    counted from the job answer and its events. When they cannot be read, the failure is left to
+    counted from the job answer and its events, and has not ended (a watcher advancing from a
+    Failed job: AIHC gave up on it). When they cannot be read, the failure is left to
     AIHC too: a job-chain retry beside AIHC's restart would run the step twice at once."""
     from job_chain.engine.deadline import submit_with_deadline
     from job_chain.engine.jobs import RESTARTED
+    from job_chain.engine.states import TERMINAL
     from job_chain.rules.retry import left_to_engine as rule
 
     limit = hop.chain.engine_restarts(step)
@@ -39,7 +41,7 @@ def left_to_engine(hop: Any, step: Step, attempt: int) -> Optional[str]:
     except JobChainError as exc:
         log(f"step {step.name}: cannot read how many times AIHC restarted this job ({exc}); leaving it to AIHC")
         return rule(limit, 0)
-    return rule(limit, max(job.restarts or 0, sum(1 for e in events if e.kind == RESTARTED)))
+    return rule(limit, max(job.restarts or 0, sum(1 for e in events if e.kind == RESTARTED)), job.status in TERMINAL)
 
 
 def diagnose(hop: Any, step: Step, attempt: int, exit_code: int, known: Optional[Failure] = None,

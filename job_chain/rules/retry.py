@@ -60,12 +60,13 @@ def decide(step: Step, attempt: int, exit_code: int, causes: Sequence[str] = ())
     return Decision(True, cause, left)
 
 
-def left_to_engine(limit: int, restarted: int) -> Optional[str]:
+def left_to_engine(limit: int, restarted: int, ended: bool = False) -> Optional[str]:
     """Whether a failed attempt is left to the engine's own fault tolerance, which restarts the same
     job (``limit``: its restarts, :meth:`~job_chain.spec.model.Chain.engine_restarts`; ``restarted``:
-    how many it made so far): the sentence that says so, or None when they are used up (or there are
-    none) and job-chain decides, with its own budget, untouched by them."""
-    if restarted >= limit:
+    how many it made so far; ``ended``: the job already ended, so the engine restarts it no more):
+    the sentence that says so, or None when they are used up (or there are none, or the engine
+    gave up) and job-chain decides, with its own budget, untouched by them."""
+    if restarted >= limit or ended:
         return None
     return (f"AIHC's fault tolerance restarts this job itself (restart {restarted + 1} of {limit}); job-chain "
             "neither retries nor fails the step until those restarts are used up")
