@@ -69,6 +69,8 @@ class ChainFile:
             self._chain, self._problem = load_chain(self.path, local=True), None
         except ChainFileInvalid as exc:
             self._chain, self._problem = None, exc
+            return
+        self.keep_match(None, 0)  # sound as it reads now: the next process need not validate it to say so
 
     def _same_as_kept(self) -> Optional[Dict[str, Any]]:
         """The kept check when the (deferred) file reads now as it did when it was kept, else None."""
@@ -94,14 +96,20 @@ class ChainFile:
         unchanged = kept.get("unchanged") if kept else None
         return isinstance(unchanged, dict) and unchanged.get(run_id) == revision
 
-    def keep_match(self, run_id: str, revision: int) -> None:
-        """Keep that the file, as loaded now, matches revision ``revision`` of run ``run_id``."""
+    def keep_match(self, run_id: Optional[str], revision: int) -> None:
+        """Keep that the file, as loaded now, is sound and matches revision ``revision`` of run
+        ``run_id`` (None: only that it is sound)."""
         if self._chain is None or not self._chain.inputs or not self.from_file or self.records is None:
             return
         kept = self.records.file_check()
         if not kept or kept.get("inputs") != self._chain.inputs or not isinstance(kept.get("unchanged"), dict):
             kept = {"inputs": self._chain.inputs, "unchanged": {}}
+        elif run_id is None:
+            return
         unchanged = kept["unchanged"]
+        if run_id is None:
+            self.records.keep_file_check(kept)
+            return
         if unchanged.get(run_id) == revision:
             return
         unchanged.pop(run_id, None)
