@@ -198,3 +198,24 @@ def test_a_clock_ahead_of_the_api_hides_no_step(tmp_path: Path, shared_server: L
         entry.unlink()
     (run_dir / "attempts.json").unlink()
     assert [x.status for x in s.status(run.run_id).steps] == ["Succeeded"]
+
+
+def test_two_runs_whose_ids_meet_get_two_ids(tmp_path: Path, monkeypatch: Any) -> None:
+    """Two runs started in the same second whose random parts meet (1 in 65,536 a pair; a team's
+    script starting 50 runs at once met it): the second gets a new id instead of failing with
+    "already has a revision 1" (the run directory is claimed with mkdir)."""
+    from chain_helpers import write_chain
+    from memory_api import MemoryAPI
+
+    import job_chain.session.start as start_module
+
+    made = iter(["20261129-120000-aaaa", "20261129-120000-aaaa", "20261129-120000-aaaa", "20261129-120000-bbbb"])
+    monkeypatch.setattr(start_module, "new_run_id", lambda: next(made))
+    chain = write_chain(tmp_path, "pool-local", [{"name": "train", "script": "true"}])
+    api = MemoryAPI()
+    s = ChainSession.from_file(str(chain), client=api)
+    first = s.start()
+    api.finish(next(iter(api.jobs)), 0)
+    second = s.start()
+    assert (first.run_id, second.run_id) == ("20261129-120000-aaaa", "20261129-120000-bbbb")
+    assert [r.run_id for r in s.runs()] == [second.run_id, first.run_id]

@@ -240,6 +240,19 @@ class RunRecords:
         with contextlib.suppress(OSError):
             os.unlink(os.path.join(self.root, layout.SUMMARIES, layout.summary_name(run_id)))
 
+    def claim_run_id(self, make: Callable[[], str]) -> str:
+        """A new run's id from ``make``, its directory made here and now (``mkdir``: exactly one caller
+        gets each id): two runs started in the same second whose random parts meet get two ids."""
+        os.makedirs(self.root, mode=0o700, exist_ok=True)
+        for _ in range(100):
+            run_id = make()
+            try:
+                os.mkdir(self._dir(run_id), 0o700)
+            except FileExistsError:
+                continue
+            return run_id
+        raise RecordUnwritable(f"no free run id under {self.root} after 100 tries (is {make} random?)")
+
     def get_run(self, run_id: str) -> Optional[Dict[str, Any]]:
         return self.read(run_id, layout.RUN)
 

@@ -46,7 +46,7 @@ def start(ctx: RunContext, first: Union[int, str] = 0, *, mode: str = "job", for
     with ctx.records.start_lock():
         if not force:
             refuse_beside_active(ctx)
-        run_id = new_run_id()
+        run_id = ctx.records.claim_run_id(new_run_id)
         where: Dict[str, Any] = {"local": local}
         if local:  # the run lives on this local server: later commands find it there
             from job_chain.local.server import default_state_dir
