@@ -23,7 +23,7 @@ JOB_CHAIN = [sys.executable, "-m", "job_chain"]
 def cli_env(server: Any, **env: str) -> Dict[str, str]:
     """The environment of a CLI process that talks to the test server (and no other AIHC)."""
     full_env = dict(os.environ, JOB_CHAIN_CREDENTIALS=server.credentials_file, **env)
-    for name in ("AIHC_HOST", "AIHC_AK", "AIHC_SK", "AK", "SK"):
+    for name in ("AIHC_HOST", "AIHC_AK", "AIHC_SK", "AIHC_SESSION_TOKEN", "AK", "SK"):
         full_env.pop(name, None)
     return full_env
 

@@ -85,7 +85,7 @@ def no_real_aihc_keys() -> Iterator[None]:
     every request a test makes goes to a local server on loopback."""
     import os
 
-    names = ("AIHC_HOST", "AIHC_AK", "AIHC_SK", "AK", "SK", "AIHC_API_VERSION")
+    names = ("AIHC_HOST", "AIHC_AK", "AIHC_SK", "AIHC_SESSION_TOKEN", "AK", "SK", "AIHC_API_VERSION")
     saved = {name: os.environ.pop(name) for name in names if name in os.environ}
     yield
     os.environ.update(saved)

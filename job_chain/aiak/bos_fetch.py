@@ -145,6 +145,7 @@ def fetch(client: BosClient, url: str, dest: str, say: Any = print) -> List[str]
 
 def client_for(credentials: Credentials, endpoint: str) -> BosClient:
     return BosClient(BceClientConfiguration(credentials=BceCredentials(credentials.ak, credentials.sk),
+                                            security_token=credentials.token or None,
                                             endpoint=endpoint))
 
 

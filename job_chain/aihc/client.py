@@ -162,6 +162,7 @@ class AIHCClient:
             config = copy.deepcopy(DEFAULT_CONFIG)
             config.merge_non_none_values(BceClientConfiguration(
                 credentials=BceCredentials(credentials.ak, credentials.sk),
+                security_token=credentials.token or None,  # STS: sent below as x-bce-security-token
                 endpoint=self.endpoint,
                 protocol=protocol.HTTPS if self.endpoint.startswith("https") else protocol.HTTP,
                 connection_timeout_in_mills=int(timeout * 1000),
@@ -196,6 +197,10 @@ class AIHCClient:
         config = self._retrying if retry else self._once
         payload = json.dumps(body).encode("utf-8") if body is not None else None
         sent = {b"Content-Type": b"application/json", **(headers or {})}
+        if config.security_token:  # as the SDK's own clients send it (bos_client): signed, as every x-bce-*
+            from baidubce.http import http_headers
+
+            sent[http_headers.STS_SECURITY_TOKEN] = config.security_token.encode("utf-8")
         try:
             response = bce_http_client.send_request(
                 config, bce_v1_signer.sign, [_parse_error, _parse_body],

@@ -1,6 +1,6 @@
 """Build an AIHC client from wherever the user's host and keys are.
 
-One function for the CLI's ``--host/--ak/--sk/--credentials``, the library's
+One function for the CLI's ``--host/--ak/--sk/--session-token/--credentials``, the library's
 ``ChainSession.from_file(...)`` and the in-job advance, so all resolve credentials the same way.
 ``--local`` (the local server's own keys) is resolved above, in :mod:`job_chain.session.places`:
 the client never reaches into the local server.
@@ -53,6 +53,7 @@ def connect(
     host: Optional[str] = None,
     ak: Optional[str] = None,
     sk: Optional[str] = None,
+    session_token: Optional[str] = None,
     credentials_file: Optional[str] = None,
     api_config: Optional[Mapping[str, Any]] = None,
     api_config_origin: str = "chain file api_config",
@@ -78,7 +79,7 @@ def connect(
         creds = resolve_credentials(credentials_file=only_credentials_file, env={})
     else:
         creds = resolve_credentials(
-            host=host, ak=ak, sk=sk, credentials_file=credentials_file,
+            host=host, ak=ak, sk=sk, session_token=session_token, credentials_file=credentials_file,
             api_config=api_config, api_config_origin=api_config_origin,
         )
     # the client's module is imported only when used: every command that signs a request starts here

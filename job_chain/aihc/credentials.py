@@ -3,7 +3,10 @@
 Order (first that has a value wins): CLI flags; env ``AIHC_HOST``/``AIHC_AK``/``AIHC_SK``,
 then ``HOST``/``AK``/``SK`` as in Baidu's AIHC SDK docs; a credentials file (``--credentials``
 or ``JOB_CHAIN_CREDENTIALS``); a chain file's ``api_config``. The key pair is taken whole from
-one source, so an AK from one place is never paired with an SK from another.
+one source, so an AK from one place is never paired with an SK from another; so is a BCE session
+token (STS temporary credentials: ``--session-token``, env ``AIHC_SESSION_TOKEN`` beside
+``AIHC_AK``/``AIHC_SK``, ``sessionToken`` in a credentials file or ``api_config``), which belongs
+to the temporary key pair it was issued with.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ from job_chain.errors import CredentialsMissing, UsageError
 from job_chain.util.files import read_json_dict
 
 CREDENTIALS_ENV = "JOB_CHAIN_CREDENTIALS"
+TOKEN_ENV = "AIHC_SESSION_TOKEN"
+TOKEN_KEY = "sessionToken"  # in a credentials file, api_config and the run record (BCE STS's own name)
 _PLACEHOLDERS = {"your ak", "your sk", "ak", "sk", "xxx", "<ak>", "<sk>"}
 
 
@@ -27,6 +32,7 @@ class Credentials(NamedTuple):
     sk: str
     source: str = ""  # where the key pair came from (named in auth errors; never the secret)
     host_source: str = ""  # where the host came from (named when it cannot be resolved)
+    token: str = ""  # a BCE session token (STS): sent as x-bce-security-token; as secret as sk
 
     def __repr__(self) -> str:
         return (f"Credentials(host={self.host!r}, ak={self.ak!r}, source={self.source!r}, "
@@ -91,13 +97,15 @@ def resolve_credentials(
     api_config: Optional[Mapping[str, Any]] = None,
     api_config_origin: str = "chain file api_config",
     env: Optional[Mapping[str, str]] = None,
+    session_token: Optional[str] = None,
 ) -> Credentials:
     """Resolve host and key pair by the documented order; raise a one-line error if missing."""
     env = os.environ if env is None else env
     sources: List[Tuple[str, Mapping[str, Any]]] = [
-        ("command-line flags", {"host": host, "ak": ak, "sk": sk}),
+        ("command-line flags", {"host": host, "ak": ak, "sk": sk, TOKEN_KEY: session_token}),
         ("env AIHC_HOST/AIHC_AK/AIHC_SK",
-         {"host": env.get("AIHC_HOST"), "ak": env.get("AIHC_AK"), "sk": env.get("AIHC_SK")}),
+         {"host": env.get("AIHC_HOST"), "ak": env.get("AIHC_AK"), "sk": env.get("AIHC_SK"),
+          TOKEN_KEY: env.get(TOKEN_ENV)}),
         ("env HOST/AK/SK", {"host": None, "ak": env.get("AK"), "sk": env.get("SK")}),
     ]
     file_path = credentials_file or env.get(CREDENTIALS_ENV)
@@ -107,7 +115,7 @@ def resolve_credentials(
         sources.append((api_config_origin, api_config))
 
     for origin, source in sources:
-        for name in ("host", "ak", "sk"):
+        for name in ("host", "ak", "sk", TOKEN_KEY):
             value = source.get(name)
             if value is not None and not isinstance(value, str):
                 raise UsageError(f"{origin}: {name} must be a string in quotes, not {_json_kind(value)}")
@@ -118,14 +126,18 @@ def resolve_credentials(
                                     ("env HOST", _usable(env.get("HOST"))))
 
     for origin, source in sources:
-        key, secret = _usable(source.get("ak")), _usable(source.get("sk"))
+        key, secret, token = _usable(source.get("ak")), _usable(source.get("sk")), _usable(source.get(TOKEN_KEY))
         if key and secret:
             if not chosen_host:
                 break
-            return Credentials(host=chosen_host, ak=key, sk=secret, source=origin, host_source=host_origin)
+            return Credentials(host=chosen_host, ak=key, sk=secret, source=origin, host_source=host_origin,
+                               token=token or "")
         if key or secret:
             missing = "sk" if key else "ak"
             raise UsageError(f"{origin} gives only half a key pair: {missing} is missing")
+        if token:
+            raise UsageError(f"{origin} gives a session token but no ak/sk: a session token belongs to the "
+                             "temporary key pair it was issued with; give all three from the same place")
     if not chosen_host:
         raise CredentialsMissing(
             "no AIHC host: pass --host, set AIHC_HOST, use --credentials FILE, or set api_config.host"

@@ -6,7 +6,7 @@ from job_chain.engine.jobs import EngineError
 
 HOST_NOT_FOUND = "HostNotFound"  # DNS cannot resolve the host: a typo, not a hiccup
 # BCE's answers about the keys or the signature (400 or 403): never retried, the keys are named
-AUTH_CODES = frozenset({"AccessDenied", "InvalidAccessKeyId", "InvalidHTTPAuthHeader",
+AUTH_CODES = frozenset({"AccessDenied", "InvalidAccessKeyId", "InvalidHTTPAuthHeader", "InvalidSessionToken",
                         "RequestExpired", "SignatureDoesNotMatch"})
 
 

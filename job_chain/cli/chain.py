@@ -26,9 +26,11 @@ def _warn(message: str) -> None:
 
 
 def _session_kwargs(kwargs: Dict[str, Any]) -> Dict[str, Any]:
-    opts = {k: kwargs.pop(k) for k in ("host", "ak", "sk", "credentials_file", "use_local", "api_version")}
+    opts = {k: kwargs.pop(k) for k in ("host", "ak", "sk", "session_token", "credentials_file", "use_local",
+                                       "api_version")}
     return dict(local=opts["use_local"], host=opts["host"], ak=opts["ak"], sk=opts["sk"],
-                credentials=opts["credentials_file"], api_version=opts["api_version"])
+                session_token=opts["session_token"], credentials=opts["credentials_file"],
+                api_version=opts["api_version"])
 
 
 def open_session(chain_file: str, kwargs: Dict[str, Any], warnings: bool = False) -> Any:
@@ -134,11 +136,11 @@ def run(chain_file: str, start_index: Optional[str], start: Optional[str], dry_r
 
     first = start if start is not None else (start_index or "0")
     mode = "watch" if advance_mode == "watch" else ("inline" if inline else "job")
-    secret = kwargs.get("sk")
+    secrets = [v for v in (kwargs.get("sk"), kwargs.get("session_token")) if v]
     given = parse_param_args(params)
     session = open_session(chain_file, kwargs, warnings=True)
     if dry_run:
-        _dry_run(session, first, mode, secret, given)
+        _dry_run(session, first, mode, secrets, given)
         return
     started = session.start(first, mode=mode, force=force, params=given, cache=not no_cache)
     now, later = session.waves(first)
@@ -175,13 +177,13 @@ def _print_notify(chain: Any) -> None:
                    + (f"; not set here: {', '.join(missing)} (the run would be refused)" if missing else ""), err=True)
 
 
-def _dry_run(session: Any, first: str, mode: str, secret: Optional[str], params: Dict[str, str]) -> None:
+def _dry_run(session: Any, first: str, mode: str, secrets: List[str], params: Dict[str, str]) -> None:
     from job_chain.session.plan import chain_to_freeze, check_mode, check_reachable, planned_host
     from job_chain.submit.command import tail_size
     from job_chain.util.redaction import redact
 
     host = planned_host(session.context)
-    hidden = [v for v in (session.chain.secret, secret) if v]
+    hidden = session.chain.secrets + secrets
     chain = chain_to_freeze(session.context, first, params=params)
     check_mode(chain, mode)
     for line in check_reachable(chain, mode, session.context.places.local):  # as run refuses and says it

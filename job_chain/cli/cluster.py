@@ -33,7 +33,7 @@ def advance(config_path: Optional[str], run_id: str, step: str, attempt: int, ex
     from job_chain.hop.entry import run_advance
     from job_chain.session.places import connect_to
 
-    connection = {k: kwargs.pop(k) for k in ("host", "ak", "sk", "credentials_file", "api_version")}
+    connection = {k: kwargs.pop(k) for k in ("host", "ak", "sk", "session_token", "credentials_file", "api_version")}
     connection["local"] = kwargs.pop("use_local")
     sys.exit(run_advance(config_path=config_path, run_id=run_id, step=step, attempt=attempt, exit_code=exit_code,
                          snapshot=snapshot, connect=functools.partial(connect_to, **connection),

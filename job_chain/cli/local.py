@@ -168,3 +168,25 @@ def status(state_dir: Optional[str], as_json: bool) -> None:
     rows.append(["jobs", ", ".join(f"{k} {v}" for k, v in sorted(info["jobs"].items())) or "none"])
     for key, value in rows:
         click.echo(f"{key:<17} {value}")
+
+
+@local.command()
+@click.option("--duration", default="12h", show_default=True, metavar="DURATION",
+              help="How long the credentials last (e.g. 1h, 30m, 90s; at most 36h).")
+@click.option("--out", "-o", default=None, metavar="FILE",
+              help="Where to write them (mode 0600; default: STATE_DIR/sts/credentials-TIME.json).")
+@click.option("--state-dir", default=None, metavar="DIR", help="State dir of the server.")
+def sts(duration: str, out: Optional[str], state_dir: Optional[str]) -> None:
+    """Get temporary credentials (AK, SK and a BCE session token, as BCE STS gives them) from the
+    running server, written to a credentials file for --credentials; the secrets are never printed."""
+    from job_chain.errors import UsageError
+    from job_chain.local.sts import mint
+    from job_chain.spec.graph import parse_duration
+
+    seconds = parse_duration(duration)
+    if seconds is None or seconds != int(seconds) or seconds > 129600:
+        raise UsageError(f"--duration {duration!r}: give whole seconds up to 36h, like 1h, 30m or 90s")
+    made = mint(int(seconds), out, state_dir)
+    click.echo(f"temporary credentials for {made['host']} (access key {made['ak']}), valid until "
+               f"{made['expiration']}, written to {made['path']} (mode 0600)")
+    click.echo(f"use them with: --credentials {made['path']} (or env JOB_CHAIN_CREDENTIALS)")

@@ -11,7 +11,7 @@ import calendar
 import hashlib
 import hmac
 import time
-from typing import Iterable, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Iterable, List, Mapping, Optional, Tuple
 
 from job_chain.local.errors import BadAuth, Forbidden
 
@@ -20,6 +20,34 @@ MAX_CLOCK_SKEW = 15 * 60  # seconds a timestamp may lie in the future
 # sensible client while a leaked signature cannot be replayed for ever.
 MAX_EXPIRATION = 24 * 3600
 CONTENT_SHA256 = b"x-bce-content-sha256"
+SECURITY_TOKEN = b"x-bce-security-token"  # STS: the session token of temporary keys (signed, as every x-bce-*)
+Sessions = Callable[[str], Optional[Mapping[str, Any]]]  # access key -> {sk, token_hash, expires} if issued
+
+
+def _secret_key(ak: str, token: Optional[bytes], keys: Mapping[str, str], sessions: Optional[Sessions],
+                now: float) -> str:
+    """The secret key that signs ``ak``'s requests: the server's own pair (no session token may come
+    with it), else temporary credentials it issued, whose session token must come and not have
+    expired. Refused as BCE refuses: 403 with a code, never which part of a secret was wrong."""
+    if ak in keys:
+        if token is not None:
+            raise Forbidden("x-bce-security-token is sent with a permanent access key: a session token belongs "
+                            "to the temporary key pair it was issued with", code="InvalidSessionToken")
+        return keys[ak]
+    found = sessions(ak) if sessions is not None else None
+    if found is None:
+        raise Forbidden(f"unknown access key id {ak!r}", code="InvalidAccessKeyId")
+    if token is None:
+        raise Forbidden(f"access key {ak!r} is temporary: its session token must be sent (x-bce-security-token)",
+                        code="InvalidSessionToken")
+    if not hmac.compare_digest(hashlib.sha256(token.strip()).hexdigest(), str(found["token_hash"])):
+        raise Forbidden(f"the session token is not the one issued with access key {ak!r}",
+                        code="InvalidSessionToken")
+    if float(found["expires"]) <= now:
+        when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(float(found["expires"])))
+        raise Forbidden(f"the temporary credentials of access key {ak!r} expired at {when}: get new ones "
+                        "(job-chain local sts) and resume with them", code="InvalidSessionToken")
+    return str(found["sk"])
 
 
 def _parse_timestamp(text: str) -> int:
@@ -36,8 +64,11 @@ def verify(
     headers: Iterable[Tuple[bytes, bytes]],
     keys: Mapping[str, str],
     now: Optional[float] = None,
+    sessions: Optional[Sessions] = None,
 ) -> str:
-    """Check one request's signature; return its access key or raise BadAuth/Forbidden."""
+    """Check one request's signature; return its access key or raise BadAuth/Forbidden. ``keys``
+    are the permanent pairs; ``sessions`` looks up temporary ones (STS), whose requests must carry
+    their unexpired session token."""
     from baidubce.auth import bce_v1_signer
     from baidubce.auth.bce_credentials import BceCredentials
 
@@ -62,10 +93,8 @@ def verify(
                          f"seconds, got {shown}", code="InvalidHTTPAuthHeader")
     timestamp = _parse_timestamp(stamp)
     expiration = int(expiration_text)
-    sk = keys.get(ak)
-    if sk is None:
-        raise Forbidden(f"unknown access key id {ak!r}", code="InvalidAccessKeyId")
     now = time.time() if now is None else now
+    sk = _secret_key(ak, next((v for k, v in header_list if k.lower() == SECURITY_TOKEN), None), keys, sessions, now)
     if timestamp + expiration < now:
         raise BadAuth("the request signature has expired", code="RequestExpired")
     if timestamp > now + MAX_CLOCK_SKEW:
@@ -74,6 +103,8 @@ def verify(
     names = [n.strip().lower().encode("ascii") for n in signed.split(";") if n.strip()]
     if names and b"host" not in names:
         raise BadAuth("the signed headers must include host", code="SignatureDoesNotMatch")
+    if names and SECURITY_TOKEN not in names and any(k.lower() == SECURITY_TOKEN for k, _ in header_list):
+        raise BadAuth("x-bce-security-token is sent but not among the signed headers", code="SignatureDoesNotMatch")
     if names and CONTENT_SHA256 not in names and any(k.lower() == CONTENT_SHA256 for k, _ in header_list):
         raise BadAuth("x-bce-content-sha256 is sent but not among the signed headers",
                       code="SignatureDoesNotMatch")

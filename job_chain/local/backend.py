@@ -15,7 +15,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from job_chain.aihc.spec import FRAMEWORK, accepted_body, priority_problem
 from job_chain.local import logs as pod_log
-from job_chain.local.errors import INAPPROPRIATE, BadRequest, IdempotencyMismatch, NotFound
+from job_chain.local.errors import INAPPROPRIATE, BadRequest, IdempotencyMismatch, NotFound, NotSupported
 from job_chain.local.executor import Executor, utc_event_time
 from job_chain.local.host import HOSTNAME
 from job_chain.local.metrics import job_metrics
@@ -55,6 +55,10 @@ def validate_create(body: Any) -> Tuple[Dict[str, Any], List[str]]:
                  queue=clean.get("queue") or "default")
     clean["jobSpec"] = dict(clean["jobSpec"], replicas=clean["jobSpec"].get("replicas", 1))
     return clean, ignored
+
+
+STS_DEFAULT_SECONDS = 43200  # 12 h when durationSeconds is not given (the local server's default)
+STS_MAX_SECONDS = 129600  # 36 h: the local server's bound
 
 
 class Backend:
@@ -327,6 +331,21 @@ class Backend:
     def pod_finished(self, job_id: str, pod: str) -> bool:
         found = self.store.get_pod(job_id, pod)
         return found is None or found["finished_at"] is not None
+
+    def mint_session(self, duration: Optional[str], acl: Any) -> Dict[str, Any]:
+        """BCE STS GetSessionToken: temporary credentials for ``durationSeconds`` (default 12 h, at
+        most 36 h: the local server's own bounds) as STS answers them (``accessKeyId``,
+        ``secretAccessKey``, ``sessionToken``, ``createTime``, ``expiration``, ``userId``). An
+        ``acl`` (a policy narrowing them) is refused: the local server has one user and no
+        policies, so it could not enforce one."""
+        if acl not in (None, {}):
+            raise NotSupported("acl: the local server has one user and no policies, so it cannot narrow temporary "
+                               "credentials; send no acl (on AIHC, narrow a sub-user's policy instead)")
+        seconds = parse_int("durationSeconds", duration, STS_DEFAULT_SECONDS, minimum=1, maximum=STS_MAX_SECONDS)
+        issued = self.store.add_session(int(seconds or STS_DEFAULT_SECONDS))
+        return {"accessKeyId": issued["ak"], "secretAccessKey": issued["sk"], "sessionToken": issued["token"],
+                "createTime": iso_time(issued["created"]), "expiration": iso_time(issued["expires"]),
+                "userId": "local"}
 
     def health(self) -> Dict[str, Any]:
         """Unauthenticated, so nothing a job could use (no pid: /proc/<pid> is readable):

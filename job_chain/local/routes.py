@@ -24,9 +24,9 @@ from starlette.middleware import Middleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from starlette.websockets import WebSocketDisconnect
 
-from job_chain.local.auth import check_body_hash, verify, wants_body_hash
+from job_chain.local.auth import Sessions, check_body_hash, verify, wants_body_hash
 from job_chain.local.backend import Backend
-from job_chain.local.errors import BadRequest, LocalAPIError, NotSupported, error_body
+from job_chain.local.errors import BadRequest, Forbidden, LocalAPIError, NotSupported, error_body
 from job_chain.local.routes_v2 import add_v2_routes
 from job_chain.local.wire import BodyLimitMiddleware, parse_body
 from job_chain.local.wire import JSONAnswer as JSONResponse  # never fails to encode a stored row
@@ -77,9 +77,10 @@ class RequestIdMiddleware:
 class AuthMiddleware:
     """Reject HTTP requests without a valid BCE v1 signature (``/healthz`` is open)."""
 
-    def __init__(self, app: ASGIApp, keys: Mapping[str, str]) -> None:
+    def __init__(self, app: ASGIApp, keys: Mapping[str, str], sessions: Optional[Sessions] = None) -> None:
         self.app = app
         self.keys = keys
+        self.sessions = sessions  # temporary (STS) keys this server issued
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"] in UNSIGNED_PATHS:
@@ -92,7 +93,7 @@ class AuthMiddleware:
         headers = scope.get("headers") or []
         try:
             scope.setdefault("state", {})["access_key"] = verify(
-                scope["method"], raw_path, query, headers, self.keys)
+                scope["method"], raw_path, query, headers, self.keys, sessions=self.sessions)
             if wants_body_hash(headers):
                 body = await read_body(receive)
                 if body is None:  # the client went away
@@ -292,6 +293,17 @@ def create_app(backend: Backend, keys: Mapping[str, str],
 
     add_v2_routes(app, backend, answer_v2=answer_flat)
 
+    @app.post("/v1/sessionToken")
+    async def session_token(request: Request) -> JSONResponse:
+        """BCE STS GetSessionToken (the SDK's StsClient, served here rather than on sts.bj.baidubce.com):
+        temporary credentials, asked for with this server's own keys."""
+        if request.scope.get("state", {}).get("access_key") not in keys:
+            raise Forbidden("temporary credentials cannot get a session token: sign with the server's own keys",
+                            code="AccessDenied")
+        body = await json_body(request)
+        return await answer(request, backend.mint_session, request.query_params.get("durationSeconds"), body,
+                            wrap=False)
+
     @app.websocket("/webterminal/establish")
     async def terminal(websocket: WebSocket) -> None:
         token = websocket.query_params.get("token") or ""
@@ -306,7 +318,7 @@ def create_app(backend: Backend, keys: Mapping[str, str],
     app.user_middleware = (
         [Middleware(RequestIdMiddleware), Middleware(BodyLimitMiddleware)]
         + [Middleware(cls, **options) for cls, options in middleware]
-        + [Middleware(AuthMiddleware, keys=keys)]
+        + [Middleware(AuthMiddleware, keys=keys, sessions=backend.store.session)]
     )
     return app
 

@@ -68,6 +68,9 @@ CREATE INDEX IF NOT EXISTS log_index_pod ON log_index (job_id, pod, ts);
 CREATE TABLE IF NOT EXISTS tokens (
     token TEXT PRIMARY KEY, job_id TEXT NOT NULL, pod TEXT NOT NULL, expires REAL NOT NULL
 );
+CREATE TABLE IF NOT EXISTS sessions (
+    ak TEXT PRIMARY KEY, sk TEXT NOT NULL, token_hash TEXT NOT NULL, created REAL NOT NULL, expires REAL NOT NULL
+);
 CREATE TABLE IF NOT EXISTS pools (
     id TEXT PRIMARY KEY, capacity INTEGER, created_at REAL NOT NULL
 );

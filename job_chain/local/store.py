@@ -356,6 +356,28 @@ class Store:
         return row["job_id"], row["pod"]
 
 
+    # -- temporary credentials (STS GetSessionToken) ---------------------------------------------
+    def add_session(self, seconds: int) -> Dict[str, Any]:
+        """New temporary credentials valid ``seconds`` from now: ``{ak, sk, token, created,
+        expires}``. The token is kept only as its SHA-256 (the secret key must be kept: a request's
+        signature is recomputed with it); ones expired a week ago are forgotten."""
+        import hashlib
+        import secrets
+
+        now = time.time()
+        ak, sk, token = secrets.token_hex(16), secrets.token_hex(16), secrets.token_urlsafe(96)
+        with self._lock:
+            self._db.execute("DELETE FROM sessions WHERE expires < ?", (now - 7 * 86400,))
+            self._db.execute("INSERT INTO sessions VALUES (?,?,?,?,?)",
+                             (ak, sk, hashlib.sha256(token.encode()).hexdigest(), now, now + seconds))
+        return {"ak": ak, "sk": sk, "token": token, "created": now, "expires": now + seconds}
+
+    def session(self, ak: str) -> Optional[Dict[str, Any]]:
+        """The temporary credentials of access key ``ak`` (``sk``, ``token_hash``, ``expires``), if issued."""
+        rows = self._rows("SELECT sk, token_hash, expires FROM sessions WHERE ak=?", (ak,))
+        return rows[0] if rows else None
+
+
 def _job(row: Dict[str, Any]) -> Dict[str, Any]:
     row = dict(row)
     row["spec"] = json.loads(row["spec"])

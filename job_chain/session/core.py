@@ -68,7 +68,8 @@ class ChainSession:
                  host: Optional[str] = None, ak: Optional[str] = None, sk: Optional[str] = None,
                  credentials: Optional[str] = None, warn: Callable[[str], None] = _ignore,
                  api_version: Optional[str] = None, path: Optional[str] = None,
-                 chain_problem: Optional[JobChainError] = None, start_local: bool = True) -> None:
+                 chain_problem: Optional[JobChainError] = None, start_local: bool = True,
+                 session_token: Optional[str] = None) -> None:
         if api_version is not None:
             from job_chain.aihc.v2 import version_problem
 
@@ -84,7 +85,8 @@ class ChainSession:
         records = RunRecords(file.path)
         file.records = records
         places = Places(file, records, client=client, local=local, api_version=api_version, start_local=start_local,
-                        explicit={"host": host, "ak": ak, "sk": sk, "credentials_file": credentials})
+                        explicit={"host": host, "ak": ak, "sk": sk, "session_token": session_token,
+                                  "credentials_file": credentials})
         self.context = RunContext(file, records, places, warn)
         self.records = records
         self.warn = warn
@@ -93,7 +95,7 @@ class ChainSession:
     def from_file(cls, path: str, *, local: bool = False, host: Optional[str] = None, ak: Optional[str] = None,
                   sk: Optional[str] = None, credentials: Optional[str] = None, client: Optional[JobsAPI] = None,
                   warn: Callable[[str], None] = _ignore, api_version: Optional[str] = None,
-                  strict: bool = True, start_local: bool = True) -> ChainSession:
+                  strict: bool = True, start_local: bool = True, session_token: Optional[str] = None) -> ChainSession:
         """Load and validate ``path`` (:class:`~job_chain.errors.ChainFileInvalid` lists every problem).
 
         With ``strict=False`` a file that is broken or gone is not an error: the session can still
@@ -101,7 +103,8 @@ class ChainSession:
         the file's problem only for what needs the file (``start``, ``plan``, ``resume`` with changes).
         """
         kwargs: Dict[str, Any] = dict(client=client, local=local, host=host, ak=ak, sk=sk, credentials=credentials,
-                                      warn=warn, api_version=api_version, start_local=start_local)
+                                      warn=warn, api_version=api_version, start_local=start_local,
+                                      session_token=session_token)
         if not strict and warn is _ignore:  # steering recorded runs: the file is read when something needs it
             session = cls(None, path=path, **kwargs)
             session.context.file.defer()

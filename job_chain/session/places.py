@@ -26,6 +26,7 @@ def connect_to(*, local: bool = False, local_state_dir: Optional[str] = None, st
     if not local:
         return connect(**kwargs)
     given = [flag for flag, key in (("--host", "host"), ("--ak", "ak"), ("--sk", "sk"),
+                                    ("--session-token", "session_token"),
                                     ("--credentials", "credentials_file")) if kwargs.get(key)]
     if given:
         raise UsageError(f"--local uses the local server's own host and keys, so {'/'.join(given)} would "
@@ -54,7 +55,7 @@ class Places:
         self.records = records
         self.client = client
         self.local = local
-        self.explicit: Dict[str, Optional[str]] = dict(explicit or {})  # host, ak, sk, credentials_file
+        self.explicit: Dict[str, Optional[str]] = dict(explicit or {})  # host, ak, sk, session_token, credentials_file
         self.api_version_option = api_version
         self.start_local = start_local  # False: a stopped local server is reported, never started
         self._clients: Dict[Tuple[Any, ...], JobsAPI] = {}
@@ -120,8 +121,8 @@ class Places:
         """What a run's record carries to its jobs (``RunRecords.save_credentials``), so that they
         reach the API with nothing from their environment, however ``run`` was given its host and
         keys: a local run's local server credentials file (which the server rewrites when it
-        starts), else the host and key pair of the run's client; {} for a client that has none to
-        give (one made by the caller without them)."""
+        starts), else the host and key pair of the run's client (and its session token, if any);
+        {} for a client that has none to give (one made by the caller without them)."""
         client = self.client_for(run)
         if self.client is None and (run.local if run is not None else self.local):
             from job_chain.local.daemon import local_credentials_file
@@ -131,7 +132,9 @@ class Places:
         creds = getattr(client, "credentials", None)
         if creds is None:
             return {}
-        return {"host": creds.host, "ak": creds.ak, "sk": creds.sk}
+        from job_chain.aihc.credentials import TOKEN_KEY
+
+        return {"host": creds.host, "ak": creds.ak, "sk": creds.sk, **({TOKEN_KEY: creds.token} if creds.token else {})}
 
     def _api_config_for(self, run: Optional[Run]) -> Dict[str, Any]:
         """Credentials and version for a client: a new run's are the file's; a recorded run's are

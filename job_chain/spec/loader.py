@@ -304,7 +304,7 @@ def check_chain_data(data: Dict[str, Any], path: str, *, local: bool = False,
         c.problem("api_config", "must be an object with host, ak, sk")
         api_config = {}
     else:
-        for key in ("host", "ak", "sk"):
+        for key in ("host", "ak", "sk", "sessionToken"):  # sessionToken: of temporary (STS) keys
             c.string(api_config, key, "api_config")
         if "version" in api_config:
             from job_chain.aihc.v2 import version_problem

@@ -201,6 +201,6 @@ class Chain:
         return self.config_path or os.path.abspath(self.path)
 
     @property
-    def secret(self) -> Optional[str]:
-        sk = self.api_config.get("sk")
-        return sk if isinstance(sk, str) and sk else None
+    def secrets(self) -> List[str]:
+        """The api_config's secret key and session token (never shown)."""
+        return [v for v in (self.api_config.get("sk"), self.api_config.get("sessionToken")) if isinstance(v, str) and v]

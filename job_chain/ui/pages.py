@@ -125,17 +125,18 @@ class Pages:
         return tries.get(attempt if attempt is not None else max(tries)) or tries[max(tries)]
 
     def secrets_of(self, found: Entry, run: Optional[Run] = None) -> List[str]:
-        """The strings never shown: the chain's SK and its steps' secret-looking env values (of the
+        """The strings never shown: the chain's SK and session token and its steps' secret-looking env values (of the
         file when it can be read, and of the run's frozen chain)."""
         session = self.session(found)
         chains = [session.chain] if session.chain_problem is None else []
-        keys: List[Optional[str]] = [c.secret for c in chains]
+        keys: List[Optional[str]] = [s for c in chains for s in c.secrets]
         if run is not None:
             try:
                 chains.append(session.frozen(run))
             except JobChainError:
                 pass
-            keys.append(session.records.credentials(run.run_id).get("sk"))
+            carried = session.records.credentials(run.run_id)
+            keys += [carried.get("sk"), carried.get("sessionToken")]
         bodies = [step.body for chain in chains for step in chain.steps]
         return sorted({s for s in keys + env_secrets(bodies) if s})
 

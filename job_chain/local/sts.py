@@ -1,0 +1,46 @@
+"""Temporary credentials (a BCE session token) from the local server, as BCE STS gives them.
+
+``job-chain local sts`` asks the running server, with its own keys, through the BCE SDK's
+``StsClient`` (``POST /v1/sessionToken?durationSeconds=N``), and keeps the answer in a
+credentials file of mode 0600 (``host``, ``ak``, ``sk``, ``sessionToken``, ``expiration``), which
+``--credentials`` and ``JOB_CHAIN_CREDENTIALS`` take like any other: the secret key and the token
+are never printed. The server checks each request's token and expiry (``local/auth.py``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Any, Dict, Optional
+
+from job_chain.errors import UsageError
+
+
+def mint(seconds: int, out: Optional[str] = None, state_dir: Optional[str] = None) -> Dict[str, Any]:
+    """Ask the running local server of ``state_dir`` for credentials valid ``seconds``; write them to
+    ``out`` (default: ``STATE_DIR/sts/credentials-<time>.json``). What may be shown: ``{"path",
+    "host", "ak", "expiration"}``."""
+    from baidubce.auth.bce_credentials import BceCredentials
+    from baidubce.bce_client_configuration import BceClientConfiguration
+    from baidubce.exception import BceHttpClientError, BceServerError
+    from baidubce.services.sts.sts_client import StsClient
+
+    from job_chain.aihc.credentials import TOKEN_KEY, load_credentials_file
+    from job_chain.local.daemon import local_credentials_file
+    from job_chain.local.server import default_state_dir
+    from job_chain.util.files import write_json_private
+
+    state_dir = default_state_dir(state_dir)
+    own = load_credentials_file(local_credentials_file(start=False, state_dir=state_dir))
+    client = StsClient(BceClientConfiguration(credentials=BceCredentials(own["ak"], own["sk"]), endpoint=own["host"]))
+    try:
+        answer = json.loads(client.get_session_token(acl=None, duration_seconds=seconds).raw_data)
+    except (BceHttpClientError, BceServerError) as exc:
+        error = getattr(exc, "last_error", None) or exc
+        raise UsageError(f"the local server refused temporary credentials: {error}") from None
+    path = out or os.path.join(state_dir, "sts", time.strftime("credentials-%Y%m%dT%H%M%SZ.json", time.gmtime()))
+    os.makedirs(os.path.dirname(os.path.abspath(path)), mode=0o700, exist_ok=True)
+    write_json_private(path, {"host": own["host"], "ak": answer["accessKeyId"], "sk": answer["secretAccessKey"],
+                              TOKEN_KEY: answer["sessionToken"], "expiration": answer["expiration"]})
+    return {"path": path, "host": own["host"], "ak": answer["accessKeyId"], "expiration": answer["expiration"]}
