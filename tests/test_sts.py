@@ -190,3 +190,20 @@ def test_the_server_checks_the_token_of_temporary_keys() -> None:
         assert info.value.status == 403
     with pytest.raises(BadAuth, match="x-bce-security-token is sent but not among the signed headers"):
         check("tmp", "tmpsk", "good-token", signed=[b"host"])
+
+
+def test_a_session_token_in_api_config_is_hidden_wherever_a_chain_is_shown(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from job_chain.cli import cli
+
+    token = "sts-token-0123456789abcdef"
+    (tmp_path / "a.sh").write_text(f"echo {token}\n")  # pasted into a script by mistake
+    chain = tmp_path / "chain_info.json"
+    chain.write_text(json.dumps({"resourcePoolId": "p", "api_config": {
+        "host": "127.0.0.1:1", "ak": "tmp-ak", "sk": "tmp-sk-0123456789", "sessionToken": token}, "jobs": [
+        {"name": "a", "jobSpec": {"command": "a.sh", "image": "i"},
+         "datasources": [{"type": "pfs", "name": "p", "mountPath": str(tmp_path)}]}]}))
+    shown = CliRunner().invoke(cli, ["run", str(chain), "--dry-run"])
+    assert shown.exit_code == 0, shown.output
+    assert "echo " in shown.stdout and token not in shown.output

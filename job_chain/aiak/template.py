@@ -84,7 +84,8 @@ def carried_envs(job: Dict[str, Any], api_config: Any) -> List[Dict[str, str]]:
     envs = spec.get("envs") if isinstance(spec, dict) else None
     secrets = set()
     if isinstance(api_config, dict):
-        secrets = {api_config[k] for k in ("ak", "sk") if isinstance(api_config.get(k), str) and api_config[k]}
+        secrets = {api_config[k] for k in ("ak", "sk", "sessionToken")
+                   if isinstance(api_config.get(k), str) and api_config[k]}
     kept = []
     for env in dict_list(envs):
         name, value = env.get("name"), _env_value(env.get("value"))

@@ -93,13 +93,14 @@ def _write_all(files: Dict[str, Tuple[str, bool, int]]) -> None:
 
 
 def _masked(chain: Dict[str, Any], text: str) -> str:
-    """The chain text with the template's api_config secret hidden (for printing only)."""
+    """The chain text with the template's api_config secrets (sk, sessionToken) hidden (for printing only)."""
     api = chain.get("api_config")
-    secret = api.get("sk") if isinstance(api, dict) else None
-    if not isinstance(secret, str) or not secret:
-        return text
-    for shown in (json.dumps(secret, ensure_ascii=False), json.dumps(secret)):
-        text = text.replace(shown, '"****"')
+    for key in ("sk", "sessionToken"):
+        secret = api.get(key) if isinstance(api, dict) else None
+        if not isinstance(secret, str) or not secret:
+            continue
+        for shown in (json.dumps(secret, ensure_ascii=False), json.dumps(secret)):
+            text = text.replace(shown, '"****"')
     return text
 
 
@@ -184,7 +185,7 @@ def aiak_gen(chain_file: Optional[str], aiak_job_info: Optional[str], pool: Opti
         return
     directory = os.path.dirname(os.path.abspath(chain_file))
     api = chain.get("api_config")
-    has_secret = isinstance(api, dict) and bool(api.get("sk"))
+    has_secret = isinstance(api, dict) and bool(api.get("sk") or api.get("sessionToken"))
     files = {os.path.join(directory, name): (body, False, 0o755) for name, body in scripts.items()}
     files[chain_file] = (text, has_secret, 0o600 if has_secret else 0o644)  # last: a chain never lacks its scripts
     _write_all(files)

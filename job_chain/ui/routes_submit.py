@@ -98,8 +98,9 @@ def register(app: FastAPI, pages: Pages) -> None:
         if not isinstance(data, dict):
             result["loose"].append(f"{name}: a chain file holds one JSON object, not a {type(data).__name__}")
             return result
-        secrets = [data["api_config"]["sk"]] if isinstance(data.get("api_config"), dict) and isinstance(
-            data["api_config"].get("sk"), str) else []
+        found = data.get("api_config")
+        api: Dict[str, Any] = found if isinstance(found, dict) else {}
+        secrets = [api[k] for k in ("sk", "sessionToken") if isinstance(api.get(k), str) and api[k]]
         lines = views.json_lines(redact(data, secrets))
         try:
             chain = check_chain_data(data, path, local=catalog.local)
