@@ -148,6 +148,18 @@ def test_a_job_that_fails_once_under_fault_tolerance_is_one_attempt_restarted_by
     assert "retrying" not in log and "not retried" not in log
 
 
+def test_follow_says_the_attempt_was_restarted_by_aihc(server: LocalServer, tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from job_chain.cli import cli
+
+    env = {"JOB_CHAIN_CREDENTIALS": server.credentials_file, "AIHC_HOST": None, "AIHC_AK": None, "AIHC_SK": None}
+    followed = CliRunner().invoke(cli, ["run", str(tolerant_chain(tmp_path, FAILS_ONCE, {})), "--follow"], env=env)
+    assert followed.exit_code == 0, followed.output
+    assert "step 0 train: Succeeded (job " in followed.output
+    assert ", attempt 1, restarted by AIHC ×1)" in followed.output, followed.output
+
+
 def test_job_chain_retries_start_where_aihcs_restarts_end_and_are_counted_apart(
         server: LocalServer, tmp_path: Path) -> None:
     """faultToleranceLimit 1 and retries 1, a script that always fails: attempt 1 runs twice (AIHC),

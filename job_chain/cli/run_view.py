@@ -274,9 +274,12 @@ def follow(watching: Iterable[RunStatus], chain_path: str, watch_mode: bool, out
                         live.refresh()
                         continue
                     for s in status.steps:
-                        if s.job_id and seen.get(s.name) != f"{s.status}/{s.attempt}":
-                            click.echo(f"step {s.index} {s.label}: {s.status} (job {s.job_id}, attempt {s.attempt})")
-                            seen[s.name] = f"{s.status}/{s.attempt}"
+                        restarted = s.attempts[-1].restarted() if s.attempts else ""
+                        shape = f"{s.status}/{s.attempt}/{restarted}"
+                        if s.job_id and seen.get(s.name) != shape:
+                            click.echo(f"step {s.index} {s.label}: {s.status} (job {s.job_id}, attempt {s.attempt}"
+                                       + (f", {restarted})" if restarted else ")"))
+                            seen[s.name] = shape
             finally:
                 stop.set()
                 if ticker.is_alive():
