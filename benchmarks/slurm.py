@@ -14,6 +14,13 @@ starts with sbatch, from inside the job). afterok: every job submitted up front 
 --dependency=afterok:IDS`` (Slurm starts each when what it waits for completed). Every script
 writes its start and end (``date +%s.%N``) to a file; the figures are the medians of the gaps.
 
+Where each gap goes, from slurmctld's and slurmd's logs (their lines carry milliseconds): for each
+waiting step, **before submit** (job-chain: from the predecessor's script end to sbatch reaching
+slurmctld — the tail's Python start, the record, sbatch; afterok: the jobs were submitted up
+front, so from the script end to slurmctld marking the predecessor complete), **queued** (from
+then to slurmctld allocating its nodes: the scheduler's pass), **launch** (from the allocation to
+the step's script starting: the launch RPC, slurmd, slurmstepd, the batch script's shell).
+
 Usage: ``.venv/bin/python benchmarks/slurm.py [--quick] [--hops N] [--rounds N]``; writes
 ``benchmarks/results/slurm.json``.
 """
@@ -23,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -66,6 +74,51 @@ def gaps(shape: List[Tuple[str, List[str]]], seen: Dict[str, Tuple[float, float]
     return [seen[name][0] - max(seen[d][1] for d in deps) for name, deps in waiting]
 
 
+LOGGED = re.compile(r"^\[(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3})\] (?:.*?)(_slurm_rpc_submit_batch_job: JobId=|"
+                    r"sched: Allocate JobId=|_job_complete: JobId=|Launching batch job )(\d+)")
+EVENT = {"_slurm_rpc_submit_batch_job: JobId=": "submitted", "sched: Allocate JobId=": "allocated",
+         "_job_complete: JobId=": "complete", "Launching batch job ": "launching"}
+
+
+def daemon_events(cluster: Any) -> Dict[str, Dict[str, float]]:
+    """job id -> {submitted, allocated, complete, launching: the first time each was logged}."""
+    from datetime import datetime
+
+    out: Dict[str, Dict[str, float]] = {}
+    for log in [cluster.root / "slurmctld.log", *cluster.root.glob("slurmd-*.log")]:
+        for line in log.read_text(errors="replace").splitlines():
+            m = LOGGED.match(line)
+            if m:
+                when = datetime.fromisoformat(m.group(1)).timestamp()
+                out.setdefault(m.group(3), {}).setdefault(EVENT[m.group(2)], when)
+    return out
+
+
+def job_ids(cluster: Any, prefix: str) -> Dict[str, str]:
+    """step -> job id, for the jobs whose name starts with ``prefix`` (the name's tail is the step)."""
+    rows = cluster.run("squeue", "-h", "-t", "all", "-o", "%i %j").stdout.split("\n")
+    return {name[len(prefix):]: jid for jid, _, name in (r.partition(" ") for r in rows) if name.startswith(prefix)}
+
+
+def phases(cluster: Any, shape: List[Tuple[str, List[str]]], seen: Dict[str, Tuple[float, float]],
+           ids: Dict[str, str]) -> List[Dict[str, float]]:
+    """For each gap :func:`gaps` measures: before submit, queued, launch (module docstring)."""
+    events = daemon_events(cluster)
+    waiting = [(name, deps) for name, deps in shape if deps]
+    if len(shape[-1][1]) > 1:
+        waiting = [shape[-1]]
+    out = []
+    for name, deps in waiting:
+        last = max(deps, key=lambda d: seen[d][1])
+        mine = events.get(ids.get(name, ""), {})
+        if "allocated" not in mine:
+            continue
+        ready = max(mine.get("submitted", 0.0), events.get(ids.get(last, ""), {}).get("complete", 0.0))
+        out.append({"before submit": ready - seen[last][1], "queued": mine["allocated"] - ready,
+                    "launch": seen[name][0] - mine["allocated"]})
+    return out
+
+
 def wait_for(directory: Path, count: int, timeout: float) -> None:
     end = time.monotonic() + timeout
     while len(times(directory)) < count:
@@ -74,7 +127,7 @@ def wait_for(directory: Path, count: int, timeout: float) -> None:
         time.sleep(0.2)
 
 
-def job_chain_round(cluster: Any, work: Path, shape: List[Tuple[str, List[str]]]) -> List[float]:
+def job_chain_round(cluster: Any, work: Path, shape: List[Tuple[str, List[str]]]) -> Tuple[List[float], List[Any]]:
     stamps = work / "times"
     stamps.mkdir(parents=True)
     jobs = []
@@ -91,22 +144,27 @@ def job_chain_round(cluster: Any, work: Path, shape: List[Tuple[str, List[str]]]
     subprocess.run([sys.executable, "-m", "job_chain", "run", str(chain)], env=env, check=True,
                    capture_output=True, timeout=120)
     wait_for(stamps, len(shape), 300)
-    return gaps(shape, times(stamps))
+    run = json.loads(subprocess.run([sys.executable, "-m", "job_chain", "status", str(chain), "--json"], env=env,
+                                    check=True, capture_output=True, timeout=120).stdout)["run"]
+    seen = times(stamps)
+    ids = {step[:-2]: jid for step, jid in job_ids(cluster, f"jc-{run}-").items() if step.endswith("-1")}
+    return gaps(shape, seen), phases(cluster, shape, seen, ids)
 
 
-def afterok_round(cluster: Any, work: Path, shape: List[Tuple[str, List[str]]]) -> List[float]:
+def afterok_round(cluster: Any, work: Path, shape: List[Tuple[str, List[str]]]) -> Tuple[List[float], List[Any]]:
     stamps = work / "times"
     stamps.mkdir(parents=True)
     ids: Dict[str, str] = {}
     for name, deps in shape:
         script = "#!/bin/bash\n" + STAMP.format(times=stamps, body="true").replace("$1", name)
-        argv = ["sbatch", "--parsable", f"--job-name=afterok-{name}", f"--output={work}/{name}.out"]
+        argv = ["sbatch", "--parsable", f"--job-name=afterok-{work.name}-{name}", f"--output={work}/{name}.out"]
         if deps:
             argv.append("--dependency=afterok:" + ":".join(ids[d] for d in deps))
         done = subprocess.run(argv, input=script, text=True, capture_output=True, env=cluster.env(), check=True)
         ids[name] = done.stdout.strip().split(";")[0]
     wait_for(stamps, len(shape), 600)
-    return gaps(shape, times(stamps))
+    seen = times(stamps)
+    return gaps(shape, seen), phases(cluster, shape, seen, ids)
 
 
 def main() -> int:
@@ -127,14 +185,19 @@ def main() -> int:
                 for shape_name, shape in shapes(hops).items():
                     for how, run in (("job-chain", job_chain_round), ("afterok", afterok_round)):
                         samples: List[float] = []
+                        parts: List[Dict[str, float]] = []
                         for r in range(rounds):
-                            samples += run(cluster, Path(tmp) / f"{config}-{shape_name}-{how}-{r}".replace(" ", "_"),
-                                           shape)
+                            got, split = run(cluster, Path(tmp) / f"{config}-{shape_name}-{how}-{r}".replace(" ", "_"),
+                                             shape)
+                            samples += got
+                            parts += split
+                        where = {k: round(statistics.median(p[k] for p in parts), 3) for k in parts[0]} if parts else {}
                         results[f"{shape_name} · {how} · {config}"] = {
                             "median_s": round(statistics.median(samples), 3), "max_s": round(max(samples), 3),
-                            "samples": [round(s, 3) for s in samples]}
+                            "samples": [round(s, 3) for s in samples], "phases_median_s": where}
                         print(f"{shape_name:14} {how:10} {config:15} median {statistics.median(samples):.2f}s "
-                              f"max {max(samples):.2f}s (n={len(samples)})", flush=True)
+                              f"max {max(samples):.2f}s (n={len(samples)}); "
+                              + ", ".join(f"{k} {v:.2f}s" for k, v in where.items()), flush=True)
     out = HERE / "results"
     out.mkdir(exist_ok=True)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=HERE).stdout

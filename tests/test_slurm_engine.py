@@ -173,6 +173,24 @@ def test_creates_of_one_key_at_once_make_one_job(slurm: Any, tmp_path: Path, mon
     assert job_names(slurm)["jc-drill-once-1"] == 1
 
 
+def test_a_key_nobody_ran_sbatch_for_costs_one_slurm_command(slurm: Any, tmp_path: Path, monkeypatch: Any) -> None:
+    import job_chain.slurm.engine as slurm_engine
+
+    monkeypatch.setenv("SLURM_CONF", str(slurm.conf))
+    ran: List[str] = []
+    real = slurm_engine.run_slurm
+
+    def counted(argv: List[str], **kw: Any) -> str:
+        ran.append(argv[0])
+        return real(argv, **kw)
+
+    monkeypatch.setattr(slurm_engine, "run_slurm", counted)
+    engine = slurm_engine.SlurmEngine(str(tmp_path / ".slurm"))
+    first = engine.create("p", body(), "jc-drill-fresh-1")
+    assert ran == ["sbatch"]  # no squeue, no sacct: no creator ran sbatch for this key before
+    assert engine.create("p", body(), "jc-drill-fresh-1").id == first.id and ran == ["sbatch"]  # its key file
+
+
 KILLED = """
 import os, sys
 import job_chain.slurm.engine as e

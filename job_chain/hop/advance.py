@@ -154,6 +154,8 @@ class _Hop:
     @property
     def client(self) -> Any:
         """The engine this hop calls (made on first use: a join that is not ready calls none)."""
+        if self._engine is None and getattr(type(self._given), "is_engine", False):
+            self._engine = self._given  # an engine already (Slurm's): AIHC's module is not imported on its hops
         if self._engine is None:
             from job_chain.aihc.engine import as_engine
 

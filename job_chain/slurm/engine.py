@@ -7,10 +7,12 @@ only exists with accounting) is kept in the engine's directory on the shared fil
 (``FILE.runs/.slurm/``, given by the caller): the job each key created, each node's log and exit.
 
 **Exactly once** (``docs/slurm.md``): :meth:`SlurmEngine.create` holds an exclusive ``flock`` on
-the key's lock file while it looks for the key — its file, then a job of that name known to Slurm
-(``squeue --name``, and ``sacct --name`` where accounting exists) — and only then runs ``sbatch
---job-name=KEY`` and writes the key's file. Two creators of one key wait for each other; a creator
-killed between ``sbatch`` and its file leaves a job Slurm still names, which the next creator finds.
+the key's lock file while it looks for the key — its file, then, if the lock file says a creator ran
+sbatch for it before, a job of that name known to Slurm (``squeue --name``, and ``sacct --name``
+where accounting exists) — and only then writes that it runs sbatch (to the lock file, flushed to
+disk), runs ``sbatch --job-name=KEY`` and writes the key's file. Two creators of one key wait for
+each other; a creator killed between ``sbatch`` and its file leaves a job Slurm still names, which
+the next creator finds; a key nobody ran sbatch for costs one Slurm command, the sbatch.
 
 **A job Slurm ends** (TIMEOUT, NODE_FAIL, PREEMPTED, OUT_OF_MEMORY, a CANCELLED by someone else) dies
 with its batch script, tail included. So each step's job is submitted with a *watcher*: a one-task
@@ -163,20 +165,26 @@ class SlurmEngine:
         self._ensure()
         from job_chain.util.files import write_private
 
-        with open(self._path("keys", f"{key}.lock"), "a") as lock:
+        with open(self._path("keys", f"{key}.lock"), "a+") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)  # released by the kernel if this process dies
-            found, going = self._known(key)
+            lock.seek(0)
+            tried = bool(lock.read(1))  # a creator ran sbatch for this key before (its job may have no file)
+            found, going = self._known(key, ask_slurm=tried)
             fresh = found is None
             if found is None:
+                lock.write(f"sbatch by {os.getpid()}\n")  # durably, before the job exists: the next creator asks
+                lock.flush()
+                os.fsync(lock.fileno())
                 found, going = self._sbatch(body, key), True
             if going and body.get("slurmEnded") and not os.path.exists(self._path("watchers", found)):
                 self._watch(body, key, found, fresh)  # also for a job whose creator died before watching it
             write_private(self._path("keys", key), found)  # last: a key's file means its job is watched
         return Created(found, key)
 
-    def _known(self, key: str) -> Tuple[Optional[str], bool]:
-        """The job this key made — its file, else a job of that name Slurm still knows — and whether
-        it may still need a watcher (it was found in Slurm's queue, not ended)."""
+    def _known(self, key: str, ask_slurm: bool = True) -> Tuple[Optional[str], bool]:
+        """The job this key made — its file, else (``ask_slurm``: a creator ran sbatch for it) a job of
+        that name Slurm still knows — and whether it may still need a watcher (found in Slurm's
+        queue, not ended). A key no creator ever ran sbatch for costs no Slurm command."""
         try:
             with open(self._path("keys", key)) as f:
                 recorded = f.read().strip()
@@ -184,6 +192,8 @@ class SlurmEngine:
                 return recorded, False
         except FileNotFoundError:
             pass
+        if not ask_slurm:
+            return None, False
         rows = [line.split() for line in run_slurm(["squeue", "-h", "-t", "all", f"--name={key}", "-o",
                                                     "%i %T"]).splitlines() if line.strip()]
         if not rows and self._accounting():
