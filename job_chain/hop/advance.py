@@ -124,7 +124,8 @@ class _Hop:
                  deadline: float, reconnect: Optional[Callable[[], Any]], resume_hint: str) -> None:
         self._chain: Optional[Chain] = None if callable(chain) else chain
         self._thaw: Optional[Callable[[], Chain]] = chain if callable(chain) else None
-        self._given, self._engine = client, None  # the engine is made when a call needs it
+        self._given: Any = client
+        self._engine: Any = None  # the engine is made when a call needs it
         self.run_id, self.records, self.mode = run_id, records, mode
         self.deadline, self.reconnect, self.resume_hint = deadline, reconnect, resume_hint
         self.plan: Optional[Dict[str, Any]] = None  # what the submitter planned this step's success to do
