@@ -101,8 +101,10 @@ def job_ids(cluster: Any, prefix: str) -> Dict[str, str]:
 
 
 def phases(cluster: Any, shape: List[Tuple[str, List[str]]], seen: Dict[str, Tuple[float, float]],
-           ids: Dict[str, str]) -> List[Dict[str, float]]:
-    """For each gap :func:`gaps` measures: before submit, queued, launch (module docstring)."""
+           ids: Dict[str, str], afterok: bool) -> List[Dict[str, float]]:
+    """For each gap :func:`gaps` measures: before submit, queued, launch (module docstring). The
+    step is ready for Slurm when its sbatch reached slurmctld (job-chain), or when slurmctld
+    marked the last job it waits for complete (afterok)."""
     events = daemon_events(cluster)
     waiting = [(name, deps) for name, deps in shape if deps]
     if len(shape[-1][1]) > 1:
@@ -113,7 +115,8 @@ def phases(cluster: Any, shape: List[Tuple[str, List[str]]], seen: Dict[str, Tup
         mine = events.get(ids.get(name, ""), {})
         if "allocated" not in mine:
             continue
-        ready = max(mine.get("submitted", 0.0), events.get(ids.get(last, ""), {}).get("complete", 0.0))
+        ready = (max(events.get(ids.get(d, ""), {}).get("complete", 0.0) for d in deps) if afterok
+                 else mine.get("submitted", 0.0))
         out.append({"before submit": ready - seen[last][1], "queued": mine["allocated"] - ready,
                     "launch": seen[name][0] - mine["allocated"]})
     return out
@@ -148,7 +151,7 @@ def job_chain_round(cluster: Any, work: Path, shape: List[Tuple[str, List[str]]]
                                     check=True, capture_output=True, timeout=120).stdout)["run"]
     seen = times(stamps)
     ids = {step[:-2]: jid for step, jid in job_ids(cluster, f"jc-{run}-").items() if step.endswith("-1")}
-    return gaps(shape, seen), phases(cluster, shape, seen, ids)
+    return gaps(shape, seen), phases(cluster, shape, seen, ids, afterok=False)
 
 
 def afterok_round(cluster: Any, work: Path, shape: List[Tuple[str, List[str]]]) -> Tuple[List[float], List[Any]]:
@@ -164,7 +167,7 @@ def afterok_round(cluster: Any, work: Path, shape: List[Tuple[str, List[str]]]) 
         ids[name] = done.stdout.strip().split(";")[0]
     wait_for(stamps, len(shape), 600)
     seen = times(stamps)
-    return gaps(shape, seen), phases(cluster, shape, seen, ids)
+    return gaps(shape, seen), phases(cluster, shape, seen, ids, afterok=True)
 
 
 def main() -> int:

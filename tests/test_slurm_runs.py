@@ -150,7 +150,7 @@ def hooks() -> Iterator[Any]:
 
 def test_notifications_and_resume_by_name_on_slurm(slurm: Any, tmp_path: Path, hooks: Any) -> None:
     chain = write_chain(tmp_path, [
-        {"name": "a", "script": "echo a"},
+        {"name": "a", "script": 'echo "on $MASTER_ADDR rank $RANK of $WORLD_SIZE" > "$SHARED/a.env"'},
         {"name": "b", "script": "echo b-broke >&2; exit 3"},
         {"name": "c", "script": 'echo c >> "$SHARED/c.ran"'},
     ], notify=[{"url": hooks.url, "on": ["failed", "stepFailed", "succeeded"], "format": "json"}])
@@ -171,6 +171,7 @@ def test_notifications_and_resume_by_name_on_slurm(slurm: Any, tmp_path: Path, h
     final = wait_outcome(slurm, chain)
     assert final["outcome"] == "succeeded" and final["revision"] == 2, final["reason"]
     assert (tmp_path / "shared" / "c.ran").read_text() == "c\n"
+    assert (tmp_path / "shared" / "a.env").read_text() in ("on jc1 rank 0 of 1\n", "on jc2 rank 0 of 1\n")
     assert sorted(b["event"] for b in hooks.bodies) == ["failed", "stepFailed", "succeeded"]
     assert {n: c for n, c in job_names(slurm).items() if n.startswith(f"jc-{run}-")} == {
         f"jc-{run}-{s}": 1 for s in ("a-1", "b-1", "b-2-r2", "c-1")}  # b changed: its key carries the revision

@@ -293,11 +293,13 @@ class SlurmEngine:
         if replicas > 1:
             run = (f"srun --kill-on-bad-exit=0 --output={logs}/%j.%t.log --ntasks={replicas} "
                    f"--ntasks-per-node=1 bash -c {shlex.quote(node)}\n")
-        else:
-            run = f"bash -c {shlex.quote(node)}\n"  # its output is the batch job's: Slurm's own words too
+            first = "$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n 1)"
+        else:  # in the batch shell itself (no process more before the step's start); its output is the
+            run = node.replace("; ", "\n") + "\n"  # batch job's: Slurm's own words too
+            first = "$SLURM_JOB_NODELIST"  # one node: the list is its name
         return ("#!/bin/bash\n# job-chain: the step's command on each node; its log and exit code kept for job-chain\n"
-                f"{exports}export WORLD_SIZE={replicas} MASTER_ADDR=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" "
-                "| head -n 1) MASTER_PORT=$((20000 + SLURM_JOB_ID % 20000)) AIHC_JOB_NAME=$SLURM_JOB_NAME\n"
+                f"{exports}export WORLD_SIZE={replicas} MASTER_ADDR={first} "
+                "MASTER_PORT=$((20000 + SLURM_JOB_ID % 20000)) AIHC_JOB_NAME=$SLURM_JOB_NAME\n"
                 f"{run}")
 
     def _exports(self, spec: Mapping[str, Any]) -> str:
