@@ -21,8 +21,12 @@ front, so from the script end to slurmctld marking the predecessor complete), **
 then to slurmctld allocating its nodes: the scheduler's pass), **launch** (from the allocation to
 the step's script starting: the launch RPC, slurmd, slurmstepd, the batch script's shell).
 
-Usage: ``.venv/bin/python benchmarks/slurm.py [--quick] [--hops N] [--rounds N]``; writes
-``benchmarks/results/slurm.json``.
+``--against REF``: job-chain as it was at git REF too (its tree exported, first on ``PYTHONPATH``
+for the CLI and every job), in the same run; each round runs every way in turn, so load on this
+shared machine falls on all of them alike. ``--only tuned|defaults``: one of the two clusters.
+
+Usage: ``.venv/bin/python benchmarks/slurm.py [--quick] [--hops N] [--rounds N] [--against REF]
+[--only tuned|defaults]``; writes ``benchmarks/results/slurm.json``.
 """
 
 from __future__ import annotations
@@ -130,7 +134,8 @@ def wait_for(directory: Path, count: int, timeout: float) -> None:
         time.sleep(0.2)
 
 
-def job_chain_round(cluster: Any, work: Path, shape: List[Tuple[str, List[str]]]) -> Tuple[List[float], List[Any]]:
+def job_chain_round(cluster: Any, work: Path, shape: List[Tuple[str, List[str]]],
+                    tree: str = "") -> Tuple[List[float], List[Any]]:
     stamps = work / "times"
     stamps.mkdir(parents=True)
     jobs = []
@@ -144,6 +149,8 @@ def job_chain_round(cluster: Any, work: Path, shape: List[Tuple[str, List[str]]]
     chain.write_text(json.dumps({"engine": "slurm", "jobs": jobs}))
     env = cluster.env()
     env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+    if tree:  # job-chain as it was at another commit: the CLI and (sbatch exports it) every job
+        env["PYTHONPATH"] = tree
     subprocess.run([sys.executable, "-m", "job_chain", "run", str(chain)], env=env, check=True,
                    capture_output=True, timeout=120)
     wait_for(stamps, len(shape), 300)
@@ -175,6 +182,8 @@ def main() -> int:
     p.add_argument("--quick", action="store_true", help="3 hops, 1 round")
     p.add_argument("--hops", type=int, default=5)
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--against", metavar="REF", help="also measure job-chain at this git commit")
+    p.add_argument("--only", choices=("tuned", "defaults"), help="one cluster configuration")
     a = p.parse_args()
     hops, rounds = (3, 1) if a.quick else (a.hops, a.rounds)
     why = slurm_cluster.require()
@@ -183,17 +192,28 @@ def main() -> int:
         return 2
     results: Dict[str, Dict[str, Any]] = {}
     with tempfile.TemporaryDirectory(prefix="jc-bench-slurm-") as tmp:
-        for config, tuned in (("Slurm defaults", False), ("tuned", True)):
+        ways: List[Tuple[str, Any]] = [("job-chain", job_chain_round)]
+        if a.against:
+            tree = Path(tmp) / "against"
+            tree.mkdir()
+            archive = subprocess.run(["git", "archive", a.against, "job_chain"], cwd=HERE.parent, check=True,
+                                     capture_output=True).stdout
+            subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
+            ways.append((f"jc@{a.against[:8]}", lambda c, w, s: job_chain_round(c, w, s, str(tree))))
+        ways.append(("afterok", afterok_round))
+        configs = [(c, t) for c, t in (("Slurm defaults", False), ("tuned", True))
+                   if a.only is None or (a.only == "tuned") == t]
+        for config, tuned in configs:
             with slurm_cluster.SlurmCluster(Path(tmp) / config.replace(" ", "-"), tuned=tuned) as cluster:
                 for shape_name, shape in shapes(hops).items():
-                    for how, run in (("job-chain", job_chain_round), ("afterok", afterok_round)):
-                        samples: List[float] = []
-                        parts: List[Dict[str, float]] = []
-                        for r in range(rounds):
+                    got_all: Dict[str, Tuple[List[float], List[Dict[str, float]]]] = {how: ([], []) for how, _ in ways}
+                    for r in range(rounds):  # every way in turn, round by round
+                        for how, run in ways:
                             got, split = run(cluster, Path(tmp) / f"{config}-{shape_name}-{how}-{r}".replace(" ", "_"),
                                              shape)
-                            samples += got
-                            parts += split
+                            got_all[how][0].extend(got)
+                            got_all[how][1].extend(split)
+                    for how, (samples, parts) in got_all.items():
                         where = {k: round(statistics.median(p[k] for p in parts), 3) for k in parts[0]} if parts else {}
                         results[f"{shape_name} · {how} · {config}"] = {
                             "median_s": round(statistics.median(samples), 3), "max_s": round(max(samples), 3),
@@ -205,7 +225,8 @@ def main() -> int:
     out.mkdir(exist_ok=True)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=HERE).stdout
     (out / "slurm.json").write_text(json.dumps({"hops": hops, "rounds": rounds, "commit": commit.strip(),
-                                                "load": os.getloadavg(), "results": results}, indent=2))
+                                                "against": a.against, "load": os.getloadavg(), "results": results},
+                                               indent=2))
     return 0
 
 
