@@ -32,7 +32,7 @@ from job_chain.local import daemon
 from job_chain.local.process import ServerProcess
 
 JOB_CHAIN = [sys.executable, "-m", "job_chain"]
-CREDENTIAL_ENV = ("AIHC_HOST", "AIHC_AK", "AIHC_SK", "AK", "SK", "HOST", "JOB_CHAIN_CREDENTIALS",
+CREDENTIAL_ENV = ("AIHC_HOST", "AIHC_AK", "AIHC_SK", "AIHC_SESSION_TOKEN", "AK", "SK", "HOST", "JOB_CHAIN_CREDENTIALS",
                   "JOB_CHAIN_LOCAL_AK", "JOB_CHAIN_LOCAL_SK")
 
 

@@ -20,7 +20,7 @@ import pytest
 from chain_helpers import JOB_CHAIN, latest_run, write_chain
 from conftest import LocalServer
 
-CREDENTIAL_ENV = ("AIHC_HOST", "AIHC_AK", "AIHC_SK", "AK", "SK", "HOST", "JOB_CHAIN_CREDENTIALS")
+CREDENTIAL_ENV = ("AIHC_HOST", "AIHC_AK", "AIHC_SK", "AIHC_SESSION_TOKEN", "AK", "SK", "HOST", "JOB_CHAIN_CREDENTIALS")
 
 
 def bare_cli(*args: str, **env: str) -> subprocess.CompletedProcess:
