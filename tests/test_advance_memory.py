@@ -4,7 +4,7 @@ call by call, in milliseconds. The same runs on the real server: tests/test_chai
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, List
 
 from chain_helpers import make_chain
 from memory_api import MemoryAPI
@@ -156,3 +156,41 @@ def test_a_one_off_status_retries_its_reads_as_long_as_a_create_would(tmp_path: 
     look = s.status(run.run_id, patient=True)
     assert api.failures == 5 and waited == [1.0, 2.0, 4.0, 8.0, 16.0]
     assert [st.status for st in look.steps][:1] == ["Running"]
+
+
+def test_a_step_outside_a_matrix_that_finds_a_capped_point_ready_leaves_it_to_a_slot(tmp_path: Path) -> None:
+    """flaky's hop decides the run the full way (a join follows it) and finds sweep-i-3 ready: a point
+    waiting for a slot of maxParallel starts only through a slot (a finishing point hands it on),
+    never directly — else it runs above the cap, and twice (the hand-on starts its next attempt)."""
+    import json
+
+    api = MemoryAPI()
+    (tmp_path / "x.sh").write_text("true\n")
+    jobs = [{"name": "prep"}, {"name": "flaky", "jobChain": {"dependsOn": ["prep"], "retries": 1}},
+            {"name": "sweep", "jobChain": {"dependsOn": ["prep"], "matrix": {"i": [1, 2, 3]}, "maxParallel": 2}},
+            {"name": "join", "jobChain": {"dependsOn": ["flaky", "sweep"]}}]
+    for job in jobs:
+        job["jobSpec"] = {"command": "x.sh", "image": "local"}
+        job["datasources"] = [{"type": "pfs", "name": "pfs-chain", "mountPath": str(tmp_path)}]
+    chain = tmp_path / "chain_info.json"
+    chain.write_text(json.dumps({"resourcePoolId": "pool-local", "jobs": jobs}))
+    s = ChainSession.from_file(str(chain), client=api)
+    run = s.start()
+
+    def ends(step: str, attempt: int = 1, code: int = 0) -> None:
+        job = next(c for c in api.creates if c.labels["job-chain/step"] == step
+                   and c.labels["job-chain/attempt"] == str(attempt))
+        api.finish(job.job_id, code)
+        assert advance(s.frozen(run), api, run_id=run.run_id, step=step, attempt=attempt, exit_code=code,
+                       records=s.records, resume_hint="resume") == code
+
+    def created() -> List[str]:
+        return [f"{c.labels['job-chain/step']}/{c.labels['job-chain/attempt']}" for c in api.creates if c.created]
+
+    ends("prep")
+    assert created() == ["prep/1", "flaky/1", "sweep-i-1/1", "sweep-i-2/1"]
+    ends("flaky", 1, 3)  # retried
+    ends("flaky", 2)  # both slots are taken: sweep-i-3 waits
+    assert created() == ["prep/1", "flaky/1", "sweep-i-1/1", "sweep-i-2/1", "flaky/2"]
+    ends("sweep-i-1")  # its slot goes to sweep-i-3, at its first attempt
+    assert created() == ["prep/1", "flaky/1", "sweep-i-1/1", "sweep-i-2/1", "flaky/2", "sweep-i-3/1"]

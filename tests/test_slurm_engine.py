@@ -285,6 +285,20 @@ def test_slurm_words_become_job_chain_s_and_its_verdict_is_classified() -> None:
     assert (classify([("42-0", text)]).cls, classify([("42-0", text)]).signature) == ("timeout", "slurm-time-limit")
 
 
+def test_a_job_slurm_ended_whose_node_logged_nothing_is_classified_by_slurm_s_verdict() -> None:
+    from job_chain.engine.jobs import Event
+    from job_chain.failures.classify import VERDICT_EVENTS, classify, verdict_cause
+    from job_chain.slurm.engine import SAID, event_kind
+
+    ended = ("TIMEOUT", "NODE_FAIL", "BOOT_FAIL", "PREEMPTED", "OUT_OF_MEMORY", "CANCELLED")
+    assert set(VERDICT_EVENTS) == {event_kind(state) for state in ended}
+    assert classify([("7-0", "step 12 of 100\n")]).cls == "unknown"  # the node said nothing of its end
+    found = verdict_cause([Event(event_kind("NODE_FAIL"), "Warning", SAID["NODE_FAIL"] + "; exit code 0:0", 1.0)])
+    assert found is not None and (found.cls, found.signature) == ("infra", "slurm-node-fail")
+    assert "NODE_FAIL" in found.line
+    assert verdict_cause([Event("JobPending", "Normal", "waiting", None)]) is None
+
+
 def test_a_slurm_chain_is_never_run_inline(tmp_path: Path) -> None:
     from job_chain.errors import UsageError
     from job_chain.session.plan import check_mode

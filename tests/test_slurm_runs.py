@@ -88,7 +88,7 @@ def test_a_step_slurm_ends_at_its_time_limit_is_retried_by_its_watcher(fast_slur
     assert data["outcome"] == "succeeded", data["reason"]
     assert attempts_of(data, "train") == [("Failed", "timeout", "slurm-time-limit"), ("Succeeded", None, None)]
     first = next(s for s in data["steps"] if s["name"] == "train")["attempts"][0]
-    assert "TIMEOUT" in first["failure"]["line"]
+    assert "DUE TO TIME LIMIT" in first["failure"]["line"]  # slurmstepd's line in the job's log
     assert (tmp_path / "shared" / "after.ran").read_text() == "after\n"
     run = data["run"]
     listed = fast_slurm.run("squeue", "-h", "-t", "all", "-o", "%j %T").stdout.splitlines()
@@ -111,9 +111,19 @@ def test_a_job_cancelled_outside_job_chain_is_retried_for_infra_by_its_watcher(s
         assert time.monotonic() < end
         time.sleep(0.1)
     slurm.run("scancel", f"--name=jc-{run}-work-1")  # an administrator's scancel, not job-chain's stop
-    data = wait_outcome(slurm, chain, until="succeeded")  # (a look before its watcher ran says "stopped")
+    data = wait_outcome(slurm, chain, until="succeeded")
     assert data["outcome"] == "succeeded", data["reason"]
-    assert [a[1:] for a in attempts_of(data, "work")] == [("infra", "slurm-cancelled"), (None, None)]
+    assert attempts_of(data, "work") == [("Failed", "infra", "slurm-cancelled"), ("Succeeded", None, None)]
+    # its watcher advancing again (a second one, or by hand) changes nothing: every create is once
+    job = slurm.run("squeue", "-h", "-t", "all", f"--name=jc-{run}-work-1", "-o", "%i").stdout.strip()
+    env = slurm.env()
+    env.update(PATH=VENV_BIN + os.pathsep + env.get("PATH", ""), JOB_CHAIN_ENGINE="slurm", JOB_CHAIN_SLURM_WATCHED=job,
+               JOB_CHAIN_SLURM_DIR=str(tmp_path / "chain_info.json.runs" / ".slurm"))
+    again = subprocess.run([sys.executable, "-m", "job_chain.hop", "--run", run, "--step", "work", "--attempt", "1",
+                            "--ended", str(chain)], env=env, capture_output=True, text=True, timeout=60)
+    assert again.returncode == 0, again.stderr
+    assert {n: c for n, c in job_names(slurm).items() if n.startswith(f"jc-{run}-")} == {
+        f"jc-{run}-work-1": 1, f"jc-{run}-work-2": 1}
 
 
 def test_max_running_caps_a_slurm_run_and_status_watch_follows_it_to_its_end(slurm: Any, tmp_path: Path) -> None:

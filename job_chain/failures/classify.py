@@ -247,6 +247,26 @@ NOT_A_CAUSE = frozenset({"Error", "FailedToStartFaultTolerance", "JobFailed", "E
 EVENT_CHARS = 300  # of an event's message, kept and shown
 
 
+# an engine's verdict on a job it ended itself, as its event's kind (slurm/engine.py: ``Job`` and Slurm's state),
+# and the catalogue's signature for it: what the job's log says when slurmstepd could write it
+VERDICT_EVENTS = {"JobTimeout": "slurm-time-limit", "JobNodeFail": "slurm-node-fail", "JobBootFail": "slurm-node-fail",
+                  "JobPreempted": "slurm-preempted", "JobOutOfMemory": "slurm-oom-kill",
+                  "JobCancelled": "slurm-cancelled"}
+
+
+def verdict_cause(events: Iterable[Any]) -> Optional[Failure]:
+    """When no log line matched: the cause the engine's own verdict names (:data:`VERDICT_EVENTS`), its
+    event's words as the line; None without one."""
+    from job_chain.failures.signatures import signature
+
+    found = next((e for e in events if e.kind in VERDICT_EVENTS and e.message), None)
+    if found is None:
+        return None
+    sig = signature(VERDICT_EVENTS[found.kind])
+    return Failure(sig.cls, sig.name, " ".join(found.message.split())[:EVENT_CHARS], explanation=sig.explanation,
+                   words=sig.words)
+
+
 def platform_cause(events: Iterable[Any], reason: str, logged: bool) -> Optional[Failure]:
     """When no log line matched: the ``platform`` cause from the job's Warning events (``kind``,
     ``severity``, ``message``: a :class:`~job_chain.engine.jobs.Event`) — one of

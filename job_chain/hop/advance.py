@@ -60,7 +60,6 @@ def advance(
     outputs: Tuple[Dict[str, str], Optional[str]] = ({}, None),
     cached: bool = False,
     own_plan: Optional[Callable[[], Optional[Dict[str, Any]]]] = None,
-    known: Optional[Any] = None,
     in_job: bool = True,
 ) -> int:
     """Act on step ``step`` (its name) having exited with ``exit_code``; return the job's exit code.
@@ -75,15 +74,14 @@ def advance(
     process, which reached it, advances from it as its tail would. So does every step it submits
     that reuses one too, one after another (never deeper than this call). ``own_plan``: how this
     step's plan file is read, when the caller reads it too (once for both: ``hop/entry.py``).
-    ``known``: why the step failed, when job-chain knows it without its logs (Slurm's verdict on a job
-    it ended); ``in_job``: False when another process advances for the job (a Slurm watcher), which
-    then does not record the job's end.
+    ``in_job``: False when another process advances for the job (a Slurm watcher), which then does
+    not record the job's end.
     """
     mode = mode or ("inline" if records is None else "job")
     hop = _Hop(chain, client, run_id, records, mode, deadline, reconnect, resume_hint)
     hop.own_plan = own_plan
     reused: List[Tuple[str, int, Dict[str, str]]] = []
-    hop.known, hop.in_job = known, in_job
+    hop.in_job = in_job
     code = _advance_one(hop, step, attempt, exit_code, outputs, cached, reused)
     while reused:  # steps it submitted that reused a cached success: advance from each, as their tails would
         name, number, kept = reused.pop(0)
@@ -141,7 +139,6 @@ class _Hop:
         self.reused: List[Tuple[str, int, Dict[str, str]]] = []  # steps submitted that reused one: advance next
         self._started: Optional[float] = None
         self.own: Optional[Tuple[str, int]] = None  # the finishing (step, attempt): this job
-        self.known: Any = None  # why it failed, when known without its logs (Slurm's verdict)
         self.in_job = True  # this process is the finishing job's own tail
 
     @property
@@ -225,7 +222,7 @@ class _Hop:
     def run(self, me: Finishing, attempt: int, exit_code: int, outputs: Tuple[Dict[str, str], Optional[str]]) -> int:
         records, run_id, name = self.records, self.run_id, me.name
         self.own = (name, attempt)
-        known = self.known  # a cause job-chain itself knows, so no log needs reading
+        known = None  # a cause job-chain itself knows, so no log needs reading
         if exit_code == 0 and outputs[1]:
             from job_chain.failures.classify import Failure
             from job_chain.record import outputs as outputs_
@@ -512,20 +509,24 @@ class _Hop:
             return EXIT_ADVANCE_FAILED if succeeded else 1
         if not succeeded:
             self._step_failed(me)
-        again = slots.requeued(self.chain, *slots.claims(records, self.run_id), states) if records else []
+        # a capped step this hop finds ready starts only through a slot, whatever step this is (one outside
+        # the matrix that decides the whole run too: else it runs above the cap, and a hand-on starts it again)
+        pooled = self.records if self.mode == "job" and any(slots.pools(self.chain, s) for s in self.chain.steps) \
+            else None
+        again = slots.requeued(self.chain, *slots.claims(pooled, self.run_id), states) if pooled else []
         for step in again:  # resumed steps that wait for a slot again
             del states[step.index]
         plan = plan_.plan(self.chain, states, stopped=stopped)
         code = 0
         if plan.ready:
             ready = [s for s in (self.chain.step(i) for i in plan.ready) if s is not None]
-            direct = [s for s in ready if not (capped and slots.pools(self.chain, s))]
+            direct = [s for s in ready if not (pooled is not None and slots.pools(self.chain, s))]
             if direct:
                 code = self.submit([(s.name, s.first_attempt) for s in direct], (me.name, attempt),
                                    0 if succeeded else 1)
-            if records is not None and len(direct) < len(ready):  # the capped ones: as many as slots are free
+            if pooled is not None and len(direct) < len(ready):  # the capped ones: as many as slots are free
                 nexts = {s.name: next_attempt(s, self.latest[s.name].attempt) for s in again}
-                _, lost = slots.fill(self.chain, records, self.run_id, ready, nexts, origin=f"{me.name}/{attempt}",
+                _, lost = slots.fill(self.chain, pooled, self.run_id, ready, nexts, origin=f"{me.name}/{attempt}",
                                      submit=lambda s, a: self.slot_submit(s, a, (me.name, attempt)))
                 code = EXIT_ADVANCE_FAILED if lost and succeeded else code
         elif succeeded and not dependents and not plan.ended:

@@ -102,15 +102,14 @@ def run_ended(config_path: Optional[str], run_id: str, step: str, attempt: int) 
     ended it, or its tail died): advance for it, exactly as its tail would have.
 
     Nothing when the run was stopped or the tail finished its advance. Otherwise the exit code is
-    the script's from the record (its tail recorded it, then was killed), else Slurm's; and when the
-    script never ended, Slurm's verdict (TIMEOUT, NODE_FAIL, …) is the cause, from the catalogue.
-    Every step of the advance is idempotent, its creates exactly once (the record, the job's key).
+    the script's from the record (its tail recorded it, then was killed), else Slurm's; the cause is
+    found as for any failure (``status/causes.classify_job``: the log's slurmstepd line, else Slurm's
+    verdict on the job). Every step of the advance is idempotent, its creates exactly once (the
+    record, the job's key).
     """
-    from job_chain.failures.classify import Failure
-    from job_chain.failures.signatures import signature
     from job_chain.hop.advance import advance
     from job_chain.record.records import RunRecords
-    from job_chain.slurm.engine import VERDICTS, WATCHED_ENV, engine_from_env
+    from job_chain.slurm.engine import WATCHED_ENV, engine_from_env
     from job_chain.util.log import log
 
     engine = engine_from_env()
@@ -128,15 +127,10 @@ def run_ended(config_path: Optional[str], run_id: str, step: str, attempt: int) 
     job_id = os.environ.get(WATCHED_ENV) or str((records.submission(run_id, step, attempt) or {}).get("jobId") or "")
     if not job_id:
         raise UsageError(f"step {step} attempt {attempt}: which job to look after is not known")
-    state, code, said = engine.verdict(job_id)
-    known = None
+    state, code = engine.verdict(job_id)
     exit_code = entry.get("exitCode")
     if not isinstance(exit_code, int) or isinstance(exit_code, bool):
         exit_code = code
-        if state in VERDICTS:
-            found = signature(VERDICTS[state])
-            known = Failure(found.cls, found.name, f"slurm: job {job_id}: {said}", explanation=found.explanation,
-                            words=found.words)
     log(f"step {step} attempt {attempt} (job {job_id}) ended {state} without its tail finishing: advancing for it")
     chain, _, _ = load_run(config_path, run_id, None)
     import shlex
@@ -144,7 +138,7 @@ def run_ended(config_path: Optional[str], run_id: str, step: str, attempt: int) 
     client: Any = engine  # the engine seam: what advance calls
     code = advance(chain, client, run_id=run_id, step=step, attempt=attempt, exit_code=exit_code, records=records,
                    resume_hint=f"job-chain resume {shlex.quote(config_path)} --run {run_id}", deadline=env_deadline(),
-                   known=known, in_job=False)
+                   in_job=False)
     return 0 if code == exit_code else code  # the step's failure is its job's; the watcher did what it had to
 
 

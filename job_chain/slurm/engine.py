@@ -62,9 +62,12 @@ SAID = {  # what a job's end means, in the words of its event (and of docs/slurm
     "DEADLINE": "the job passed its deadline (DEADLINE)",
     "FAILED": "the job's batch script exited non-zero (FAILED)",
 }
-# the catalogue's signature (failures/signatures.py) for an end Slurm decided, when the job's tail never ran
-VERDICTS = {"TIMEOUT": "slurm-time-limit", "NODE_FAIL": "slurm-node-fail", "PREEMPTED": "slurm-preempted",
-            "OUT_OF_MEMORY": "slurm-oom-kill", "CANCELLED": "slurm-cancelled", "BOOT_FAIL": "slurm-node-fail"}
+
+
+def event_kind(state: str) -> str:
+    """The kind of the event that tells a job's end: ``JobTimeout``, ``JobNodeFail``, … (a failure's cause
+    when its log says nothing: ``failures/classify.VERDICT_EVENTS``)."""
+    return "Job" + state.title().replace("_", "")
 
 
 class SlurmError(EngineError):
@@ -243,18 +246,16 @@ class SlurmEngine:
             except SlurmError:  # ended already (kill-on-invalid-dep): nothing to cancel
                 pass
 
-    def verdict(self, job_id: str) -> Tuple[str, int, str]:
-        """How Slurm ended a job: its state, an exit code (its own; else 128 + the signal that ended
-        it; else 1) and the sentence that says it (:data:`SAID`)."""
+    def verdict(self, job_id: str) -> Tuple[str, int]:
+        """How Slurm ended a job: its state and an exit code (its own; else 128 + the signal that
+        ended it; else 1)."""
         show = parse_show(run_slurm(["scontrol", "-o", "show", "job", job_id]).strip().splitlines()[0])
         state = (show.get("JobState") or "UNKNOWN").split()[0].rstrip("+")
         code, _, signal = (show.get("ExitCode") or "").partition(":")
         number = int(code) if code.isdigit() else 0
         if not number:
             number = 128 + int(signal) if signal.isdigit() and int(signal) else 1
-        reason = show.get("Reason", "None")
-        said = SAID.get(state, state) + (f"; reason: {reason}" if reason not in ("None", "") else "")
-        return state, number, said
+        return state, number
 
     def _accounting(self) -> bool:
         try:
@@ -423,7 +424,7 @@ class SlurmEngine:
         when = _seconds(show.get("EndTime")) if STATES.get(state) in ("Failed", "Stopped", "Succeeded") else None
         if state in SAID:
             text = SAID[state] + (f"; reason: {reason}" if reason not in ("None", "") else "")
-            return [Event(f"Job{state.title().replace('_', '')}", "Warning", text
+            return [Event(event_kind(state), "Warning", text
                           + f"; exit code {show.get('ExitCode', '?')}", when)]
         if state == "PENDING" and reason not in ("None", ""):
             return [Event("JobPending", "Normal", f"waiting in Slurm's queue: {reason}", None)]

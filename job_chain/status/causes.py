@@ -73,12 +73,14 @@ def _engine_hang(client: Any, pool: str, job_id: str, step: Step) -> Optional[Fa
 
 
 def _platform(client: Any, pool: str, job_id: str, logged: bool) -> Optional[Failure]:
-    """The ``platform`` cause from the job's events (its Warnings, its JobFailed reason), or None."""
-    from job_chain.failures.classify import platform_cause
+    """The cause the job's events give: the engine's own verdict on a job it ended (Slurm's TIMEOUT,
+    NODE_FAIL, …, whose node may have logged nothing), else the ``platform`` cause (its Warnings,
+    its JobFailed reason), or None."""
+    from job_chain.failures.classify import platform_cause, verdict_cause
 
     events = as_engine(client).events(pool, job_id)
     reason = next((e.message for e in events if e.kind == "JobFailed"), "")
-    return platform_cause(events, reason, logged)
+    return verdict_cause(events) or platform_cause(events, reason, logged)
 
 
 def keep(records: Any, run_id: str, step: Step, attempt: int, failure: Failure,
