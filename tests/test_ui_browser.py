@@ -315,6 +315,29 @@ def test_a_job_the_platform_failed_shows_the_events_cause_and_fix(console: Conso
     shot(browser, tmp_path, "platform-cause")
 
 
+def test_an_attempt_aihc_restarted_says_so(console: Console, browser: Any, home: Path, shared_server: Any,
+                                          tmp_path: Path) -> None:
+    # issue 30 item 7: "restarted by AIHC ×N" on the attempt, in the console as in status
+    folder = home / "tolerant"
+    folder.mkdir()
+    tries = folder / "tries"
+    (folder / "train.sh").write_text(f'n=$(( $(cat {tries} 2>/dev/null || echo 0) + 1 )); '
+                                     f'echo $n > {tries}; echo "try $n"; [ "$n" -ge 2 ]\n')
+    chain = folder / "chain_info.json"
+    chain.write_text(json.dumps({"resourcePoolId": shared_server.pool, "jobs": [{
+        "name": "train", "faultTolerance": True, "jobSpec": {"command": "train.sh", "image": "local"},
+        "datasources": [{"type": "pfs", "name": "chain", "mountPath": str(folder)}]}]}))
+    run_id = start_run(chain, shared_server)
+    browser.get(f"{console.url}/run/{_cid(chain)}/{run_id}?step=train")
+    wait_for(browser, lambda b: attr(b, "#outcome", "data-outcome") == "succeeded")
+    browser.get(f"{console.url}/run/{_cid(chain)}/{run_id}?step=train")  # the step's panel, as it ended
+    wait_for(browser, lambda b: b.find_elements("css selector", "#engine-restarts"))
+    assert "restarted by AIHC ×1" in css(browser, "#engine-restarts").text
+    assert re.search(r"#1 Succeeded( \(0\))? · ×1 by AIHC", css(browser, "#step-detail-0").text)
+    assert "1 (AIHC ×1)" in css(browser, "#step-row-0").text
+    shot(browser, tmp_path, "aihc-restarted")
+
+
 def test_a_sweep_submitted_with_params_shows_its_matrix_params_and_outputs(
         console: Console, browser: Any, home: Path, shared_server: Any, tmp_path: Path) -> None:
     mounted = [{"type": "pfs", "name": "pfs", "mountPath": str(home)}]  # where the console saves the chain
