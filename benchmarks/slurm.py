@@ -2,7 +2,7 @@
 
 Starts two private one-host Slurm clusters in turn (``tests/slurm_cluster.py``: munged, slurmctld,
 two slurmd on loopback; needs root and Debian's slurm-wlm and munge) — one at Slurm's scheduler
-defaults, one tuned (``SchedulerParameters=batch_sched_delay=0,defer_batch=0,…``, what the tests
+defaults, one tuned (``SchedulerParameters=batch_sched_delay=0,…``, what the tests
 use) — and on each measures three shapes both ways:
 
 - **hop**: a line of steps; from a step's script ending to the next one's script starting;
