@@ -13,8 +13,8 @@ Needs root (slurmd runs jobs as their user) and Debian's ``slurm-wlm`` and ``mun
 
 ``clock``: slurmctld's clock runs that many times faster than the wall's (Debian's ``libfaketime``,
 preloaded into slurmctld alone). Slurm keeps time limits in whole minutes and looks for jobs past
-theirs every 30 s (compiled in): a real TIMEOUT takes 60 to 90 s. With ``clock=8`` a ``--time=1``
-job is ended by Slurm's own time-limit code after 8 to 12 s; the daemons' timeouts are scaled so
+theirs every 30 s (compiled in): a real TIMEOUT takes 60 to 90 s. With ``clock=12`` a ``--time=1``
+job is ended by Slurm's own time-limit code after 5 to 7.5 s; the daemons' timeouts are scaled so
 that their messages keep their real-time patience.
 """
 

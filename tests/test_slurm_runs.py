@@ -61,7 +61,8 @@ def attempts_of(data: Dict[str, Any], name: str) -> List[Any]:
 
 @pytest.fixture(scope="module")
 def fast_slurm() -> Iterator[Any]:
-    """A cluster whose slurmctld's clock runs 8 times the wall's (tests/slurm_cluster.py, ``clock``)."""
+    """A cluster whose slurmctld's clock runs 12 times the wall's (tests/slurm_cluster.py, ``clock``): a
+    ``--time=1`` job is TIMEOUT after 5 to 7.5 s."""
     import slurm_cluster
 
     if os.geteuid() != 0:
@@ -70,7 +71,7 @@ def fast_slurm() -> Iterator[Any]:
     if why:
         pytest.fail(why, pytrace=False)
     with tempfile.TemporaryDirectory(prefix="jc-slurm-fast-") as tmp, \
-            slurm_cluster.SlurmCluster(Path(tmp), clock=8) as cluster:
+            slurm_cluster.SlurmCluster(Path(tmp), clock=12) as cluster:
         yield cluster
 
 
