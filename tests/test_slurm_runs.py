@@ -75,14 +75,16 @@ def fast_slurm() -> Iterator[Any]:
         yield cluster
 
 
-TIMES_OUT_ONCE = ('if [ ! -e "$SHARED/train.once" ]; then touch "$SHARED/train.once"; echo "training"; sleep 600; fi\n'
-                  'echo "trained"')
+TIMES_OUT_ONCE = ('if [ ! -e "$SHARED/train.once" ]; then touch "$SHARED/train.once"; echo "training"\n'
+                  '  mkdir -p "$SHARED/ckpt/iter_0000200"; echo 200 > "$SHARED/ckpt/latest_checkpointed_iteration.txt"\n'
+                  '  sleep 600\nfi\n'
+                  'echo "$JOB_CHAIN_RESUME_ITERATION $JOB_CHAIN_RESUME_CHECKPOINT" > "$SHARED/resumed"; echo "trained"')
 
 
 def test_a_step_slurm_ends_at_its_time_limit_is_retried_by_its_watcher(fast_slurm: Any, tmp_path: Path) -> None:
     chain = write_chain(tmp_path, [
         {"name": "train", "script": TIMES_OUT_ONCE, "slurm": {"time": "1"},
-         "jobChain": {"retries": {"timeout": 1}}},
+         "jobChain": {"retries": {"timeout": 1}, "checkpoint": {"dir": str(tmp_path / "shared" / "ckpt")}}},
         {"name": "after", "script": 'echo after >> "$SHARED/after.ran"'}])
     assert slurm_cli(fast_slurm, "run", str(chain)).returncode == 0
     data = wait_outcome(fast_slurm, chain, timeout=120)
@@ -91,6 +93,8 @@ def test_a_step_slurm_ends_at_its_time_limit_is_retried_by_its_watcher(fast_slur
     first = next(s for s in data["steps"] if s["name"] == "train")["attempts"][0]
     assert "DUE TO TIME LIMIT" in first["failure"]["line"]  # slurmstepd's line in the job's log
     assert (tmp_path / "shared" / "after.ran").read_text() == "after\n"
+    ckpt = tmp_path / "shared" / "ckpt"  # the retry resumed from the last complete checkpoint
+    assert (tmp_path / "shared" / "resumed").read_text() == f"200 {ckpt}/iter_0000200\n"
     run = data["run"]
     listed = fast_slurm.run("squeue", "-h", "-t", "all", "-o", "%j %T").stdout.splitlines()
     states = dict(line.split() for line in listed if run in line)
