@@ -76,7 +76,8 @@ def fast_slurm() -> Iterator[Any]:
 
 
 TIMES_OUT_ONCE = ('if [ ! -e "$SHARED/train.once" ]; then touch "$SHARED/train.once"; echo "training"\n'
-                  '  mkdir -p "$SHARED/ckpt/iter_0000200"; echo 200 > "$SHARED/ckpt/latest_checkpointed_iteration.txt"\n'
+                  '  mkdir -p "$SHARED/ckpt/iter_0000200"\n'
+                  '  echo 200 > "$SHARED/ckpt/latest_checkpointed_iteration.txt"\n'
                   '  sleep 600\nfi\n'
                   'echo "$JOB_CHAIN_RESUME_ITERATION $JOB_CHAIN_RESUME_CHECKPOINT" > "$SHARED/resumed"; echo "trained"')
 
