@@ -209,8 +209,8 @@ class SlurmEngine:
     def _watch(self, body: Dict[str, Any], key: str, job_id: str, fresh: bool = True) -> None:
         """Submit the job's watcher: one task, after the job ends in any failed state (afternotok),
         with the step's partition, account and QoS; it runs ``body["slurmEnded"]``. A watcher that
-        cannot be submitted is said, not fatal: the job runs, and a failure Slurm decides is then
-        found by the next ``status`` and retried by ``resume``, as before."""
+        cannot be submitted is said, not fatal: the job runs, and a failure Slurm decides then waits
+        for ``resume``, as without a watcher."""
         from job_chain.util.files import write_private
         from job_chain.util.log import log
 
@@ -228,7 +228,7 @@ class SlurmEngine:
             watcher = known[0] if known else run_slurm(argv, stdin=script).strip().split(";")[0]
         except SlurmError as exc:
             log(f"job {job_id} has no watcher ({exc}): if Slurm ends it (TIMEOUT, NODE_FAIL, PREEMPTED), "
-                "'job-chain status' finds why and 'job-chain resume' retries it")
+                "nothing advances the run until 'job-chain resume' retries it")
             return
         write_private(self._path("watchers", job_id), watcher)
 
