@@ -191,6 +191,33 @@ def test_a_key_nobody_ran_sbatch_for_costs_one_slurm_command(slurm: Any, tmp_pat
     assert engine.create("p", body(), "jc-drill-fresh-1").id == first.id and ran == ["sbatch"]  # its key file
 
 
+REFUSING_WATCHERS = """#!/bin/bash
+# a site whose job_submit rules refuse a job without GPUs in this partition: the watcher
+case " $* " in *afternotok*) echo "sbatch: error: Batch job submission failed: Job violates accounting/QOS policy" >&2
+                             exit 1;; esac
+exec /usr/bin/sbatch "$@"
+"""
+
+
+def test_a_watcher_slurm_refuses_is_said_and_the_step_still_runs(slurm: Any, tmp_path: Path, monkeypatch: Any,
+                                                                  capsys: Any) -> None:
+    from job_chain.slurm.engine import SlurmEngine
+
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "sbatch").write_text(REFUSING_WATCHERS)
+    (fake / "sbatch").chmod(0o755)
+    monkeypatch.setenv("SLURM_CONF", str(slurm.conf))
+    monkeypatch.setenv("PATH", f"{fake}{os.pathsep}{os.environ['PATH']}")
+    watched = dict(body(), slurmEnded="true")
+    created = SlurmEngine(str(tmp_path / ".slurm")).create("p", watched, "jc-drill-unwatched-1")
+    assert slurm.run("squeue", "-h", "-t", "all", "--name=jc-drill-unwatched-1", "-o", "%i").stdout.split() == [
+        created.id]
+    said = capsys.readouterr().err
+    assert f"job {created.id} has no watcher (sbatch: " in said and "Job violates accounting/QOS policy" in said
+    assert not (tmp_path / ".slurm" / "watchers" / created.id).exists()
+
+
 KILLED = """
 import os, sys
 import job_chain.slurm.engine as e

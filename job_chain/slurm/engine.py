@@ -227,7 +227,7 @@ class SlurmEngine:
             known = [] if fresh else run_slurm(["squeue", "-h", "-t", "all", f"--name=watch-{key}", "-o", "%i"]).split()
             watcher = known[0] if known else run_slurm(argv, stdin=script).strip().split(";")[0]
         except SlurmError as exc:
-            log(f"job {job_id} has no watcher ({exc}): if Slurm ends it (TIMEOUT, NODE_FAIL, PREEMPTED), "
+            log(f"job {job_id} has no watcher ({exc.message}): if Slurm ends it (TIMEOUT, NODE_FAIL, PREEMPTED), "
                 "nothing advances the run until 'job-chain resume' retries it")
             return
         write_private(self._path("watchers", job_id), watcher)
