@@ -185,8 +185,6 @@ def run_advance(*, config_path: Optional[str], run_id: str, step: str, attempt: 
             return plans[0]
 
         plan_reader = own_plan
-        if exit_code == 0 and connect is None:
-            _load_the_client_meanwhile(own_plan())
 
         def source() -> Any:  # the run's chain, thawed once, when the advance first needs it
             if not loaded:
@@ -228,26 +226,6 @@ def run_advance(*, config_path: Optional[str], run_id: str, step: str, attempt: 
     if client is not None and os.environ.get("SLURM_JOB_ID"):  # done: this job's watcher has nothing to do
         client.release(os.environ["SLURM_JOB_ID"])
     return code
-
-
-def _load_the_client_meanwhile(plan: Optional[Dict[str, Any]]) -> None:
-    """A planned hop on a line creates the next step whatever the record says: import the API client
-    (the BCE SDK: most of such a hop's CPU) in a thread while this one waits on the disk for the
-    step's exit and success markers. Nothing is decided there; a failed import is the same import's
-    failure again when the create needs it. A step whose successor waits for others (a join) may
-    never create it, so it imports nothing ahead."""
-    first = (plan or {}).get("steps") or [{}]
-    if not plan or first[0].get("needs") or os.environ.get("JOB_CHAIN_ENGINE") == "slurm":
-        return
-    import threading
-
-    def load() -> None:
-        try:
-            import job_chain.aihc.client  # noqa: F401
-        except BaseException:  # noqa: BLE001 - said by the import the create makes
-            pass
-
-    threading.Thread(target=load, name="job-chain-client-import", daemon=True).start()
 
 
 def _has_content(path: str) -> bool:
