@@ -44,6 +44,21 @@ def looks(monkeypatch: pytest.MonkeyPatch) -> List[str]:
     return seen
 
 
+def counted_loads(monkeypatch: pytest.MonkeyPatch) -> List[str]:
+    """Each path the loader reads a chain file from, from now on, in order."""
+    from job_chain.spec import loader
+
+    loads: List[str] = []
+    real = loader.load_chain
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        loads.append(args[0])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(loader, "load_chain", counting)
+    return loads
+
+
 def test_a_listing_reads_summaries_and_looks_once_at_a_run_that_changed(tmp_path: Path, looks: List[str]) -> None:
     chain, ids, api = _finished(tmp_path, 3, exit_codes=(0, 3))
     looks.clear()
@@ -148,18 +163,10 @@ def test_runs_cli_limit_since_and_a_bad_since(tmp_path: Path, looks: List[str]) 
 def test_status_reads_and_checks_the_chain_file_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 35, status of a 5,000-step run: the file the command opened was validated a second time to
     say whether it differs from the run (each a third of the command's time)."""
-    from job_chain.spec import loader
 
     chain, ids, api = _finished(tmp_path, 1)
     ChainSession.from_file(str(chain), client=api).status(ids[0])  # its jobs known to the record: no API below
-    loads = []
-    real = loader.load_chain
-
-    def counting(*args: Any, **kwargs: Any) -> Any:
-        loads.append(args[0])
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(loader, "load_chain", counting)
+    loads = counted_loads(monkeypatch)
     env = {"JOB_CHAIN_CREDENTIALS": None, "AIHC_HOST": "127.0.0.1:9", "AIHC_AK": "a", "AIHC_SK": "b"}
     shown = CliRunner().invoke(job_chain_cli, ["status", str(chain)], env=env)
     assert shown.exit_code == 0 and "succeeded" in shown.output, shown.output
@@ -237,18 +244,10 @@ def test_status_validates_the_chain_file_only_when_it_or_a_script_changed(tmp_pa
     """Issue 35/28, status of a big run: reading and checking a 500-step file was a third of the command.
     What the file was found to be is kept with the digests of what its load read; while the file and its
     scripts read the same, status neither validates it nor compares it with the run again."""
-    from job_chain.spec import loader
 
     chain, ids, api = memory_runs(tmp_path, 1, steps=[{"name": "train", "script": "echo one\n"}])
     ChainSession.from_file(str(chain), client=api).status(ids[0])  # its job known to the record: no API below
-    loads: List[str] = []
-    real = loader.load_chain
-
-    def counting(*args: Any, **kwargs: Any) -> Any:
-        loads.append(args[0])
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(loader, "load_chain", counting)
+    loads = counted_loads(monkeypatch)
     env = {"JOB_CHAIN_CREDENTIALS": None, "AIHC_HOST": "127.0.0.1:9", "AIHC_AK": "a", "AIHC_SK": "b"}
 
     def status() -> str:

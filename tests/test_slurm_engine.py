@@ -199,16 +199,21 @@ exec /usr/bin/sbatch "$@"
 """
 
 
+def sbatch_first_on_path(slurm: Any, tmp_path: Path, monkeypatch: Any, script: str) -> None:
+    """``script`` as the ``sbatch`` this process finds first (it passes the rest to the real one)."""
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "sbatch").write_text(script)
+    (fake / "sbatch").chmod(0o755)
+    monkeypatch.setenv("SLURM_CONF", str(slurm.conf))
+    monkeypatch.setenv("PATH", f"{fake}{os.pathsep}{os.environ['PATH']}")
+
+
 def test_a_watcher_slurm_refuses_is_said_and_the_step_still_runs(slurm: Any, tmp_path: Path, monkeypatch: Any,
                                                                   capsys: Any) -> None:
     from job_chain.slurm.engine import SlurmEngine
 
-    fake = tmp_path / "bin"
-    fake.mkdir()
-    (fake / "sbatch").write_text(REFUSING_WATCHERS)
-    (fake / "sbatch").chmod(0o755)
-    monkeypatch.setenv("SLURM_CONF", str(slurm.conf))
-    monkeypatch.setenv("PATH", f"{fake}{os.pathsep}{os.environ['PATH']}")
+    sbatch_first_on_path(slurm, tmp_path, monkeypatch, REFUSING_WATCHERS)
     watched = dict(body(), slurmEnded="true")
     created = SlurmEngine(str(tmp_path / ".slurm")).create("p", watched, "jc-drill-unwatched-1")
     assert slurm.run("squeue", "-h", "-t", "all", "--name=jc-drill-unwatched-1", "-o", "%i").stdout.split() == [
@@ -348,12 +353,7 @@ def test_an_sbatch_whose_answer_is_lost_is_retried_into_the_same_job(slurm: Any,
     from job_chain.engine.deadline import submit_with_deadline
     from job_chain.slurm.engine import SlurmEngine
 
-    fake = tmp_path / "bin"
-    fake.mkdir()
-    (fake / "sbatch").write_text(LOSING_SBATCH)
-    (fake / "sbatch").chmod(0o755)
-    monkeypatch.setenv("SLURM_CONF", str(slurm.conf))
-    monkeypatch.setenv("PATH", f"{fake}{os.pathsep}{os.environ['PATH']}")
+    sbatch_first_on_path(slurm, tmp_path, monkeypatch, LOSING_SBATCH)
     engine = SlurmEngine(str(tmp_path / ".slurm"))
     pauses: List[float] = []
     created = submit_with_deadline(lambda: engine.create("p", body(), "jc-drill-lost-1"), 60, sleep=pauses.append)
