@@ -11,7 +11,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, NamedTuple, Tuple
 
 from job_chain.engine.jobs import LABEL_RUN
 
@@ -34,6 +34,28 @@ def cli(*args: str, server: Any, timeout: float = 120, check: bool = False, **en
                           env=cli_env(server, **env))
     if check:
         assert done.returncode == 0, done.stderr + done.stdout
+    return done
+
+
+class Ran(NamedTuple):
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def cli_here(*args: str, server: Any, check: bool = False, **env: str) -> Ran:
+    """:func:`cli`, in this process (click's runner): the same commands and words, without a new
+    Python each time — a test of many commands waited seconds for each on a busy machine."""
+    from click.testing import CliRunner
+
+    from job_chain.cli import cli as job_chain_cli
+
+    unset = {name: None for name in ("AIHC_HOST", "AIHC_AK", "AIHC_SK", "AIHC_SESSION_TOKEN", "AK", "SK")}
+    result = CliRunner().invoke(job_chain_cli, list(args),
+                                env={**unset, "JOB_CHAIN_CREDENTIALS": server.credentials_file, **env})
+    done = Ran(result.exit_code, result.stdout, result.stderr)
+    if check:
+        assert done.returncode == 0, done.stderr + done.stdout + repr(result.exception)
     return done
 
 

@@ -12,7 +12,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from chain_helpers import JOB_CHAIN, cli, cli_env, make_chain
+from chain_helpers import JOB_CHAIN, cli, cli_env, cli_here, make_chain
 
 from job_chain.util.suggest import closest, did_you_mean
 
@@ -45,28 +45,28 @@ def test_validate_lists_a_parameter_typo_and_a_cause_typo_with_the_other_problem
 def test_start_rerun_and_the_run_wording(tmp_path: Path, shared_server: Any) -> None:
     chain = make_chain(tmp_path, [{"name": "pretrain", "script": "echo p"}, {"name": "eval", "script": "echo e"}],
                        shared_server.pool)
-    typo = cli("run", str(chain), "--start", "pretrian", server=shared_server)
+    typo = cli_here("run", str(chain), "--start", "pretrian", server=shared_server)
     assert typo.returncode == 2 and "--start pretrian: no such step (did you mean 'pretrain'?)" in typo.stderr
-    cli("run", str(chain), "--follow", server=shared_server, check=True)
-    wrong = cli("resume", str(chain), "--rerun", "evl", "--dry-run", server=shared_server)
+    cli_here("run", str(chain), "--follow", server=shared_server, check=True)
+    wrong = cli_here("resume", str(chain), "--rerun", "evl", "--dry-run", server=shared_server)
     assert wrong.returncode == 2 and "(did you mean 'eval'?)" in wrong.stderr
 
-    rerun = cli("resume", str(chain), "--rerun", "eval", server=shared_server, check=True).stdout
+    rerun = cli_here("resume", str(chain), "--rerun", "eval", server=shared_server, check=True).stdout
     assert "changes in the chain file" not in rerun, rerun  # nothing in the file changed
     assert "the file matches the run as frozen (revision 1)\n--rerun: eval re-runs as attempt 2\n" in rerun
     assert "step eval resubmitted as job" in rerun and "(attempt 2)" in rerun
 
-    cli("status", str(chain), "--watch", server=shared_server, check=True)
+    cli_here("status", str(chain), "--watch", server=shared_server, check=True)
     data = json.loads(chain.read_text())
     (tmp_path / "report.sh").write_text("echo r\n")
     data["jobs"].append({**data["jobs"][1], "name": "report", "jobSpec": {**data["jobs"][1]["jobSpec"],
                                                                            "command": "report.sh"},
                          "jobChain": {"dependsOn": ["eval"]}})
     chain.write_text(json.dumps(data))
-    added = cli("resume", str(chain), server=shared_server, check=True).stdout
+    added = cli_here("resume", str(chain), server=shared_server, check=True).stdout
     assert "+ report: added" in added and "step report submitted as job" in added, added  # its first attempt
     assert "resubmitted" not in added
-    cli("status", str(chain), "--watch", server=shared_server, check=True)
+    cli_here("status", str(chain), "--watch", server=shared_server, check=True)
 
 
 def test_ctrl_c_on_logs_follow_says_detached(tmp_path: Path, shared_server: Any) -> None:

@@ -13,10 +13,10 @@ import json
 import stat
 import time
 from pathlib import Path
-from typing import Any, Dict, NamedTuple, Optional
+from typing import Any, Dict, Optional
 
 import pytest
-from chain_helpers import latest_run, write_chain
+from chain_helpers import Ran, latest_run, write_chain
 from conftest import LocalServer
 
 from job_chain.aihc.credentials import resolve_credentials
@@ -25,12 +25,6 @@ from job_chain.local.auth import verify
 from job_chain.local.errors import BadAuth, Forbidden
 
 CLEAN = ("AIHC_HOST", "AIHC_AK", "AIHC_SK", "AIHC_SESSION_TOKEN", "AK", "SK", "HOST", "JOB_CHAIN_CREDENTIALS")
-
-
-class Ran(NamedTuple):
-    returncode: int
-    stdout: str
-    stderr: str
 
 
 def bare(*args: str, **env: str) -> Ran:
