@@ -61,7 +61,8 @@ class ChainFile:
             raise self._problem or ChainFileInvalid(f"{self.path}: cannot be read")
         return self._chain
 
-    def _load(self) -> None:
+    def _read(self) -> None:
+        """Load and check the file as it reads now: its chain, or the problem that stops it."""
         from job_chain.spec.loader import load_chain
 
         self._deferred = False
@@ -69,8 +70,11 @@ class ChainFile:
             self._chain, self._problem = load_chain(self.path, local=True), None
         except ChainFileInvalid as exc:
             self._chain, self._problem = None, exc
-            return
-        self.keep_match(None, 0)  # sound as it reads now: the next process need not validate it to say so
+
+    def _load(self) -> None:
+        self._read()
+        if self._chain is not None:
+            self.keep_match(None, 0)  # sound as it reads now: the next process need not validate it to say so
 
     def _same_as_kept(self) -> Optional[Dict[str, Any]]:
         """The kept check when the (deferred) file reads now as it did when it was kept, else None."""
@@ -120,16 +124,11 @@ class ChainFile:
 
     def reload(self) -> Chain:
         """Read the file again and return its chain, raising its problems (a session given a Chain keeps it)."""
-        from job_chain.spec.loader import load_chain
-
         if not self.from_file:
             return self.chain
-        self._deferred = False
-        try:
-            self._chain, self._problem = load_chain(self.path, local=True), None
-        except ChainFileInvalid as exc:
-            self._chain, self._problem = None, exc
-            raise
+        self._read()
+        if self._chain is None:
+            raise self._problem or ChainFileInvalid(f"{self.path}: cannot be read")
         return self._chain
 
     def gone(self) -> bool:
