@@ -246,6 +246,7 @@ def test_the_adapter_reads_restarts_and_names_aihcs_events_in_the_seams_words() 
     assert job_of({"jobId": "j", "podList": pods}).restarts == 0  # no fault tolerance: AIHC restarts nothing
     assert event_of({"reason": "HangDetected", "type": "Warning"}).kind == HUNG
     assert event_of({"reason": "JobHang", "type": "Warning"}).kind == HUNG
+    assert event_of({"reason": "JobStatusChanged", "type": "Normal"}).kind == "JobStatusChanged"  # not a hang
     assert event_of({"reason": "FaultToleranceRestart", "type": "Warning"}).kind == RESTARTED
     assert event_of({"reason": "FailedToStartFaultTolerance", "type": "Warning"}).kind == "FailedToStartFaultTolerance"
 

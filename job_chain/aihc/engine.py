@@ -21,7 +21,7 @@ _POD_SUFFIX = re.compile(r"-(master|worker)-(\d+)$")
 # AIHC's fault tolerance records restarts and hangs in the job's events (its page, kljz3qhnq) without
 # publishing the reason words: any reason naming a hang, or a fault-tolerance restart (the local
 # server's are HangDetected and FaultToleranceRestart)
-_HANG_REASON = re.compile(r"hang", re.IGNORECASE)
+_HANG_REASON = re.compile(r"Hang|Hung|\bhang|\bhung")  # a word, never the "hang" of JobStatusChanged
 _RESTART_REASON = re.compile(r"fault.?tolerance.*restart|restart.*fault.?tolerance", re.IGNORECASE)
 
 
