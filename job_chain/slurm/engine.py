@@ -139,6 +139,21 @@ def parse_show(line: str) -> Dict[str, str]:
     return out
 
 
+def state_of(show: Mapping[str, str]) -> str:
+    """The state word of a ``scontrol show job`` answer (``COMPLETED``; ``CANCELLED`` of
+    ``CANCELLED by 0``; ``UNKNOWN`` when it says none)."""
+    words = (show.get("JobState") or "").split()
+    return words[0].rstrip("+") if words else "UNKNOWN"
+
+
+def show_job(job_id: str) -> Dict[str, str]:
+    """``scontrol -o show job``'s answer for one job; a :class:`SlurmError` when it says nothing."""
+    lines = run_slurm(["scontrol", "-o", "show", "job", job_id]).strip().splitlines()
+    if not lines:
+        raise SlurmError(f"scontrol show job {job_id} answered nothing")
+    return parse_show(lines[0])
+
+
 class SlurmEngine:
     """The engine seam over a Slurm cluster's commands; ``state_dir`` on the filesystem every node
     sees (``FILE.runs/.slurm``). The pool is not used: where a job runs is its sbatch options'."""
@@ -249,8 +264,8 @@ class SlurmEngine:
     def verdict(self, job_id: str) -> Tuple[str, int]:
         """How Slurm ended a job: its state and an exit code (its own; else 128 + the signal that
         ended it; else 1)."""
-        show = parse_show(run_slurm(["scontrol", "-o", "show", "job", job_id]).strip().splitlines()[0])
-        state = (show.get("JobState") or "UNKNOWN").split()[0].rstrip("+")
+        show = show_job(job_id)
+        state = state_of(show)
         code, _, signal = (show.get("ExitCode") or "").partition(":")
         number = int(code) if code.isdigit() else 0
         if not number:
@@ -313,12 +328,12 @@ class SlurmEngine:
     # -- reading
     def job(self, pool: str, job_id: str) -> Job:
         try:
-            line = run_slurm(["scontrol", "-o", "show", "job", job_id]).strip()
+            show = show_job(job_id)
         except SlurmError as exc:
             if "Invalid job id" not in exc.message:
                 raise
             return self._forgotten(job_id)
-        return self._job_of(parse_show(line.splitlines()[0]), pods=True)
+        return self._job_of(show, pods=True)
 
     def _forgotten(self, job_id: str) -> Job:
         """A job Slurm no longer shows (past MinJobAge, no accounting): what its nodes left."""
@@ -357,7 +372,7 @@ class SlurmEngine:
 
     def _job_of(self, show: Mapping[str, str], *, pods: bool) -> Job:
         job_id = show.get("JobId", "")
-        state = (show.get("JobState") or "UNKNOWN").split()[0].rstrip("+")
+        state = state_of(show)
         status = STATES.get(state, "Unknown")
         if state == "CANCELLED" and not os.path.exists(self._path("stopped", job_id)):
             status = "Failed"  # cancelled by someone else than job-chain's stop: a failure (slurm-cancelled)
@@ -416,10 +431,10 @@ class SlurmEngine:
     def events(self, pool: str, job_id: str) -> List[Event]:
         """What Slurm says of the job: its end (state and reason), or why it waits."""
         try:
-            show = parse_show(run_slurm(["scontrol", "-o", "show", "job", job_id]).strip().splitlines()[0])
-        except (SlurmError, IndexError):
+            show = show_job(job_id)
+        except SlurmError:
             return []
-        state = (show.get("JobState") or "").split()[0]
+        state = state_of(show)
         reason = show.get("Reason", "None")
         when = _seconds(show.get("EndTime")) if STATES.get(state) in ("Failed", "Stopped", "Succeeded") else None
         if state in SAID:
