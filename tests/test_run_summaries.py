@@ -259,6 +259,16 @@ def test_status_validates_the_chain_file_only_when_it_or_a_script_changed(tmp_pa
     assert len(loads) == 1 and "differs" not in first  # checked once, and kept
     loads.clear()
     assert "differs" not in status() and loads == []  # the file and its script read the same: not validated
+    from job_chain.session import chainfile
+
+    monkeypatch.setattr(chainfile, "checker", lambda: "another job-chain")  # upgraded: its rules check again
+    assert "differs" not in status() and len(loads) == 1
+    loads.clear()
+    assert "differs" not in status() and loads == []  # and its check is kept
+    monkeypatch.undo()
+    loads = counted_loads(monkeypatch)
+    status()
+    loads.clear()
     (chain.parent / "train.sh").write_text("echo two\n")  # the script changed: checked again, and told
     assert "the chain file differs from run" in status() and len(loads) == 1
     (chain.parent / "train.sh").write_text("echo one\n")  # as it was: checked again (the kept check is the last)

@@ -14,6 +14,7 @@ again (:func:`job_chain.spec.scripts.same_inputs`); a 5,000-step file costs its 
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import TYPE_CHECKING, Any, Dict, Optional
 
@@ -24,6 +25,25 @@ if TYPE_CHECKING:
     from job_chain.record.records import RunRecords
 
 KEPT_RUNS = 200  # runs the kept check remembers as matching the file (the newest looked at)
+
+
+@functools.lru_cache(maxsize=None)
+def checker() -> str:
+    """Which code checks a chain file: job-chain's version and its checking modules as installed
+    (an upgrade, or an edited checkout, makes every kept check stale)."""
+    import hashlib
+
+    from job_chain import __version__
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    parts = [__version__]
+    for folder in ("spec", "aihc"):
+        where = os.path.join(root, folder)
+        for name in sorted(os.listdir(where)):
+            if name.endswith(".py"):
+                info = os.stat(os.path.join(where, name))
+                parts.append(f"{folder}/{name}:{info.st_size}:{info.st_mtime_ns}")
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 
 class ChainFile:
@@ -76,12 +96,17 @@ class ChainFile:
         if self._chain is not None:
             self.keep_match(None, 0)  # sound as it reads now: the next process need not validate it to say so
 
+    def _kept_check(self) -> Optional[Dict[str, Any]]:
+        """The kept check, when this job-chain made it (an upgrade's new rules check the file again)."""
+        kept = self.records.file_check() if self.records is not None else None
+        return kept if kept is not None and kept.get("checker") == checker() else None
+
     def _same_as_kept(self) -> Optional[Dict[str, Any]]:
         """The kept check when the (deferred) file reads now as it did when it was kept, else None."""
         if self._kept is None and self.records is not None:
             from job_chain.spec.scripts import same_inputs
 
-            kept = self.records.file_check()
+            kept = self._kept_check()
             inputs = kept.get("inputs") if kept else None
             if isinstance(inputs, dict) and same_inputs(self.path, inputs):
                 self._kept = kept
@@ -93,7 +118,7 @@ class ChainFile:
         if self._deferred:
             kept = self._same_as_kept()
         elif self._chain is not None and self._chain.inputs and self.from_file and self.records is not None:
-            kept = self.records.file_check()
+            kept = self._kept_check()
             kept = kept if kept is not None and kept.get("inputs") == self._chain.inputs else None
         else:
             return False
@@ -105,9 +130,9 @@ class ChainFile:
         ``run_id`` (None: only that it is sound)."""
         if self._chain is None or not self._chain.inputs or not self.from_file or self.records is None:
             return
-        kept = self.records.file_check()
+        kept = self._kept_check()
         if not kept or kept.get("inputs") != self._chain.inputs or not isinstance(kept.get("unchanged"), dict):
-            kept = {"inputs": self._chain.inputs, "unchanged": {}}
+            kept = {"inputs": self._chain.inputs, "checker": checker(), "unchanged": {}}
         elif run_id is None:
             return
         unchanged = kept["unchanged"]
