@@ -18,7 +18,7 @@ from job_chain.aihc.timefmt import iso_utc, step_text
 JOB_HEADERS = {b"X-API-Version": b"v2"}  # the job pages' header (and the SDK's job client)
 POOL_HEADERS = {b"version": b"v2"}  # the pool and queue pages' header (and both SDKs')
 # a pod's events: DescribePodEvents on the 2026 pages, DescribeJobPodEvents in the SDK (issue 30 item 4)
-POD_EVENTS = ["DescribePodEvents", "DescribeJobPodEvents"]
+POD_EVENTS = ("DescribePodEvents", "DescribeJobPodEvents")
 
 
 class AIHCClientV2(AIHCClient):
@@ -30,6 +30,7 @@ class AIHCClientV2(AIHCClient):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._queues: Dict[str, str] = {}  # job id → its queue: a job's queue never changes
+        self._pod_events = list(POD_EVENTS)  # the name this client's service answered first (either_action)
 
     def action(self, name: str, pool: Optional[str] = None, body: Optional[Dict[str, Any]] = None,
                *, params: Optional[Dict[str, Any]] = None, retry: bool = True,
@@ -99,12 +100,13 @@ class AIHCClientV2(AIHCClient):
     def pod_events(self, pool: str, job_id: str, pod: str, *, framework: str = FRAMEWORK,
                    start_time: Optional[str] = None, end_time: Optional[str] = None) -> Dict[str, Any]:
         body = {"jobId": job_id, "podName": pod, "startTime": start_time, "endTime": end_time}
-        answer = self.either_action(POD_EVENTS, pool, body)
+        answer = self.either_action(self._pod_events, pool, body)
         return {"events": answer.get("events") or [], "total": answer.get("total", 0)}
 
     def either_action(self, names: List[str], pool: str, body: Dict[str, Any]) -> Dict[str, Any]:
         """One action known by two names (the 2026 pages' first, then the SDK's): the first name
-        the service answers is kept for the next call (``names`` is reordered in place)."""
+        the service answers is kept for this client's next call (``names``, the client's own list, is
+        reordered in place)."""
         try:
             return self.action(names[0], pool, body)
         except AIHCError as exc:
