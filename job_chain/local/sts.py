@@ -26,14 +26,14 @@ def mint(seconds: int, out: Optional[str] = None, state_dir: Optional[str] = Non
     from baidubce.exception import BceHttpClientError, BceServerError
     from baidubce.services.sts.sts_client import StsClient
 
-    from job_chain.aihc.credentials import TOKEN_KEY, load_credentials_file
+    from job_chain.aihc.credentials import TOKEN_KEY, resolve_credentials
     from job_chain.local.daemon import local_credentials_file
     from job_chain.local.server import default_state_dir
     from job_chain.util.files import write_json_private
 
     state_dir = default_state_dir(state_dir)
-    own = load_credentials_file(local_credentials_file(start=False, state_dir=state_dir))
-    client = StsClient(BceClientConfiguration(credentials=BceCredentials(own["ak"], own["sk"]), endpoint=own["host"]))
+    own = resolve_credentials(credentials_file=local_credentials_file(start=False, state_dir=state_dir), env={})
+    client = StsClient(BceClientConfiguration(credentials=BceCredentials(own.ak, own.sk), endpoint=own.host))
     try:
         answer = json.loads(client.get_session_token(acl=None, duration_seconds=seconds).raw_data)
     except (BceHttpClientError, BceServerError) as exc:
@@ -41,6 +41,6 @@ def mint(seconds: int, out: Optional[str] = None, state_dir: Optional[str] = Non
         raise UsageError(f"the local server refused temporary credentials: {error}") from None
     path = out or os.path.join(state_dir, "sts", time.strftime("credentials-%Y%m%dT%H%M%SZ.json", time.gmtime()))
     os.makedirs(os.path.dirname(os.path.abspath(path)), mode=0o700, exist_ok=True)
-    write_json_private(path, {"host": own["host"], "ak": answer["accessKeyId"], "sk": answer["secretAccessKey"],
+    write_json_private(path, {"host": own.host, "ak": answer["accessKeyId"], "sk": answer["secretAccessKey"],
                               TOKEN_KEY: answer["sessionToken"], "expiration": answer["expiration"]})
-    return {"path": path, "host": own["host"], "ak": answer["accessKeyId"], "expiration": answer["expiration"]}
+    return {"path": path, "host": own.host, "ak": answer["accessKeyId"], "expiration": answer["expiration"]}
