@@ -250,6 +250,9 @@ class RunRecords:
                 os.mkdir(self._dir(run_id), 0o700)
             except FileExistsError:
                 continue
+            except OSError as exc:
+                raise RecordUnwritable(f"cannot make the run's directory under {self.root}: "
+                                       f"{exc.strerror or exc}") from None
             return run_id
         raise RecordUnwritable(f"no free run id under {self.root} after 100 tries (is {make} random?)")
 
