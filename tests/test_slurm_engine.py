@@ -331,6 +331,50 @@ def test_a_job_slurm_ended_whose_node_logged_nothing_is_classified_by_slurm_s_ve
     assert verdict_cause([Event("JobPending", "Normal", "waiting", None)]) is None
 
 
+def test_a_failed_slurm_job_whose_script_ran_is_never_the_platform_s() -> None:
+    """Slurm's FAILED: the script ran and exited non-zero (its exit kept, or Slurm's reason says so) is the
+    script's failure — ``unknown`` by its exit code when its log is empty, never ``platform``; only a job
+    Slurm could not launch is the platform's, with Slurm's reason."""
+    from job_chain.failures.classify import classify, platform_cause, verdict_cause
+    from job_chain.slurm.engine import events_of, parse_show
+
+    def cause(line: str, ran: bool) -> str:
+        events = events_of(parse_show(line), ran)
+        reason = next((e.message for e in events if e.kind == "JobFailed"), "")  # as status/causes._platform
+        found = verdict_cause(events) or platform_cause(events, reason, logged=False) or classify([("7-0", "")], (), 3)
+        return found.cls
+
+    ran = "JobId=7 JobState=FAILED Reason=NonZeroExitCode ExitCode=3:0 EndTime=2026-11-29T03:46:12"
+    assert cause(ran, ran=True) == cause(ran, ran=False) == "unknown"
+    assert cause(ran.replace("NonZeroExitCode", "RaisedSignal:9(Killed)"), ran=False) == "unknown"
+    never = "JobId=7 JobState=FAILED Reason=JobLaunchFailure ExitCode=1:0 EndTime=2026-11-29T03:46:12"
+    assert cause(never, ran=False) == "platform"
+    assert cause(never, ran=True) == "unknown"  # a node kept its script's exit: it ran
+    (told,) = events_of(parse_show(never), False)
+    assert "JobLaunchFailure" in told.message
+
+
+def test_a_script_that_failed_silently_on_slurm_is_classed_by_its_exit_not_the_platform(
+        slurm: Any, tmp_path: Path, monkeypatch: Any) -> None:
+    """A real FAILED job (its script exited 3 and wrote nothing, no tail kept a cause): what a watcher or a
+    status look finds is ``unknown`` with the exit code, not ``platform``."""
+    from job_chain.engine.states import TERMINAL
+    from job_chain.slurm.engine import SlurmEngine
+    from job_chain.spec.model import Step
+    from job_chain.status.causes import classify_job
+
+    monkeypatch.setenv("SLURM_CONF", str(slurm.conf))
+    engine = SlurmEngine(str(tmp_path / ".slurm"))
+    job_id = engine.create("p", body("exit 3"), "jc-drill-silent-1").id
+    deadline = time.monotonic() + 60
+    while engine.job("p", job_id).status not in TERMINAL:
+        assert time.monotonic() < deadline, "the job did not end"
+        time.sleep(0.2)
+    step = Step(0, {"name": "silent", "jobSpec": {"command": "exit 3"}}, "exit 3", "inline")
+    found = classify_job(engine, "p", job_id, step, 3)
+    assert (found.cls, found.signature) == ("unknown", ""), found
+
+
 def test_a_slurm_chain_is_never_run_inline(tmp_path: Path) -> None:
     from job_chain.errors import UsageError
     from job_chain.session.plan import check_mode

@@ -60,8 +60,10 @@ SAID = {  # what a job's end means, in the words of its event (and of docs/slurm
     "CANCELLED": "the job was cancelled (CANCELLED)",
     "BOOT_FAIL": "a node of the job failed to boot (BOOT_FAIL)",
     "DEADLINE": "the job passed its deadline (DEADLINE)",
-    "FAILED": "the job's batch script exited non-zero (FAILED)",
 }
+# the reasons of a FAILED job that say Slurm never started its batch script (squeue(1), JOB REASON CODES);
+# any other FAILED job ran its script, which exited non-zero (NonZeroExitCode, RaisedSignal)
+NOT_LAUNCHED = frozenset({"JobLaunchFailure", "SystemFailure", "NodeDown"})
 
 
 def event_kind(state: str) -> str:
@@ -429,21 +431,12 @@ class SlurmEngine:
         self.release(job_id)
 
     def events(self, pool: str, job_id: str) -> List[Event]:
-        """What Slurm says of the job: its end (state and reason), or why it waits."""
+        """What Slurm says of the job: its end (state and reason), or why it waits (:func:`events_of`)."""
         try:
             show = show_job(job_id)
         except SlurmError:
             return []
-        state = state_of(show)
-        reason = show.get("Reason", "None")
-        when = _seconds(show.get("EndTime")) if STATES.get(state) in ("Failed", "Stopped", "Succeeded") else None
-        if state in SAID:
-            text = SAID[state] + (f"; reason: {reason}" if reason not in ("None", "") else "")
-            return [Event(event_kind(state), "Warning", text
-                          + f"; exit code {show.get('ExitCode', '?')}", when)]
-        if state == "PENDING" and reason not in ("None", ""):
-            return [Event("JobPending", "Normal", f"waiting in Slurm's queue: {reason}", None)]
-        return []
+        return events_of(show, bool(self._exits(job_id)))
 
     def log_page(self, pool: str, job_id: str, pod: str, *, max_lines: Optional[int] = None,
                  marker: Optional[str] = None, **params: Any) -> Tuple[List[str], Optional[str]]:
@@ -465,6 +458,31 @@ class SlurmEngine:
             return [], None
         following = str(start + len(data)) if len(data) == PAGE else None
         return [data.decode("utf-8", "replace")], following
+
+
+def events_of(show: Mapping[str, str], ran: bool) -> List[Event]:
+    """A ``scontrol show job`` answer as the seam's events; ``ran``: a node of the job kept its script's
+    exit code. A FAILED job whose script ran (its exit kept, or a reason other than
+    :data:`NOT_LAUNCHED`) is told as the script's exit (``ExitedWithCode``: its cause is its log's, or
+    ``unknown`` by its exit code, never the platform's); one Slurm never launched as ``FailedLaunch``
+    with Slurm's reason (the ``platform`` cause, ``failures/classify.PLATFORM_EVENTS``); any other end
+    by its state (:func:`event_kind`: Slurm's verdict, ``failures/classify.VERDICT_EVENTS``)."""
+    state = state_of(show)
+    reason = show.get("Reason", "None")
+    when = _seconds(show.get("EndTime")) if STATES.get(state) in ("Failed", "Stopped", "Succeeded") else None
+    said = f"; reason: {reason}" if reason not in ("None", "") else ""
+    code = show.get("ExitCode", "?")
+    if state == "FAILED" and (ran or reason not in NOT_LAUNCHED):
+        return [Event("ExitedWithCode", "Warning", f"the job's batch script exited with code {code.partition(':')[0]} "
+                      f"(FAILED){said}", when)]
+    if state == "FAILED":
+        return [Event("FailedLaunch", "Warning", f"Slurm could not launch the job's batch script (FAILED){said}; "
+                      f"exit code {code}", when)]
+    if state in SAID:
+        return [Event(event_kind(state), "Warning", SAID[state] + said + f"; exit code {code}", when)]
+    if state == "PENDING" and reason not in ("None", ""):
+        return [Event("JobPending", "Normal", f"waiting in Slurm's queue: {reason}", None)]
+    return []
 
 
 def engine_from_env() -> Optional[SlurmEngine]:
