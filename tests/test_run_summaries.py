@@ -314,3 +314,67 @@ def test_a_look_reads_one_listing_and_no_finished_jobs_submission_again(tmp_path
     assert [(s.name, s.status, s.job_id) for s in again.steps] == [(s.name, s.status, s.job_id) for s in first.steps]
     assert not [n for n in reads if n.startswith("step-")], reads
     assert listings == [ids[0]]
+
+
+def _every_field_set() -> Any:
+    """A look with every field of the run, its steps and their attempts away from its default."""
+    import datetime as dt
+
+    from job_chain.failures.classify import Failure
+    from job_chain.status.types import Attempt, Outcome, RunStatus, StepStatus
+
+    when = dt.datetime(2026, 11, 28, 8, 33, 43, 123456, tzinfo=dt.timezone.utc)
+    failed = Attempt("train", 1, "job-1", "Failed", when, when, 137, "OOMKilled", when,
+                     Failure("oom", "cuda-oom", "CUDA out of memory", "train-worker-0", "lower the batch",
+                             "out of memory"),
+                     checkpoint_iteration=400, resume_from=(200, "/ckpt/iter_200"), gpu_hours=1.5,
+                     cached={"run": "r0", "step": "train"}, lost_gpu_hours=0.5, restarts=None)
+    earlier = Attempt("train", 0, "job-0", "Succeeded", when, when, 0, restarts=2)
+    step = StepStatus(3, "train", "Failed", "job-1", 1, 137, "OOMKilled", when, when, [failed], [1, 2], "failure",
+                      [earlier], 2, 1.5, 0.5, {1: "retried from iteration 200"}, "train[lr=1]", "train",
+                      {"lr": "1"}, {"loss": "0.1"}, "removed in revision 2")
+    return RunStatus("r1", "/chains/a.json", Outcome.FAILED, [step], 3, when, "train failed", True, "http://x",
+                     True, 2, [{"revision": 1}], "abc", {"lr": "1"}, ["slack: 500"])
+
+
+def test_a_kept_look_reads_back_as_the_look_it_kept_every_field() -> None:
+    from dataclasses import MISSING, fields
+
+    from job_chain.status import kept
+
+    found = _every_field_set()
+    for item in (found, found.steps[0], found.steps[0].attempts[0]):  # a field added and not kept here fails
+        for f in fields(item):
+            default = f.default_factory() if f.default_factory is not MISSING else f.default  # type: ignore[misc]
+            assert getattr(item, f.name) != default, f"{type(item).__name__}.{f.name} is left at its default"
+    again = kept.load(json.loads(json.dumps(kept.dump(found))), "/chains/moved.json")
+    assert again is not None and again.chain_path == "/chains/moved.json"
+    again.chain_path = found.chain_path
+    assert again == found and again.as_json() == found.as_json()
+    assert kept.load({"version": 0, "status": {}}, "x") is None
+    assert kept.load({"version": 1, "status": {"a": 1}}, "x") is None
+
+
+def test_an_ended_runs_look_is_kept_whole_and_shown_from_it_until_its_record_changes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    chain, ids, api = _finished(tmp_path, 1, exit_codes=(3,))
+    run_dir = chain.parent / "chain_info.json.runs" / ids[0]
+    _age(run_dir)
+    worked: List[str] = []
+    real = look.summarize
+    monkeypatch.setattr(look, "summarize", lambda *a, **k: worked.append("look") or real(*a, **k))
+    first = ChainSession.from_file(str(chain), client=api).status(ids[0])
+    assert worked == ["look"] and first.outcome == "failed"
+    assert (chain.parent / "chain_info.json.runs" / ".looks" / f"{ids[0]}.json").is_file()
+
+    again = ChainSession.from_file(str(chain), client=api).status(ids[0])
+    assert worked == ["look"]  # shown from the kept look: no chain thawed, no step worked out
+    assert again == first and again.as_json() == first.as_json()
+
+    (run_dir / "note.json").write_text("{}")  # the record changed: the kept look no longer stands in
+    ChainSession.from_file(str(chain), client=api).status(ids[0])
+    assert worked == ["look", "look"]
+
+    ChainSession.from_file(str(chain), client=api).delete_run(ids[0])
+    assert not (chain.parent / "chain_info.json.runs" / ".looks" / f"{ids[0]}.json").exists()
+    assert not (chain.parent / "chain_info.json.runs" / ".summaries" / f"{ids[0]}.json").exists()

@@ -7,7 +7,8 @@ never for a path. Imported by every hop, so it holds names and patterns only (``
 ``FILE.runs/`` holds one directory per run (named by its id, :data:`RUN_ID`), the start
 :data:`LOCK`, :data:`FILE_CHECK` (the chain file's last check: the digests of what it read, the runs it
 matched), :data:`SUMMARIES` (one summary per run, :func:`summary_name`: what ``runs`` and the
-console list, :mod:`job_chain.record.summary`) and the cached steps' entries (:data:`CACHE_DIR`,
+console list, :mod:`job_chain.record.summary`), :data:`LOOKS` (the last look at an ended run, whole: what
+``status`` shows of it while its record is unchanged) and the cached steps' entries (:data:`CACHE_DIR`,
 ``<key>.json``: :mod:`job_chain.record.cache`). A run's directory holds:
 
 * once per run: :data:`RUN` (where and how it started, its revision, round and epoch),
@@ -37,6 +38,7 @@ from typing import Match, Optional, Pattern, Tuple
 RUNS_SUFFIX = ".runs"  # FILE's runs are kept in FILE.runs/
 LOCK = ".lock"  # in FILE.runs/: held while a run is checked for and recorded
 SUMMARIES = ".summaries"  # in FILE.runs/: RUN.json per run, outside the run's directory (whose mtime dates it)
+LOOKS = ".looks"  # in FILE.runs/: RUN.json, the last look at an ended run kept whole, dated as its summary is
 FILE_CHECK = ".file-check.json"  # in FILE.runs/: what the chain file was found to be (session/chainfile.py)
 SLURM_DIR = ".slurm"  # in FILE.runs/: the Slurm engine's keys, scripts, node logs and exit codes (slurm/engine.py)
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import stat
 import time
-from typing import Any, Dict, List, NamedTuple, Optional, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 
 from job_chain.record import layout
 from job_chain.record.records import RunRecords, run_start
@@ -69,8 +69,9 @@ def usable(data: Optional[Dict[str, Any]], run_id: str, mtime_ns: Optional[int])
 
 
 def keep(records: RunRecords, run_id: str, run: Dict[str, Any], fields: Dict[str, Any],
-         before: Optional[int]) -> None:
-    """Write the run's summary from a look that began when its directory's time was ``before``.
+         before: Optional[int], whole: Optional[Callable[[], Dict[str, Any]]] = None) -> None:
+    """Write the run's summary from a look that began when its directory's time was ``before``, and
+    for an ended run the look itself (``whole()``, see :func:`kept_look`) with the same basis.
 
     The basis is kept only when nothing changed the directory during the look and that time is not
     too recent to tell (else the next reader looks again, once). Best effort: an unwritable record
@@ -80,18 +81,39 @@ def keep(records: RunRecords, run_id: str, run: Dict[str, Any], fields: Dict[str
         after == before or _only_a_looks_own(records, run_id, before))
     if settled:
         before = after
-    import json
-
     data = {"version": VERSION, "basis": before if settled else None, "run": run, "status": fields}
+    if whole is not None and usable(data, run_id, before):
+        _write(records, layout.LOOKS, run_id, {"version": VERSION, "basis": before, "look": whole()})
     if _read(records, run_id) == data:
         return  # a run watched every second: its summary is written when what it says changes
+    _write(records, layout.SUMMARIES, run_id, data)
+    records.summary_memo.pop(run_id, None)
+
+
+def _write(records: RunRecords, folder: str, run_id: str, data: Dict[str, Any]) -> None:
+    import json
+
     try:
-        os.makedirs(_folder(records), mode=0o700, exist_ok=True)
-        write_private(_path(records, run_id), json.dumps(data, separators=(",", ":"), ensure_ascii=True),
-                      sync=False)  # a cache: a summary lost in a crash is worked out again
+        os.makedirs(os.path.join(records.root, folder), mode=0o700, exist_ok=True)
+        write_private(os.path.join(records.root, folder, layout.summary_name(run_id)),
+                      json.dumps(data, separators=(",", ":"), ensure_ascii=True),
+                      sync=False)  # a cache: one lost in a crash is worked out again
     except (OSError, ValueError, TypeError):
         pass
-    records.summary_memo.pop(run_id, None)
+
+
+def kept_look(records: RunRecords, run_id: str) -> Optional[Dict[str, Any]]:
+    """The last look at the run, whole (what :func:`keep` was given), when it stands in for a new
+    one: the run's summary does (:func:`usable`) and the look has the same basis. A 5,000-step run
+    that ended is then shown from one file; a run that changed since is looked at again."""
+    now = basis(records, run_id)
+    if not usable(_read(records, run_id), run_id, now):
+        return None
+    data = read_json_dict(os.path.join(records.root, layout.LOOKS, layout.summary_name(run_id)))
+    if data is None or data.get("version") != VERSION or data.get("basis") != now:
+        return None
+    look = data.get("look")
+    return look if isinstance(look, dict) else None
 
 
 def _only_a_looks_own(records: RunRecords, run_id: str, since: int) -> bool:
@@ -112,10 +134,11 @@ def _only_a_looks_own(records: RunRecords, run_id: str, since: int) -> bool:
 
 
 def forget(records: RunRecords, run_id: str) -> None:
-    try:
-        os.unlink(_path(records, run_id))
-    except OSError:
-        pass
+    for path in (_path(records, run_id), os.path.join(records.root, layout.LOOKS, layout.summary_name(run_id))):
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
     records.summary_memo.pop(run_id, None)
 
 

@@ -31,6 +31,10 @@ def status(ctx: RunContext, run_id: Optional[str] = None, *, now: Optional[float
     from job_chain.status.look import cached_attempts, may_hide_a_job, run_attempts
 
     run = find_run(ctx, run_id)
+    if not (outputs and run.mode == "inline"):  # (whose outputs a look may still have to read)
+        known = _kept_look(ctx, run)
+        if known is not None:
+            return known
     before = summary.basis(ctx.records, run.run_id)  # the summary this look writes is dated by it
     record = ctx.records.get_run(run.run_id)
     run = Run.from_record(ctx.path, record) if record is not None else run
@@ -65,9 +69,10 @@ def status(ctx: RunContext, run_id: Optional[str] = None, *, now: Optional[float
         _read_logged_outputs(ctx, run, chain, found)
     found.revisions = ctx.records.revisions(run.run_id, names)
     if record is not None:
+        from job_chain.status import kept
         from job_chain.status.summary import fields
 
-        summary.keep(ctx.records, run.run_id, record, fields(found), before)
+        summary.keep(ctx.records, run.run_id, record, fields(found), before, whole=lambda: kept.dump(found))
     if record is not None and run.mode == "job" and chain.notify:
         tell_a_silent_end(ctx, run, chain, found)
     return found
@@ -106,6 +111,16 @@ def tell_a_silent_end(ctx: RunContext, run: Run, chain: Chain, found: RunStatus)
     took += notify(chain, ctx.records, run.run_id, "failed", status="failed", note=late, failed=details,
                    gpu=(sum(hours), lost) if hours else None)
     return took
+
+
+def _kept_look(ctx: RunContext, run: Run) -> Optional[RunStatus]:
+    """The last look at ``run`` when it stands in for a new one (the run ended and its record has not
+    changed since: :func:`job_chain.record.summary.kept_look`), else None."""
+    from job_chain.record import summary
+    from job_chain.status import kept
+
+    data = summary.kept_look(ctx.records, run.run_id)
+    return kept.load(data, ctx.records.chain_path) if data is not None else None
 
 
 def active_run(ctx: RunContext) -> Optional[RunStatus]:

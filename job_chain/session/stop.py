@@ -67,6 +67,7 @@ def delete(ctx: RunContext, run_id: str) -> None:
     """Forget a run that is not going (its record; its jobs stay in AIHC). :class:`RunStillActive`
     for one that is; a damaged record can always be deleted (nothing can steer it)."""
     from job_chain.record import index as run_index
+    from job_chain.record import summary
 
     try:
         run: Optional[Run] = find_run(ctx, run_id)
@@ -77,3 +78,4 @@ def delete(ctx: RunContext, run_id: str) -> None:
                              f"'job-chain stop {shlex.quote(ctx.path)} --run {run_id}'", run_id)
     ctx.records.delete_run(run_id)
     run_index.forget(run_id)
+    summary.forget(ctx.records, run_id)

@@ -15,23 +15,24 @@ from job_chain.aihc.spec import MAX_ARG_BYTES
 from job_chain.errors import UsageError
 
 
-def beside(chain_dir: str, name: str) -> Optional[str]:
+def beside(chain_dir: str, name: str, home: Optional[str] = None) -> Optional[str]:
     """The path of script ``name`` when it is in the chain's directory (or below it), symbolic links
     followed; else None. Scripts are read from there only: a chain pasted into the web console
-    must not ship an arbitrary file of the console's host into a job."""
+    must not ship an arbitrary file of the console's host into a job. ``home``: the directory's
+    real path, when the caller asks about many scripts at once."""
     try:
-        home = os.path.realpath(chain_dir)
+        home = home or os.path.realpath(chain_dir)
         real = os.path.realpath(os.path.join(home, name))
         return real if os.path.commonpath([home, real]) == home and real != home else None
     except ValueError:  # a NUL byte or a lone surrogate: no such file (opening it says so)
         return os.path.join(chain_dir, name)
 
 
-def script_bytes(chain_dir: str, name: str) -> Tuple[Optional[bytes], Optional[str]]:
+def script_bytes(chain_dir: str, name: str, home: Optional[str] = None) -> Tuple[Optional[bytes], Optional[str]]:
     """(the bytes of script file ``name``, at most :data:`MAX_ARG_BYTES` + 1 of them, None) or (None,
     why not; None if it cannot be opened). Only a regular file in the chain's directory, read
-    without blocking (a FIFO is refused, never waited on)."""
-    candidate = beside(chain_dir, name)
+    without blocking (a FIFO is refused, never waited on). ``home``: as for :func:`beside`."""
+    candidate = beside(chain_dir, name, home)
     if candidate is None:
         return None, (f" not in the chain's directory {chain_dir}: scripts are read from there only; "
                       "copy it there, or run it by its path in the image as a command")
@@ -48,10 +49,11 @@ def script_bytes(chain_dir: str, name: str) -> Tuple[Optional[bytes], Optional[s
             return None, None
 
 
-def script_digest(chain_dir: str, name: str) -> Optional[str]:
+def script_digest(chain_dir: str, name: str, home: Optional[str] = None) -> Optional[str]:
     """What a load of the chain reads of script file ``name`` now, as a digest (None: no readable
-    regular file there): a chain's :attr:`~job_chain.spec.model.Chain.inputs` are compared with it."""
-    raw, _ = script_bytes(chain_dir, name)
+    regular file there): a chain's :attr:`~job_chain.spec.model.Chain.inputs` are compared with it.
+    ``home``: as for :func:`beside`."""
+    raw, _ = script_bytes(chain_dir, name, home)
     if raw is None:
         return None
     import hashlib
@@ -81,4 +83,8 @@ def same_inputs(path: str, inputs: Dict[str, Optional[str]]) -> bool:
     except UsageError:
         return False
     chain_dir = os.path.dirname(os.path.abspath(path))
-    return all(script_digest(chain_dir, name) == digest for name, digest in inputs.items() if name)
+    try:
+        home = os.path.realpath(chain_dir)
+    except ValueError:
+        return False
+    return all(script_digest(chain_dir, name, home) == digest for name, digest in inputs.items() if name)

@@ -1,0 +1,120 @@
+"""A look at an ended run, kept whole: what :func:`job_chain.session.look.status` answered, as JSON
+and back, so that the next look at a run whose record has not changed since reads one file instead
+of thawing its chain and working out every step again (a 5,000-step run: one file, not the chain,
+the attempts and the rules).
+
+When such a kept look stands in for a new one is decided where the run's summary's is
+(:func:`job_chain.record.summary.usable`; the file sits beside the summary, with the same basis):
+an ended run cannot change without its record changing. This module only turns a
+:class:`~job_chain.status.types.RunStatus` into JSON and back, exactly: :func:`load` of
+:func:`dump` equals the status dumped (``tests/test_run_summaries.py`` checks every field, so a
+field added to the types without being kept here fails there). Anything it does not recognise
+gives None: the caller looks at the run again.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from dataclasses import MISSING, fields
+from functools import lru_cache
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from job_chain.failures.classify import Failure
+from job_chain.status.types import Attempt, Outcome, RunStatus, StepStatus
+
+VERSION = 1
+_WHEN = frozenset(("started", "finished", "running"))
+
+
+def _out(value: Any, name: str) -> Any:
+    if value is None:
+        return None
+    if name in _WHEN:
+        return value.isoformat()
+    if name == "failure":
+        return value.to_record()
+    if name in ("attempts", "history"):
+        return [_fields_of(a) for a in value]
+    if name == "notes":
+        return {str(k): v for k, v in value.items()}
+    if name == "outcome":
+        return value.value
+    return value
+
+
+def _fields_of(item: Any) -> Dict[str, Any]:
+    """The fields of a dataclass that differ from their defaults (an empty list or dict is a default),
+    JSON-ready."""
+    out = {}
+    for name, default, empty in _shape(type(item)):
+        value = getattr(item, name)
+        if name == "steps":
+            out["steps"] = [_fields_of(s) for s in value]
+        elif not (value == default or (empty and not value)):
+            out[name] = _out(value, name)
+    return out
+
+
+_SHAPES: Dict[type, List[Tuple[str, Any, bool]]] = {}
+
+
+def _shape(kind: type) -> List[Tuple[str, Any, bool]]:
+    """(name, default, whether its default is an empty container) of each field of ``kind``; a field
+    without a default gets a value no field holds, so it is always kept."""
+    if kind not in _SHAPES:
+        _SHAPES[kind] = [(f.name, object() if f.default is MISSING else f.default, f.default_factory is not MISSING)
+                         for f in fields(kind)]
+    return _SHAPES[kind]
+
+
+def dump(status: RunStatus) -> Dict[str, Any]:
+    """The look as JSON (its fields that differ from their defaults)."""
+    return {"version": VERSION, "status": _fields_of(status)}
+
+
+@lru_cache(maxsize=4096)
+def _when(text: str) -> _dt.datetime:
+    return _dt.datetime.fromisoformat(text)  # a run's times repeat (a second holds many): parsed once each
+
+
+def _failure(data: Any) -> Failure:
+    found = Failure.from_record(data)
+    if found is None:
+        raise ValueError("failure")
+    return found
+
+
+def _attempts(items: List[Dict[str, Any]]) -> List[Attempt]:
+    return [Attempt(**_converted(a)) for a in items]
+
+
+_IN: Dict[str, Callable[[Any], Any]] = {
+    "started": _when, "finished": _when, "running": _when, "failure": _failure, "attempts": _attempts,
+    "history": _attempts, "notes": lambda v: {int(k): t for k, t in v.items()},
+    "resume_from": lambda v: (int(v[0]), str(v[1])), "outcome": Outcome}
+
+
+def _converted(data: Dict[str, Any]) -> Dict[str, Any]:
+    """``data`` (a kept dataclass's fields, parsed for this load) with its values turned back into
+    the types they were (in place: no copy of 5,000 steps)."""
+    for name, value in data.items():
+        turn = _IN.get(name)
+        if turn is not None and value is not None:
+            data[name] = turn(value)
+    return data
+
+
+def load(data: Any, chain_path: str) -> Optional[RunStatus]:
+    """The look :func:`dump` kept (its chain named by ``chain_path``: the file its runs are kept
+    beside now), or None when ``data`` is not one this version kept. ``data`` is used up (its
+    values are turned into the look's)."""
+    if not isinstance(data, dict) or data.get("version") != VERSION or not isinstance(data.get("status"), dict):
+        return None
+    try:
+        kept = data["status"]
+        steps: List[StepStatus] = [StepStatus(**_converted(s)) for s in kept.pop("steps")]
+        found = RunStatus(steps=steps, **_converted(kept))
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError):
+        return None
+    found.chain_path = chain_path
+    return found
