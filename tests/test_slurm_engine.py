@@ -375,6 +375,43 @@ def test_a_script_that_failed_silently_on_slurm_is_classed_by_its_exit_not_the_p
     assert (found.cls, found.signature) == ("unknown", ""), found
 
 
+FORGETTING_SCONTROL = """#!/bin/bash
+# Slurm past MinJobAge: scontrol no longer shows the job (its words), the rest is the real scontrol
+if [ "$2 $3" = "show job" ]; then echo "slurm_load_jobs error: Invalid job id specified" >&2; exit 1; fi
+exec /usr/bin/scontrol "$@"
+"""
+
+
+def test_the_verdict_of_a_job_slurm_forgot_is_what_its_nodes_left(slurm: Any, tmp_path: Path,
+                                                                   monkeypatch: Any) -> None:
+    """A watcher that waited in the queue past MinJobAge asks Slurm of a job it no longer shows: its
+    verdict is read as ``job`` reads it (sacct, else the exit codes its nodes kept), not an error."""
+    from job_chain.engine.states import TERMINAL
+    from job_chain.slurm.engine import SlurmEngine
+
+    monkeypatch.setenv("SLURM_CONF", str(slurm.conf))
+    engine = SlurmEngine(str(tmp_path / ".slurm"))
+    job_id = engine.create("p", body("exit 3"), "jc-drill-forgot-1").id
+    deadline = time.monotonic() + 60
+    while engine.job("p", job_id).status not in TERMINAL:
+        assert time.monotonic() < deadline, "the job did not end"
+        time.sleep(0.2)
+    assert engine.verdict(job_id) == ("FAILED", 3)
+    scontrol_first_on_path(tmp_path, monkeypatch, FORGETTING_SCONTROL)
+    assert engine.verdict(job_id) == ("FAILED", 3)  # from the exit code its node kept
+    assert engine.job("p", job_id).exit_code == 3
+
+
+def scontrol_first_on_path(tmp_path: Path, monkeypatch: Any, script: str) -> Path:
+    """``script`` as the ``scontrol`` this process (and the jobs it submits) finds first."""
+    fake = tmp_path / "scontrol-bin"
+    fake.mkdir()
+    (fake / "scontrol").write_text(script)
+    (fake / "scontrol").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake}{os.pathsep}{os.environ['PATH']}")
+    return fake
+
+
 def test_a_slurm_chain_is_never_run_inline(tmp_path: Path) -> None:
     from job_chain.errors import UsageError
     from job_chain.session.plan import check_mode

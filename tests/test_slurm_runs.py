@@ -106,11 +106,29 @@ def test_a_step_slurm_ends_at_its_time_limit_is_retried_by_its_watcher(fast_slur
         f"{w}jc-{run}-{s}": 1 for w in ("", "watch-") for s in ("train-1", "train-2", "after-1")}
 
 
+HICCUP_IN_WATCHERS = """#!/bin/bash
+# slurmctld not answering the first time a watcher asks for its job's verdict; the real scontrol otherwise
+if [ -n "$JOB_CHAIN_SLURM_WATCHED" ] && [ "$2 $3" = "show job" ] && mkdir "$(dirname "$0")/hiccup" 2>/dev/null; then
+  echo "scontrol: error: Unable to contact slurm controller (connect failure)" >&2; exit 1
+fi
+exec /usr/bin/scontrol "$@"
+"""
+
+
 def test_a_job_cancelled_outside_job_chain_is_retried_for_infra_by_its_watcher(slurm: Any, tmp_path: Path) -> None:
+    """... and the watcher asks for Slurm's verdict through slurmctld's hiccups, as every call of an
+    advance (engine/deadline.submit_with_deadline): one it meets does not leave the run without its retry."""
     chain = write_chain(tmp_path, [
         {"name": "work", "script": 'if [ ! -e "$SHARED/once" ]; then touch "$SHARED/once"; sleep 120; fi; echo done',
          "jobChain": {"retries": {"infra": 1}}}])
-    assert slurm_cli(slurm, "run", str(chain)).returncode == 0
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "scontrol").write_text(HICCUP_IN_WATCHERS)
+    (fake / "scontrol").chmod(0o755)
+    env = slurm.env()
+    env["PATH"] = os.pathsep.join((VENV_BIN, str(fake), env.get("PATH", "")))  # the jobs inherit it
+    assert subprocess.run([sys.executable, "-m", "job_chain", "run", str(chain)], env=env, capture_output=True,
+                          text=True, timeout=120).returncode == 0
     run = status(slurm, chain)["run"]
     end = time.monotonic() + 30
     while not (tmp_path / "shared" / "once").exists():  # its script runs
@@ -118,6 +136,7 @@ def test_a_job_cancelled_outside_job_chain_is_retried_for_infra_by_its_watcher(s
         time.sleep(0.1)
     slurm.run("scancel", f"--name=jc-{run}-work-1")  # an administrator's scancel, not job-chain's stop
     data = wait_outcome(slurm, chain, until="succeeded")
+    assert (fake / "hiccup").is_dir()  # the watcher met the hiccup
     assert data["outcome"] == "succeeded", data["reason"]
     assert attempts_of(data, "work") == [("Failed", "infra", "slurm-cancelled"), ("Succeeded", None, None)]
     # its watcher advancing again (a second one, or by hand) changes nothing: every create is once

@@ -102,7 +102,9 @@ def run_ended(config_path: Optional[str], run_id: str, step: str, attempt: int) 
     ended it, or its tail died): advance for it, exactly as its tail would have.
 
     Nothing when the run was stopped or the tail finished its advance. Otherwise the exit code is
-    the script's from the record (its tail recorded it, then was killed), else Slurm's; the cause is
+    the script's from the record (its tail recorded it, then was killed), else Slurm's (asked through
+    slurmctld's hiccups like every call of an advance, ``engine/deadline.submit_with_deadline``; of a job
+    Slurm forgot, what it left: ``SlurmEngine.verdict``); the cause is
     found as for any failure (``status/causes.classify_job``: the log's slurmstepd line, else Slurm's
     verdict on the job). Every step of the advance is idempotent, its creates exactly once (the
     record, the job's key).
@@ -127,7 +129,16 @@ def run_ended(config_path: Optional[str], run_id: str, step: str, attempt: int) 
     job_id = os.environ.get(WATCHED_ENV) or str((records.submission(run_id, step, attempt) or {}).get("jobId") or "")
     if not job_id:
         raise UsageError(f"step {step} attempt {attempt}: which job to look after is not known")
-    state, code = engine.verdict(job_id)
+    from job_chain.engine.deadline import submit_with_deadline
+    from job_chain.engine.jobs import EngineError
+
+    try:  # through slurmctld's hiccups, as every call of an advance
+        state, code = submit_with_deadline(lambda: engine.verdict(job_id), env_deadline())
+    except EngineError as exc:
+        if exc.status != 404:
+            raise
+        log(f"job {job_id}: {exc.message}; it ended in a failed state (Slurm started this watcher after it)")
+        state, code = "FAILED", 1
     exit_code = entry.get("exitCode")
     if not isinstance(exit_code, int) or isinstance(exit_code, bool):
         exit_code = code

@@ -265,8 +265,8 @@ class SlurmEngine:
 
     def verdict(self, job_id: str) -> Tuple[str, int]:
         """How Slurm ended a job: its state and an exit code (its own; else 128 + the signal that
-        ended it; else 1)."""
-        show = show_job(job_id)
+        ended it; else 1), read as :meth:`job` reads it (a job Slurm forgot: what it left)."""
+        show = self._shown(job_id)
         state = state_of(show)
         code, _, signal = (show.get("ExitCode") or "").partition(":")
         number = int(code) if code.isdigit() else 0
@@ -329,32 +329,31 @@ class SlurmEngine:
 
     # -- reading
     def job(self, pool: str, job_id: str) -> Job:
+        return self._job_of(self._shown(job_id), pods=True)
+
+    def _shown(self, job_id: str) -> Dict[str, str]:
+        """What Slurm says of the job (``scontrol show job``), or, for a job it no longer shows (past
+        MinJobAge), what is left: ``sacct``'s row where accounting exists, else its nodes' exit codes
+        (a :class:`SlurmError` 404 when it left none). What :meth:`job` and :meth:`verdict` read."""
         try:
-            show = show_job(job_id)
+            return show_job(job_id)
         except SlurmError as exc:
             if "Invalid job id" not in exc.message:
                 raise
-            return self._forgotten(job_id)
-        return self._job_of(show, pods=True)
-
-    def _forgotten(self, job_id: str) -> Job:
-        """A job Slurm no longer shows (past MinJobAge, no accounting): what its nodes left."""
         if self._accounting():
             rows = run_slurm(["sacct", "-n", "-X", "-P", "-j", job_id, "-o",
                               "JobID,JobName,State,Submit,Start,End,ExitCode,Comment,NNodes"]).splitlines()
             if rows:
                 jid, name, state, sub, start, end, code, comment, nodes = (rows[0].split("|") + [""] * 9)[:9]
-                return self._job_of({"JobId": jid, "JobName": name, "JobState": state.split()[0],
-                                     "SubmitTime": sub, "StartTime": start, "EndTime": end, "ExitCode": code,
-                                     "Comment": comment, "NumNodes": nodes}, pods=True)
+                return {"JobId": jid, "JobName": name, "JobState": state.split()[0] if state else "", "SubmitTime": sub,
+                        "StartTime": start, "EndTime": end, "ExitCode": code, "Comment": comment, "NumNodes": nodes}
         exits = self._exits(job_id)
         if not exits:
             raise SlurmError(f"job {job_id} is not known to Slurm any more (MinJobAge) and left no exit code "
                              "in job-chain's directory", status=404)
         codes = list(exits.values())
-        state = "COMPLETED" if all(c == 0 for c in codes) else "FAILED"
-        return self._job_of({"JobId": job_id, "JobState": state, "NumNodes": str(len(codes)),
-                             "ExitCode": f"{max(codes, key=abs)}:0"}, pods=True)
+        return {"JobId": job_id, "JobState": "COMPLETED" if all(c == 0 for c in codes) else "FAILED",
+                "NumNodes": str(len(codes)), "ExitCode": f"{max(codes, key=abs)}:0"}
 
     def _exits(self, job_id: str) -> Dict[int, int]:
         out = {}
@@ -433,7 +432,7 @@ class SlurmEngine:
     def events(self, pool: str, job_id: str) -> List[Event]:
         """What Slurm says of the job: its end (state and reason), or why it waits (:func:`events_of`)."""
         try:
-            show = show_job(job_id)
+            show = self._shown(job_id)
         except SlurmError:
             return []
         return events_of(show, bool(self._exits(job_id)))
