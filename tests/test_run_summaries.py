@@ -378,3 +378,42 @@ def test_an_ended_runs_look_is_kept_whole_and_shown_from_it_until_its_record_cha
     ChainSession.from_file(str(chain), client=api).delete_run(ids[0])
     assert not (chain.parent / "chain_info.json.runs" / ".looks" / f"{ids[0]}.json").exists()
     assert not (chain.parent / "chain_info.json.runs" / ".summaries" / f"{ids[0]}.json").exists()
+
+
+def test_a_look_that_tells_a_run_s_end_keeps_a_summary_a_listing_reads(tmp_path: Path, looks: List[str]) -> None:
+    """The first look at a failed run no job could tell sends its end (session/look.tell_a_silent_end)
+    before keeping the run's summary: the summary it keeps stands in at once (the claims it wrote are
+    in its basis), and the look says which target refused the message."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    from chain_helpers import Hooks
+
+    class Refusing(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+            self.rfile.read(int(self.headers["Content-Length"]))
+            self.send_response(403)
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    taking, refusing = Hooks(), HTTPServer(("127.0.0.1", 0), Refusing)
+    threading.Thread(target=refusing.serve_forever, daemon=True).start()
+    try:
+        chain, ids, api = memory_runs(tmp_path, 1, (3,), notify=[
+            {"url": taking.url, "on": ["failed"], "format": "json"},
+            {"url": f"http://127.0.0.1:{refusing.server_address[1]}/hook", "on": ["failed"], "format": "json"}])
+        runs_dir = chain.parent / "chain_info.json.runs"
+        _age(runs_dir / ids[0])
+        session = ChainSession.from_file(str(chain), client=api)
+        found = session.status(ids[0])
+        assert found.outcome.value == "failed"
+        assert [b["event"] for b in taking.bodies] == ["failed"]  # this look told the end
+        assert len(found.notify_failed) == 1 and "403" in found.notify_failed[0]
+        looks.clear()
+        assert [s.outcome for s in session.summaries()] == ["failed"]
+        assert looks == []  # the summary the telling look kept stands in
+    finally:
+        taking.server.shutdown()
+        refusing.shutdown()

@@ -123,6 +123,12 @@ def notified_prefix(round_: int) -> str:
     return f"notified-r{round_}-"
 
 
+def told(name: str) -> bool:
+    """Whether ``name`` is a notification's claim or a target's failure: what telling a run's end writes
+    (a summary says nothing of them)."""
+    return name.startswith("notified-r") or NOTIFY_FAILED.fullmatch(name) is not None
+
+
 def notify_failed_name(target: int) -> str:
     """Created once, when notify target ``target`` (its index in ``notify``) first fails."""
     return f"notify-failed-{target}.json"

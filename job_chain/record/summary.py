@@ -118,12 +118,14 @@ def kept_look(records: RunRecords, run_id: str) -> Optional[Dict[str, Any]]:
 
 def _only_a_looks_own(records: RunRecords, run_id: str, since: int) -> bool:
     """Whether every file changed in the run's directory after ``since`` is one a look writes itself
-    (what it knew of the jobs, why an attempt failed, an inline run's outputs): a run that ended
-    long ago and is looked at for the first time is then worked out once, not twice."""
+    (what it knew of the jobs, why an attempt failed, an inline run's outputs, the end of a run it
+    told: ``session/look.tell_a_silent_end``): a run that ended long ago and is looked at for the
+    first time is then worked out once, not twice."""
     try:
         with os.scandir(records.directory(run_id)) as entries:
             for entry in entries:
-                if entry.stat(follow_symlinks=False).st_mtime_ns <= since or entry.name == layout.ATTEMPTS_CACHE:
+                if entry.stat(follow_symlinks=False).st_mtime_ns <= since or entry.name == layout.ATTEMPTS_CACHE \
+                        or layout.told(entry.name):
                     continue
                 fact = layout.parse_fact(entry.name)
                 if fact is None or fact[0] not in (layout.FAILURE, layout.OUTPUTS):

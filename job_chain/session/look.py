@@ -68,13 +68,14 @@ def status(ctx: RunContext, run_id: Optional[str] = None, *, now: Optional[float
     if outputs and run.mode == "inline":
         _read_logged_outputs(ctx, run, chain, found)
     found.revisions = ctx.records.revisions(run.run_id, names)
+    if record is not None and run.mode == "job" and chain.notify and found.outcome is Outcome.FAILED:
+        tell_a_silent_end(ctx, run, chain, found)  # before the summary is kept, so its basis holds what this wrote
+        found.notify_failed = [e["message"] for e in ctx.records.notify_failures(run.run_id)]
     if record is not None:
         from job_chain.status import kept
         from job_chain.status.summary import fields
 
         summary.keep(ctx.records, run.run_id, record, fields(found), before, whole=lambda: kept.dump(found))
-    if record is not None and run.mode == "job" and chain.notify:
-        tell_a_silent_end(ctx, run, chain, found)
     return found
 
 
