@@ -97,6 +97,63 @@ def test_the_hang_settings_are_read_from_both_forms() -> None:
     assert restart_limit({"faultTolerance": False, "faultToleranceConfig": {"faultToleranceLimit": 2}}) == 0
 
 
+def test_a_fault_tolerance_limit_past_aihc_s_3_is_refused_in_aihc_s_error_shape(server: LocalServer,
+                                                                                   tmp_path: Path) -> None:
+    """AIHC restarts a failed job at most 3 times (its fault-tolerance page): a faultToleranceLimit above
+    that is refused by the local server (400 InappropriateJSON at its path) and by validate, not run."""
+    from job_chain.aihc.errors import AIHCError
+    from job_chain.aihc.spec import body_problems
+
+    body = job_body("too-tolerant", "true", faultTolerance=True, faultToleranceConfig={"faultToleranceLimit": 4})
+    with pytest.raises(AIHCError) as refused:
+        server.client().create_job(POOL, body)
+    assert (refused.value.status, refused.value.code) == (400, "InappropriateJSON")
+    assert "faultToleranceConfig.faultToleranceLimit: must be a whole number from 0 to 3" in str(refused.value)
+    assert ("faultToleranceConfig.faultToleranceLimit", "must be a whole number from 0 to 3, found 1000 (AIHC "
+            "restarts a failed job at most 3 times)") in body_problems(
+        dict(body, faultToleranceConfig={"faultToleranceLimit": 1000}))
+    assert not [p for p in body_problems(dict(body, faultToleranceConfig={"faultToleranceLimit": 3}))
+                if "faultToleranceLimit" in p[0]]
+
+
+def test_the_hang_watcher_survives_a_failed_look_and_says_it(tmp_path: Path, caplog: Any) -> None:
+    """A look of the hang watcher that fails (a locked store) is said once in the server's log and
+    tried again at the next tick: the job is still found hung."""
+    import logging
+    import sqlite3
+    import time
+
+    from job_chain.local.lifecycle import Lifecycle
+
+    class Store:
+        looks = 0
+
+        def get_job(self, job_id: str) -> Dict[str, Any]:
+            self.looks += 1
+            if self.looks <= 2:
+                raise sqlite3.OperationalError("database is locked")
+            return {"status": "Running", "restarts": 0, "started_at": time.time() - 60}
+
+        def pods(self, job_id: str) -> List[Dict[str, Any]]:
+            return []
+
+    class Pods:
+        closing = False
+        found: List[Tuple[str, int, int]] = []
+
+        def hung(self, job_id: str, restarts: int, minutes: int) -> None:
+            self.found.append((job_id, restarts, minutes))
+
+    pods = Pods()
+    lifecycle = Lifecycle(Store(), str(tmp_path), pods, stop_grace=0.1, schedule_delay=0,  # type: ignore[arg-type]
+                          hang_minute=0.001)
+    with caplog.at_level(logging.WARNING, logger="job_chain.local"):
+        lifecycle._watch_hang("job-1", 0, 1)
+    assert pods.found == [("job-1", 0, 1)]
+    said = [r.getMessage() for r in caplog.records if "hang detection of job job-1" in r.getMessage()]
+    assert len(said) == 1 and "database is locked" in said[0]
+
+
 # -- a chain on it: one attempt restarted by AIHC, job-chain's retries after AIHC's, a hang as `hang` ----------
 def tolerant_chain(tmp_path: Path, script: str, tolerance: Dict[str, Any], settings: Optional[Dict[str, Any]] = None,
                    pool: str = POOL) -> Path:

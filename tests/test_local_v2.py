@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import http.client
 import json
-from typing import Any, Dict, Iterator, Tuple
+from typing import Any, Dict, Iterator, List, Tuple
 
 import pytest
 from conftest import LocalServer, job_body
@@ -341,3 +341,39 @@ def test_describe_job_metrics_is_served_and_sent_with_the_pages_times(pooled: Lo
     with pytest.raises(AIHCError) as info:
         client.action("DescribeJobMetrics", POOL, {"jobId": job_id})
     assert info.value.status == 400 and "metricType" in info.value.message
+
+
+def test_the_v2_client_tries_the_other_pod_events_name_only_when_the_action_is_unknown() -> None:
+    """The pages' name first, the SDK's after it only on an answer that says the action is unknown
+    (400 InvalidAction, a 404 that names nothing missing): a 400 about the request is raised as it is."""
+    from job_chain.aihc.client_v2 import AIHCClientV2
+    from job_chain.aihc.credentials import Credentials
+    from job_chain.aihc.errors import AIHCError
+
+    client = AIHCClientV2(Credentials("http://127.0.0.1:9", "ak", "sk"))
+    sent: List[str] = []
+
+    def answering(first: AIHCError) -> Any:
+        def action(name: str, pool: str, body: Dict[str, Any], **kw: Any) -> Dict[str, Any]:
+            sent.append(name)
+            if name == "DescribePodEvents":
+                raise first
+            return {"events": [{"reason": "Started"}], "total": 1}
+        return action
+
+    for refusal, falls_back in ((AIHCError("no", status=400, code="InvalidAction"), True),
+                                (AIHCError("no", status=404, code="NotFound"), True),
+                                (AIHCError("bad", status=400, code="InvalidParameter"), False),
+                                (AIHCError("bad", status=400, code="InappropriateJSON"), False),
+                                (AIHCError("gone", status=404, code="NoSuchJob"), False),
+                                (AIHCError("who", status=403, code="AccessDenied"), False)):
+        sent.clear()
+        client._pod_events = ["DescribePodEvents", "DescribeJobPodEvents"]
+        client.action = answering(refusal)  # type: ignore[method-assign]
+        if falls_back:
+            assert client.pod_events(POOL, "job-1", "pod-0")["total"] == 1
+            assert sent == ["DescribePodEvents", "DescribeJobPodEvents"], refusal.code
+        else:
+            with pytest.raises(AIHCError):
+                client.pod_events(POOL, "job-1", "pod-0")
+            assert sent == ["DescribePodEvents"], refusal.code

@@ -21,6 +21,17 @@ POOL_HEADERS = {b"version": b"v2"}  # the pool and queue pages' header (and both
 POD_EVENTS = ("DescribePodEvents", "DescribeJobPodEvents")
 
 
+def unknown_action(exc: AIHCError) -> bool:
+    """Whether an answer says the service does not know the action (the other name may work): 400
+    ``InvalidAction`` (the local server's), or a 404 that names no missing job, pod or queue (a service
+    that routes no such action). A 400 about the request (a parameter, the JSON, the keys) is its own."""
+    if exc.code in AUTH_CODES:
+        return False
+    if exc.code == "InvalidAction":
+        return True
+    return exc.status == 404 and not (exc.code or "").startswith("NoSuch")
+
+
 class AIHCClientV2(AIHCClient):
     """Signed calls to the AIHC OpenAPI v2; answers in seed 001's v1 shapes."""
 
@@ -110,7 +121,7 @@ class AIHCClientV2(AIHCClient):
         try:
             return self.action(names[0], pool, body)
         except AIHCError as exc:
-            if exc.status not in (400, 404) or exc.code in AUTH_CODES or exc.code == "NoSuchJob":
+            if not unknown_action(exc):
                 raise
         answer = self.action(names[1], pool, body)
         names.reverse()  # this service knows the other name

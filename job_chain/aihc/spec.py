@@ -359,10 +359,11 @@ def _fault_tolerance_problems(config: Any, problems: List[Problem]) -> None:
     if not isinstance(config, dict):
         return
     where = "faultToleranceConfig"
-    for key in ("faultToleranceLimit", "hangDetectionTimeoutMinutes"):
+    for key, most in (("faultToleranceLimit", DEFAULT_RESTARTS), ("hangDetectionTimeoutMinutes", 1000)):
         value = config.get(key)
-        if value is not None and (not _is_int(value) or not 0 <= value <= 1000):
-            problems.append((f"{where}.{key}", f"must be a whole number from 0 to 1000, found {describe(value)}"))
+        if value is not None and (not _is_int(value) or not 0 <= value <= most):
+            problems.append((f"{where}.{key}", f"must be a whole number from 0 to {most}, found {describe(value)}"
+                             + (" (AIHC restarts a failed job at most 3 times)" if most == DEFAULT_RESTARTS else "")))
     hang = config.get("enabledHangDetection")
     if hang is not None and not isinstance(hang, bool):
         problems.append((f"{where}.enabledHangDetection", f"must be true or false, found {describe(hang)}"))
@@ -373,7 +374,8 @@ def _fault_tolerance_problems(config: Any, problems: List[Problem]) -> None:
 
 
 # -- AIHC's own fault tolerance (the training fault-tolerance page, kljz3qhnq, 2026-01) ------------------
-DEFAULT_RESTARTS = 3  # "无条件重试": AIHC retries a failed job at most 3 times (the page's maximum)
+DEFAULT_RESTARTS = 3  # "无条件重试": AIHC retries a failed job at most 3 times (the page's maximum, and the most
+# faultToleranceLimit may say)
 DEFAULT_HANG_MINUTES = 30  # the local server's own default when hang detection is on without a timeout
 
 

@@ -140,15 +140,21 @@ class Lifecycle:
         silent for ``minutes`` -> :meth:`Pods.hung`. A server's own polling, not a test's sleep."""
         limit = minutes * self.hang_minute
         tick = min(1.0, max(0.05, limit / 10))
+        said = ""
         while not self.pods.closing:
             time.sleep(tick)
-            job = self.store.get_job(job_id)
-            if job is None or job["status"] != st.RUNNING or (job["restarts"] or 0) != restarts:
-                return
-            last = max([job["started_at"] or 0.0] + [self._written(job_id, p) for p in self.store.pods(job_id)])
-            if time.time() - last >= limit:
-                self.pods.hung(job_id, restarts, minutes)
-                return
+            try:
+                job = self.store.get_job(job_id)
+                if job is None or job["status"] != st.RUNNING or (job["restarts"] or 0) != restarts:
+                    return
+                last = max([job["started_at"] or 0.0] + [self._written(job_id, p) for p in self.store.pods(job_id)])
+                if time.time() - last >= limit:
+                    self.pods.hung(job_id, restarts, minutes)
+                    return
+            except Exception as exc:  # noqa: BLE001 - a look that failed (a locked store) is tried again next tick
+                if repr(exc) != said:  # said once, not every tick
+                    log.warning("hang detection of job %s: %r; still watching", job_id, exc)
+                said = repr(exc)
 
     def _written(self, job_id: str, pod: Dict[str, Any]) -> float:
         """When a pod of this run last wrote to its log (its start when it has not)."""
