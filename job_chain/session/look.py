@@ -75,7 +75,9 @@ def status(ctx: RunContext, run_id: Optional[str] = None, *, now: Optional[float
         from job_chain.status import kept
         from job_chain.status.summary import fields
 
-        summary.keep(ctx.records, run.run_id, record, fields(found), before, whole=lambda: kept.dump(found))
+        said = fields(found)  # kept whole only when nothing goes on: no job of it is left to move in the API
+        summary.keep(ctx.records, run.run_id, record, said, before,
+                     whole=(lambda: kept.dump(found)) if said["ended"] is not None else None)
     return found
 
 

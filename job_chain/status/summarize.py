@@ -8,7 +8,7 @@ without a server. Steps are matched by name (a run recorded before names is matc
 from __future__ import annotations
 
 import time
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, TypeVar
+from typing import AbstractSet, Any, Dict, Iterable, List, Optional, Sequence, Tuple, TypeVar
 
 from job_chain.engine.states import FAILED, SUCCEEDED
 from job_chain.failures.signatures import UNRECORDED
@@ -39,8 +39,9 @@ def fact(table: Dict[Tuple[str, int], T], step: Step, attempt: int) -> Optional[
     return found if found is not None else table.get((f"{step.index:04d}", attempt))
 
 
-def has_fact(keys: Iterable[Tuple[str, int]], step: Step, attempt: int) -> bool:
-    keys = set(keys)
+def has_fact(keys: AbstractSet[Tuple[str, int]], step: Step, attempt: int) -> bool:
+    """Whether (step, attempt) is among ``keys``, also under the key a run recorded before names used
+    (``keys`` is asked as it is: a run's 5,000 success markers are not copied once per step)."""
     return (step.name, attempt) in keys or (f"{step.index:04d}", attempt) in keys
 
 
