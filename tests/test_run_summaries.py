@@ -417,3 +417,11 @@ def test_a_look_that_tells_a_run_s_end_keeps_a_summary_a_listing_reads(tmp_path:
     finally:
         taking.server.shutdown()
         refusing.shutdown()
+
+
+def test_a_kept_look_that_lacks_a_field_without_a_default_is_not_one() -> None:
+    from job_chain.status import kept
+
+    data = json.loads(json.dumps(kept.dump(_every_field_set())))
+    del data["status"]["steps"][0]["attempts"][0]["job_id"]
+    assert kept.load(data, "x") is None

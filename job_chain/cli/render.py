@@ -153,10 +153,18 @@ class FittedTable:
     def plain(self) -> str:
         """The whole table as text, for a pipe: every column full width, no styles.
 
-        Laid out as rich lays out this table, but without rendering it: rich takes about a
-        second for a 500-step status, this takes milliseconds.
+        Laid out as rich lays out this table (the lines :meth:`_lines` gives, without their
+        styles), but without rendering it: rich takes about a second for a 500-step status, this
+        takes milliseconds (a 5,000-step one: ~20 ms).
         """
-        return "\n".join(line for line, _ in self._lines())
+        widest, gap = self.widest, " " * GAP
+        lines = [self.title] if self.title else []
+        rows: List[Sequence[Cell]] = [self.columns, *self.cells]
+        for row in rows:
+            texts = [cell.text if isinstance(cell, Styled) else cell for cell in row]
+            lines.append(gap.join([text.ljust(width) if text.isascii() else text + " " * (width - cell_len(text))
+                                   for text, width in zip(texts, widest)]).rstrip())
+        return "\n".join(lines)
 
     def __rich_console__(self, console: Any, options: Any) -> Iterator[Any]:
         from rich.text import Span, Text

@@ -9,16 +9,16 @@ import datetime as _dt
 import shlex
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Sequence
+from functools import lru_cache
+from typing import Any, Dict, Iterable, List, Optional, Sequence
 
 import click
 
+from job_chain.cli.render import Cell, Styled, human_duration, make_table, show, styled_status
 from job_chain.engine.states import FAILED
 from job_chain.spec.model import display_group
+from job_chain.status.cost import hours_text
 from job_chain.status.types import Outcome, RunStatus, StepStatus, counts_text
-
-if TYPE_CHECKING:
-    from job_chain.cli.render import Cell
 
 
 def quoted(path: str) -> str:
@@ -34,13 +34,22 @@ def log_hint(status: RunStatus) -> Optional[str]:
             f"--attempt {step.attempt}")
 
 
+@lru_cache(maxsize=8192)
 def _local(when: Optional[_dt.datetime]) -> Optional[_dt.datetime]:
+    """``when`` in local time (asked once per time: a 5,000-step table shows a few hundred seconds)."""
     return when.astimezone() if when is not None else None
+
+
+@lru_cache(maxsize=8192)
+def _shown(when: Optional[_dt.datetime], fmt: str) -> str:
+    """``when`` as a table shows it (local time, ``fmt``), or ``-``."""
+    local = _local(when)
+    return local.strftime(fmt) if local is not None else "-"
 
 
 def time_format(times: Iterable[Optional[_dt.datetime]]) -> str:
     """``%H:%M:%S`` while everything shown is on one local date, else with the date."""
-    days = {t.astimezone().date() for t in times if t is not None}
+    days = {_local(t).date() for t in set(times) if t is not None}  # type: ignore[union-attr]
     return "%H:%M:%S" if len(days) <= 1 else "%Y-%m-%d %H:%M:%S"
 
 
@@ -48,8 +57,6 @@ def status_table(status: RunStatus, points: bool = True) -> Any:
     """The run as a table, one row per step (REASON says why a step failed: its cause, else AIHC's
     reason); a matrix is one row with its counts, followed by its points (all of them with
     ``points``, else those that run or failed)."""
-    from job_chain.cli.render import make_table
-
     fmt = time_format([status.started] + [s.started for s in status.steps] + [s.finished for s in status.steps])
     with_reason = any(s.why() for s in status.steps)
     with_gpus = any(s.gpu_hours for s in status.steps)
@@ -107,15 +114,11 @@ def needs(step: StepStatus, by_index: Dict[int, StepStatus]) -> str:
 
 def _step_row(status: RunStatus, s: StepStatus, fmt: str, with_reason: bool, with_gpus: bool,
               by_index: Dict[int, StepStatus]) -> List[Cell]:
-    from job_chain.cli.render import human_duration, styled_status
-    from job_chain.status.cost import hours_text
-
-    started = _local(s.started)
     row: List[Cell] = [
         str(s.index), ("  " if s.group else "") + s.label + (f" ({s.removed})" if s.removed else ""),
         styled_status(s.status), _attempt_cell(s),
         "-" if s.exit_code is None else str(s.exit_code), s.job_id or "-",
-        started.strftime(fmt) if started else "-", human_duration(s.duration())]
+        _shown(s.started, fmt), human_duration(s.duration())]
     if status.graph:  # what each step waits for: the graph, one row per step
         row.insert(2, f"after the run ({s.run_on})" if s.run_on else needs(s, by_index))
     if with_gpus:
@@ -133,8 +136,6 @@ def _attempt_cell(s: StepStatus) -> str:
 
 def _group_row(status: RunStatus, group: Dict[str, Any], with_reason: bool, with_gpus: bool,
                by_index: Dict[int, StepStatus]) -> List[Cell]:
-    from job_chain.cli.render import Styled, human_duration
-
     points = [by_index[i] for i in sorted(group["steps"]) if i in by_index]
     starts = [p.started for p in points if p.started]
     ends = [p.finished for p in points if p.finished]
@@ -146,8 +147,6 @@ def _group_row(status: RunStatus, group: Dict[str, Any], with_reason: bool, with
     if status.graph:
         row.insert(2, needs(points[0], by_index))
     if with_gpus:
-        from job_chain.status.cost import hours_text
-
         row.append(hours_text(sum(p.gpu_hours or 0.0 for p in points)))
     if with_reason:
         row.append("")
@@ -182,8 +181,6 @@ def file_line(status: RunStatus, changes: List[Any]) -> Optional[str]:
 
 
 def print_status(status: RunStatus, points: bool = True, changes: Optional[List[Any]] = None) -> None:
-    from job_chain.cli.render import show
-
     show(status_table(status, points))
     revision = revision_line(status)
     if revision:
@@ -330,9 +327,6 @@ def runs_columns(entries: Sequence[Dict[str, Any]]) -> List[str]:
 
 def runs_rows(entries: Sequence[Dict[str, Any]]) -> List[List[Any]]:
     """One row per run (``RunSummary.as_json``), as :func:`runs_columns` names them."""
-    from job_chain.cli.render import styled_status
-    from job_chain.status.cost import hours_text
-
     with_params = any(e.get("params") for e in entries)  # once: not once per row
     rows = []
     for entry in entries:
