@@ -123,16 +123,22 @@ def run_chains(server: LocalServer, tmp_path: Path, chains: int, steps: int) -> 
     return {run: steps for run, _ in started}, [output for _, output in started]
 
 
-@pytest.mark.timeout(480)
-def test_1000_hops_under_30_percent_faults(tmp_path: Path, local_server_factory: Any) -> None:
-    """20 chains x 50 steps through the real CLI; 30% of API calls fail, some after committing."""
+def test_300_hops_under_30_percent_faults(tmp_path: Path, local_server_factory: Any) -> None:
+    """20 chains x 15 steps at once through the real CLI; 30% of API calls fail, some after committing.
+
+    Every step after the first is created by the hop of the step before it, through the faulty API,
+    with 20 chains' hops at once: ~300 creates and their retries, of which 90 or more meet a fault
+    (127 measured), each of the six kinds ~20 times (odds that one kind is never met: under 1e-9).
+    The full size (~1,000 hops a style, on v1 and v2, with three kill -9 of the server) is
+    ``benchmarks/drill.py`` (its README section 12).
+    """
     server = local_server_factory(sample_interval=5.0, extra_args=["--inject-faults", "0.3", "--fault-seed", "1000"])
-    runs, outputs = run_chains(server, tmp_path, chains=20, steps=50)
-    jobs = wait_chains(server, runs, timeout=450)
+    runs, outputs = run_chains(server, tmp_path, chains=20, steps=15)
+    jobs = wait_chains(server, runs, timeout=240)
     assert_each_step_once(jobs, runs)
     assert_each_ran_once(tmp_path, jobs)
     log = (server.state_dir / "server.log").read_text()
-    assert log.count("injected fault") > 300
+    assert log.count("injected fault") > 90
     for kind in ("503 before", "500 before", "429 before", "drop before", "503 after", "drop after"):
         assert f"injected fault {kind}: POST /api/v1/aijobs" in log, kind  # lost commits included
     # what a user sees through the (faulty) API agrees, and holds no secret either
