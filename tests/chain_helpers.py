@@ -111,9 +111,11 @@ def latest_run(chain: Path) -> str:
 
 
 def wait_outcome(chain: Path, server: Any, wanted: str, timeout: float = 60) -> Dict[str, Any]:
+    """``status --json`` (in this process: polling waited ~0.5 s of CPU a look for a new Python)
+    until the run's outcome is ``wanted``; that status."""
     end = time.time() + timeout
     while True:
-        done = cli("status", str(chain), "--json", server=server, check=True)
+        done = cli_here("status", str(chain), "--json", server=server, check=True)
         status = json.loads(done.stdout)
         if status["outcome"] == wanted:
             return status
