@@ -9,7 +9,6 @@ not by a host name that a host-network pod shares with its node.
 from __future__ import annotations
 
 import json
-import os
 import stat
 import subprocess
 import time
@@ -17,16 +16,22 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 import pytest
-from chain_helpers import JOB_CHAIN, latest_run, write_chain
+from chain_helpers import Ran, latest_run, write_chain
 from conftest import LocalServer
 
 CREDENTIAL_ENV = ("AIHC_HOST", "AIHC_AK", "AIHC_SK", "AIHC_SESSION_TOKEN", "AK", "SK", "HOST", "JOB_CHAIN_CREDENTIALS")
 
 
-def bare_cli(*args: str, **env: str) -> subprocess.CompletedProcess:
-    """The real CLI with no host or keys in its environment but those given."""
-    clean = {k: v for k, v in os.environ.items() if k not in CREDENTIAL_ENV}
-    return subprocess.run([*JOB_CHAIN, *args], capture_output=True, text=True, timeout=120, env={**clean, **env})
+def bare_cli(*args: str, **env: str) -> Ran:
+    """The CLI with no host or keys in its environment but those given, in this process (click's
+    runner: the same command and words as a new Python, without its second of start-up on a busy
+    machine). What runs in the jobs — each step's hop — is a real process in its pod regardless."""
+    from click.testing import CliRunner
+
+    from job_chain.cli import cli
+
+    result = CliRunner().invoke(cli, list(args), env={**{name: None for name in CREDENTIAL_ENV}, **env})
+    return Ran(result.exit_code, result.stdout, result.stderr)
 
 
 def line(tmp_path: Path, server: LocalServer, **first: Any) -> Path:
