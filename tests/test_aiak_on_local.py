@@ -7,18 +7,14 @@ the parameters its step receives through ``jobSpec.envs`` and writes what a real
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any, Dict, List
 
-from chain_helpers import cli, labels, latest_run, run_jobs, wait_outcome
+from chain_helpers import Ran, cli_here, labels, latest_run, run_jobs, wait_outcome
 from test_dag_run import jobs_by_step
 
 from job_chain.engine.jobs import LABEL_STEP
 
-AIAK_GEN = os.path.join(os.path.dirname(sys.executable), "aiak-gen")
 STAND_IN = """#!/usr/bin/env bash
 set -euo pipefail
 # stand-in for {script}: every parameter the step needs must have arrived as an env
@@ -30,24 +26,33 @@ env | grep -E '^({pattern})=' | sort > "$STAND_IN_DIR/{script}.env"
 """
 
 
+def aiak_gen_here(*args: str) -> Ran:
+    """aiak-gen in this process (click's runner; tests/test_aiak_gen.py runs the installed command)."""
+    from click.testing import CliRunner
+
+    from job_chain.cli.aiak import aiak_gen
+
+    result = CliRunner().invoke(aiak_gen, list(args))
+    return Ran(result.exit_code, result.stdout, result.stderr)
+
+
 def step_names(chain: Dict[str, Any]) -> List[str]:
     """Every step's name (how jobs are labelled), exit handlers aside."""
     return sorted(j["name"] for j in chain["jobs"] if "runOn" not in (j.get("jobChain") or {}))
 
 
-def test_generated_chain_runs_with_stand_in_scripts(tmp_path: Path, local_server: Any) -> None:
+def test_generated_chain_runs_with_stand_in_scripts(tmp_path: Path, shared_server: Any) -> None:
     spec = {"MODEL_NAME": "llama3.1-8b", "REPLICAS": "2", "VERSION": "ci-1", "TRAINING_PHASE": "sft",
             "TP": "2", "PP": "1", "DATASET_NAME": "alpaca_zh-llama3-train", "JSON_KEYS": "instruction,output",
             "IMAGE": "registry.baidubce.com/aihc-aiak/aiak-training-llm:test"}
     (tmp_path / "aiak_job_info.json").write_text(json.dumps(spec))
     chain_path = tmp_path / "chain_info.json"
     mount = tmp_path  # the storage the steps mount holds the chain and its record, as on AIHC
-    done = subprocess.run([AIAK_GEN, str(chain_path), str(tmp_path / "aiak_job_info.json"), "--pool",
-                           local_server.pool, "--pfs", "pfs-local", "--mount-path", str(mount)],
-                          capture_output=True, text=True, timeout=60)
+    done = aiak_gen_here(str(chain_path), str(tmp_path / "aiak_job_info.json"), "--pool", shared_server.pool,
+                         "--pfs", "pfs-local", "--mount-path", str(mount))
     assert done.returncode == 0, done.stderr
 
-    cli("validate", str(chain_path), server=local_server, check=True)
+    cli_here("validate", str(chain_path), server=shared_server, check=True)
     chain = json.loads(chain_path.read_text())
     assert len(chain["jobs"]) == 3
     for job in chain["jobs"]:
@@ -60,8 +65,8 @@ def test_generated_chain_runs_with_stand_in_scripts(tmp_path: Path, local_server
         job["jobSpec"]["envs"].append({"name": "STAND_IN_DIR", "value": str(tmp_path / "out")})
     chain_path.write_text(json.dumps(chain, indent=2))
 
-    cli("run", str(chain_path), "--follow", server=local_server, check=True, timeout=120)
-    jobs = run_jobs(local_server, latest_run(chain_path))
+    cli_here("run", str(chain_path), "--follow", server=shared_server, check=True)
+    jobs = run_jobs(shared_server, latest_run(chain_path))
     assert sorted(labels(j)[LABEL_STEP] for j in jobs) == step_names(chain)
     assert all(j["status"] == "Succeeded" for j in jobs)
     seen = {p.name: p.read_text() for p in (tmp_path / "out").glob("*.env")}
@@ -92,7 +97,7 @@ env | grep -E "^($(echo "$STAND_IN_NEEDS" | tr ' ' '|'))=" | sort > "$STAND_IN_D
 """
 
 
-def test_pretrain_sft_chain_runs_with_stand_in_scripts(tmp_path: Path, local_server: Any) -> None:
+def test_pretrain_sft_chain_runs_with_stand_in_scripts(tmp_path: Path, shared_server: Any) -> None:
     spec = {"MODEL_NAME": "qwen1.5-0.5b", "REPLICAS": "1", "VERSION": "ps-1", "TRAINING_PHASE": "pretrain+sft",
             "TP": "", "PP": "", "DATASET_NAME": "team_corpus", "JSON_KEYS": "text",
             "SFT_DATASET_NAME": "alpaca_zh-llama3-train", "IMAGE": "registry.baidubce.com/aihc-aiak/x:test"}
@@ -100,11 +105,10 @@ def test_pretrain_sft_chain_runs_with_stand_in_scripts(tmp_path: Path, local_ser
     (tmp_path / "aiak_dict").mkdir()  # the pretraining data is the team's own table row
     (tmp_path / "aiak_dict" / "datasets.csv").write_text("dataset_name,url\nteam_corpus,bos:/team/c.jsonl\n")
     chain_path = tmp_path / "chain_info.json"
-    done = subprocess.run([AIAK_GEN, str(chain_path), str(tmp_path / "aiak_job_info.json"), "--pool",
-                           local_server.pool, "--pfs", "pfs-local", "--mount-path", str(tmp_path)],
-                          capture_output=True, text=True, timeout=60)
+    done = aiak_gen_here(str(chain_path), str(tmp_path / "aiak_job_info.json"), "--pool", shared_server.pool,
+                         "--pfs", "pfs-local", "--mount-path", str(tmp_path))
     assert done.returncode == 0, done.stderr
-    cli("validate", str(chain_path), server=local_server, check=True)
+    cli_here("validate", str(chain_path), server=shared_server, check=True)
 
     chain = json.loads(chain_path.read_text())
     assert len(chain["jobs"]) == 5
@@ -117,8 +121,8 @@ def test_pretrain_sft_chain_runs_with_stand_in_scripts(tmp_path: Path, local_ser
                                    {"name": "STAND_IN_STEP", "value": str(index)}]
     chain_path.write_text(json.dumps(chain, indent=2))
 
-    cli("run", str(chain_path), "--follow", server=local_server, check=True, timeout=180)
-    jobs = run_jobs(local_server, latest_run(chain_path))
+    cli_here("run", str(chain_path), "--follow", server=shared_server, check=True)
+    jobs = run_jobs(shared_server, latest_run(chain_path))
     assert sorted(labels(j)[LABEL_STEP] for j in jobs) == step_names(chain)
     assert all(j["status"] == "Succeeded" for j in jobs)
     seen = [dict(line.split("=", 1) for line in (tmp_path / "out" / f"{i}.env").read_text().splitlines())
@@ -130,7 +134,7 @@ def test_pretrain_sft_chain_runs_with_stand_in_scripts(tmp_path: Path, local_ser
 
 
 def test_eval_matrix_runs_each_benchmark_once_at_most_eval_parallel_at_once_then_reports(
-        tmp_path: Path, local_server: Any) -> None:
+        tmp_path: Path, shared_server: Any) -> None:
     """EVAL of three benchmarks with EVAL_PARALLEL 2: the eval matrix runs each point once after
     training, never more than two at once, then the report once after every point.
 
@@ -155,11 +159,10 @@ def test_eval_matrix_runs_each_benchmark_once_at_most_eval_parallel_at_once_then
             "EVAL_COMMAND": command}
     (tmp_path / "aiak_job_info.json").write_text(json.dumps(spec))
     chain_path = tmp_path / "chain_info.json"
-    done = subprocess.run([AIAK_GEN, str(chain_path), str(tmp_path / "aiak_job_info.json"), "--pool",
-                           local_server.pool, "--pfs", "pfs-local", "--mount-path", str(tmp_path)],
-                          capture_output=True, text=True, timeout=60)
+    done = aiak_gen_here(str(chain_path), str(tmp_path / "aiak_job_info.json"), "--pool", shared_server.pool,
+                         "--pfs", "pfs-local", "--mount-path", str(tmp_path))
     assert done.returncode == 0, done.stderr
-    cli("validate", str(chain_path), server=local_server, check=True)
+    cli_here("validate", str(chain_path), server=shared_server, check=True)
 
     chain = json.loads(chain_path.read_text())
     evaluate, report = chain["jobs"][3:]
@@ -174,12 +177,12 @@ def test_eval_matrix_runs_each_benchmark_once_at_most_eval_parallel_at_once_then
                                    {"name": "STAND_IN_STEP", "value": str(index)}]
     chain_path.write_text(json.dumps(chain, indent=2))
 
-    cli("run", str(chain_path), "--follow", server=local_server, check=True, timeout=180)
+    cli_here("run", str(chain_path), "--follow", server=shared_server, check=True)
     run_id = latest_run(chain_path)
     points = [f"{evaluate['name']}-benchmark-{b}" for b in benches]
     training = [j["name"] for j in chain["jobs"][:3]]
-    assert jobs_by_step(local_server, run_id) == {f"{n}/1": 1 for n in training + points + [report["name"]]}
-    assert all(j["status"] == "Succeeded" for j in run_jobs(local_server, run_id))
+    assert jobs_by_step(shared_server, run_id) == {f"{n}/1": 1 for n in training + points + [report["name"]]}
+    assert all(j["status"] == "Succeeded" for j in run_jobs(shared_server, run_id))
     trained = dict(line.split("=", 1) for line in (out / "2.env").read_text().splitlines())["SAVE"]
     eval_dir = tmp_path / "eval" / "qwen1.5-0.5b" / "sft" / "ev-1"
     assert sorted((shared / "runs").read_text().splitlines()) == sorted(  # each point once, with its own envs
@@ -196,11 +199,11 @@ def test_eval_matrix_runs_each_benchmark_once_at_most_eval_parallel_at_once_then
     assert report_file.stat().st_mtime > max(when for when, kind in events if kind == "end")  # after every point
     assert json.loads(report_file.read_text()) == {
         "checkpoint": trained, "results": {b: {"benchmark": b, "acc": 0.5} for b in benches}}
-    status = wait_outcome(chain_path, local_server, "succeeded", timeout=10)
+    status = wait_outcome(chain_path, shared_server, "succeeded", timeout=10)
     assert [g["counts"] for g in status["matrices"]] == [{"Succeeded": 3}]
 
 
-def test_a_chain_fetches_from_bos_with_the_sdk_and_runs_aiaks_tools(tmp_path: Path, local_server: Any) -> None:
+def test_a_chain_fetches_from_bos_with_the_sdk_and_runs_aiaks_tools(tmp_path: Path, shared_server: Any) -> None:
     """Issue 23 on a stand-in cluster: no bcecmd in the image, weights and data only on BOS.
 
     The real step scripts run as local jobs against a stand-in AIAK checkout (its tools take
@@ -215,23 +218,22 @@ def test_a_chain_fetches_from_bos_with_the_sdk_and_runs_aiaks_tools(tmp_path: Pa
     (tmp_path / "bos" / "team-data").mkdir(parents=True)
     (tmp_path / "bos" / "team-data" / "corpus.jsonl").write_text('{"text": "hello"}\n')
     chain_path, mount = tmp_path / "chain_info.json", tmp_path  # the mount holds the chain, as on AIHC
-    chain_path.write_text(json.dumps({"resourcePoolId": local_server.pool, "jobs": [{  # the template: AIAK's place
+    chain_path.write_text(json.dumps({"resourcePoolId": shared_server.pool, "jobs": [{  # the template: AIAK's place
         "jobSpec": {"envs": [{"name": "AIAK_TRAINING_PATH", "value": str(aiak)},
                              {"name": "AIAK_CALLS", "value": str(tmp_path / "calls")}]},
         "datasources": [{"type": "pfs", "name": "pfs-local", "mountPath": str(mount)}],
         "jobChain": {"generatedBy": "aiak-gen"}}]}))
-    with BosStandIn(tmp_path / "bos", {local_server.ak: local_server.sk}) as bos:
+    with BosStandIn(tmp_path / "bos", {shared_server.ak: shared_server.sk}) as bos:
         spec = {"MODEL_NAME": "llama2-7b", "REPLICAS": "1", "VERSION": "bos-1", "TRAINING_PHASE": "pretrain",
                 "TP": "", "PP": "", "DATASET_NAME": "corpus", "JSON_KEYS": "text", "IMAGE": "aiak:stock",
                 "MODEL_URL": "bos:/team-models/Llama-2-7b-hf", "DATASET_URL": "bos:/team-data/corpus.jsonl",
                 "BOS_ENDPOINT": bos.url}
         (tmp_path / "aiak_job_info.json").write_text(json.dumps(spec))
-        done = subprocess.run([AIAK_GEN, str(chain_path), str(tmp_path / "aiak_job_info.json")],
-                              capture_output=True, text=True, timeout=60)
+        done = aiak_gen_here(str(chain_path), str(tmp_path / "aiak_job_info.json"))
         assert done.returncode == 0, done.stderr
         chain_text = chain_path.read_text()
-        assert local_server.sk not in chain_text and local_server.ak not in chain_text
-        cli("run", str(chain_path), "--follow", server=local_server, check=True, timeout=120)
+        assert shared_server.sk not in chain_text and shared_server.ak not in chain_text
+        cli_here("run", str(chain_path), "--follow", server=shared_server, check=True)
         gets = [p for m, p in bos.requests if m == "GET"]
     jobs = json.loads(chain_text)["jobs"]
     convert, preprocess, train = ({e["name"]: e["value"] for e in j["jobSpec"]["envs"]} for j in jobs)
@@ -244,4 +246,4 @@ def test_a_chain_fetches_from_bos_with_the_sdk_and_runs_aiaks_tools(tmp_path: Pa
     assert Path(preprocess["DATA_PATH"] + ".bin").exists()
     assert (Path(train["SAVE"]) / "iter_0000100").is_dir()
     assert (Path(train["SAVE"]) / ".aiak-gen-done").read_text() == "TP=1 PP=1\n"
-    wait_outcome(chain_path, local_server, "succeeded", timeout=10)
+    wait_outcome(chain_path, shared_server, "succeeded", timeout=10)
