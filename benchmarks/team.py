@@ -17,8 +17,9 @@ both are checked out when the building is done (a branch names its commit at tha
   first view in a fresh console (no run's summary kept, as for runs copied in by hand: each tree's
   first view starts from none), a view again, and one poll of an idle page (its bytes and time),
   with 50 / 500 / 4,000 runs in 1 or 40 chains, and 40 chains × 50 runs;
-- ``status FILE`` of the finished 50 / 500 / 5,000-step runs, warm (a look before it) and cold (no
-  cached attempts: every job asked of the API).
+- ``status FILE`` of the finished 50 / 500 / 5,000-step runs, warm (a look before it, its record
+  unchanged for 2.5 s: a run that ended a while ago) and cold (no cached attempts: every job asked
+  of the API, and every step worked out).
 
 Before timing, each command runs once untimed (bytecode, page cache, and for this checkout the runs'
 summaries, which that first ``runs`` works out and writes). Printed: each figure's median for both
@@ -108,8 +109,9 @@ def forget_attempts(path: Path) -> None:
 
 
 def forget_summaries(directory: Path) -> None:
-    """Remove every kept summary and chain-file check under ``directory``: what a fresh look works out."""
-    for kept in directory.rglob("*.runs/.summaries"):
+    """Remove every kept summary, kept look and chain-file check under ``directory``: what a fresh look
+    works out."""
+    for kept in [*directory.rglob("*.runs/.summaries"), *directory.rglob("*.runs/.looks")]:
         shutil.rmtree(kept, ignore_errors=True)
     for kept in directory.rglob("*.runs/.file-check.json"):
         kept.unlink()
@@ -180,6 +182,7 @@ def one_tree(tree: Path, env: Dict[str, str], built: Dict[str, Any], repeats: in
         for key, value in figures.items():
             found[f"console_{chains}x{size}_{key}"] = value
     for steps, path in built["status"].items():
+        time.sleep(2.5)  # the run ended a while ago (the cold looks of the tree before just wrote its record)
         found[f"status_{steps}_warm"] = harness.percentile(timed(tree, env, ["status", str(path)], repeats), 50)
         cold = [_cold(tree, env, path) for _ in range(max(2, repeats - 1))]
         found[f"status_{steps}_cold"] = harness.percentile(cold, 50)
