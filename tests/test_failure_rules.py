@@ -109,6 +109,25 @@ def test_when_no_log_line_matched_the_platforms_warning_events_or_the_jobs_reaso
     assert decide(chain({"retries": {"platform": 1}}).steps[0], 1, 1, ["platform"]).retry
 
 
+def test_a_failure_no_log_explains_reads_its_jobs_events_once_also_with_hang_detection_on() -> None:
+    from memory_api import MemoryAPI
+
+    from job_chain.status.causes import classify_job
+
+    api = MemoryAPI()
+    body = {"name": "train", "faultTolerance": True, "jobSpec": {"image": "img", "command": "x", "replicas": 1},
+            "faultToleranceConfig": {"enabledHangDetection": True, "hangDetectionTimeoutMinutes": 5}}
+    job_id = api.create_job("pool", body)["jobId"]
+    api.finish(job_id, 3)
+    asked: List[str] = []
+    real = api.job_events
+    api.job_events = lambda *a, **k: asked.append(a[1]) or real(*a, **k)  # type: ignore[method-assign]
+    step = chain({}).steps[0]
+    step = type(step)(**{**step.__dict__, "body": {**step.body, **body}})
+    found = classify_job(api, "pool", job_id, step, 3)
+    assert found.cls == "platform" and asked == [job_id]  # hang detection and the platform asked one read
+
+
 def test_status_decides_with_the_recorded_causes() -> None:
     the_chain = chain({"retries": {"infra": 1, "user": 0}})
     facts = RunFacts(started=NOW - 900, failures={("train", 1): Failure("infra", "nccl-remote-error", "x", "p")})

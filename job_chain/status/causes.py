@@ -9,10 +9,10 @@ the next hop read the record instead of the logs, and agree with the decision th
 
 from __future__ import annotations
 
-from typing import Any, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Iterable, List, Optional, Sequence, Tuple
 
 from job_chain.aihc.engine import as_engine
-from job_chain.engine.jobs import EngineError, Job
+from job_chain.engine.jobs import EngineError, Event, Job
 from job_chain.failures.classify import TAIL_BYTES, Failure, classify, tail_text
 from job_chain.rules.state import AttemptFacts
 from job_chain.spec.model import Chain, Step
@@ -52,33 +52,39 @@ def classify_job(client: Any, pool: str, job_id: str, step: Step, exit_code: Opt
     """The cause of one failed job, from every pod's log tail (the step's failureRules first); its
     matching line with the step's secret env values hidden (:mod:`job_chain.util.redaction`), as the
     log view hides them: the line is kept in the record, and shown and sent from there."""
-    hung = _engine_hang(client, pool, job_id, step)
+    read: List[List[Event]] = []
+
+    def job_events() -> List[Event]:  # read once, when first needed: most failures are told by their logs
+        if not read:
+            read.append(as_engine(client).events(pool, job_id))
+        return read[0]
+
+    hung = _engine_hang(job_events, step)
     if hung is not None:  # the engine's own verdict: its pods were stopped, their logs say nothing more
         return hung
     tails = pod_tails(client, pool, job_id, first)
     found = classify(tails, step.failure_rules, exit_code)
     if found.cls == "unknown" and not found.signature:  # no log line matched: does the platform say why?
-        found = _platform(client, pool, job_id, any(text.strip() for _, text in tails)) or found
+        found = _platform(job_events(), any(text.strip() for _, text in tails)) or found
     return found.redacted(env_secrets(step.body))
 
 
-def _engine_hang(client: Any, pool: str, job_id: str, step: Step) -> Optional[Failure]:
+def _engine_hang(job_events: Callable[[], List[Event]], step: Step) -> Optional[Failure]:
     """``hang`` when AIHC's hang detection (on in the step's body) ended the job, from its events."""
     from job_chain.aihc.spec import hang_minutes
     from job_chain.failures.classify import engine_hang
 
     if hang_minutes(step.body) is None:
         return None
-    return engine_hang(as_engine(client).events(pool, job_id))
+    return engine_hang(job_events())
 
 
-def _platform(client: Any, pool: str, job_id: str, logged: bool) -> Optional[Failure]:
+def _platform(events: List[Event], logged: bool) -> Optional[Failure]:
     """The cause the job's events give: the engine's own verdict on a job it ended (Slurm's TIMEOUT,
     NODE_FAIL, …, whose node may have logged nothing), else the ``platform`` cause (its Warnings,
     its JobFailed reason), or None."""
     from job_chain.failures.classify import platform_cause, verdict_cause
 
-    events = as_engine(client).events(pool, job_id)
     reason = next((e.message for e in events if e.kind == "JobFailed"), "")
     return verdict_cause(events) or platform_cause(events, reason, logged)
 
