@@ -12,7 +12,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from chain_helpers import JOB_CHAIN, cli, cli_env, cli_here, make_chain
+from chain_helpers import JOB_CHAIN, cli_env, cli_here, make_chain
 
 from job_chain.util.suggest import closest, did_you_mean
 
@@ -71,10 +71,11 @@ def test_start_rerun_and_the_run_wording(tmp_path: Path, shared_server: Any) -> 
 
 def test_ctrl_c_on_logs_follow_says_detached(tmp_path: Path, shared_server: Any) -> None:
     chain = make_chain(tmp_path, [{"name": "long", "script": "echo started; sleep 60"}], shared_server.pool)
-    cli("run", str(chain), server=shared_server, check=True)
+    cli_here("run", str(chain), server=shared_server, check=True)
     env = cli_env(shared_server)
     follow = subprocess.Popen([*JOB_CHAIN, "logs", str(chain), "--follow"], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, env=env)
+                              stderr=subprocess.PIPE, text=True, env=env,  # Ctrl-C as in a terminal, even when
+                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # pytest ignores it
     try:
         assert follow.stdout is not None and follow.stdout.readline() == "started\n"  # it is following
         follow.send_signal(signal.SIGINT)
@@ -82,7 +83,7 @@ def test_ctrl_c_on_logs_follow_says_detached(tmp_path: Path, shared_server: Any)
     finally:
         follow.kill()
         follow.wait()
-        cli("stop", str(chain), server=shared_server)
+        cli_here("stop", str(chain), server=shared_server)
     assert follow.returncode == 130, err
     assert "detached: the run keeps going by itself; only this view of its log stopped" in err
     assert "aborted" not in err and "Traceback" not in err
