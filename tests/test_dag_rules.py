@@ -81,6 +81,26 @@ def test_durations(text: Any, seconds: Any) -> None:
     assert graph.parse_duration(text) == seconds
 
 
+def test_every_duration_and_aihc_time_is_read_by_one_rule() -> None:
+    """A step's timeout, the metrics API's timeStep, the local server's --schedule-delay and local sts
+    --duration read a duration one way (util/durations.seconds_of), each with its own bounds; the
+    local server takes every time form job-chain reads from AIHC (aihc/timefmt) and writes them the
+    same way."""
+    from job_chain.aihc.timefmt import iso_utc, metric_step, parse_time
+    from job_chain.cli.local import Delay
+    from job_chain.local.params import parse_time as query_time
+    from job_chain.local.shapes import iso_time
+    from job_chain.local.sts import session_seconds
+
+    assert graph.parse_duration("1h30m") == metric_step("1h30m") == Delay().convert("1h30m", None, None) == \
+        session_seconds("1h30m") == 5400
+    for text in ("2024-07-15T16:52:50Z", "2024-07-15 16:52:50 +0000 UTC", "2024-07-15T16:52:50.250Z",
+                 "2024-07-15 16:52:50"):
+        when = parse_time(text)
+        assert when is not None and query_time("startTime", text) == when.timestamp(), text
+    assert iso_time(1721062370.9) == iso_utc(1721062370.9) == "2024-07-15T16:52:50Z" and iso_time(None) == ""
+
+
 def test_plan_diamond() -> None:
     chain = load(DIAMOND)
     s, a, f = plan_.SUCCEEDED, plan_.ACTIVE, plan_.FAILED

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import datetime as _dt
+import time
 from typing import Any, Optional
+
+from job_chain.util.durations import seconds_of
 
 
 def parse_time(text: Optional[str]) -> Optional[_dt.datetime]:
-    """Parse AIHC's ``2024-07-16T08:33:43Z`` (and event ``2024-07-15 16:52:50 +0000 UTC``)."""
+    """Parse AIHC's ``2024-07-16T08:33:43Z`` (and event ``2024-07-15 16:52:50 +0000 UTC``; a time
+    without a zone is UTC, as AIHC's are). What the clients read and the local server takes."""
     if not text:
         return None
     if text.endswith("Z") and "T" in text:  # the common case, without strptime's slow first call
@@ -15,7 +19,7 @@ def parse_time(text: Optional[str]) -> Optional[_dt.datetime]:
             return _dt.datetime.fromisoformat(text[:-1]).replace(tzinfo=_dt.timezone.utc)
         except ValueError:
             pass
-    for fmt in ("%Y-%m-%dT%H:%M:%SZ", "%Y-%m-%d %H:%M:%S +0000 UTC", "%Y-%m-%dT%H:%M:%S.%fZ"):
+    for fmt in ("%Y-%m-%dT%H:%M:%SZ", "%Y-%m-%d %H:%M:%S +0000 UTC", "%Y-%m-%dT%H:%M:%S.%fZ", "%Y-%m-%d %H:%M:%S"):
         try:
             return _dt.datetime.strptime(text, fmt).replace(tzinfo=_dt.timezone.utc)
         except ValueError:
@@ -26,7 +30,6 @@ def parse_time(text: Optional[str]) -> Optional[_dt.datetime]:
 # The metrics API's times (DescribeJobMetrics, GET .../metrics): the pages show ISO 8601 instants
 # and a ``timeStep`` like "5m" (default 5 minutes); unix seconds are taken too.
 METRIC_STEP_DEFAULT = 300
-_STEP_UNITS = {"s": 1, "m": 60, "h": 3600}
 _MAX_STEP = 366 * 86400
 _MAX_UNIX = 253402300799  # 9999-12-31T23:59:59Z: later is a mistake (and overflows datetime)
 
@@ -53,17 +56,16 @@ def metric_instant(text: Any) -> int:
 
 
 def metric_step(text: Any) -> int:
-    """Seconds from a ``timeStep`` like ``5m``, ``30s``, ``1h`` (or bare seconds, ``300``), more
-    than 0 and at most 366 days. ValueError says what is taken."""
+    """Seconds from a ``timeStep`` like ``5m``, ``30s``, ``1h`` (or bare seconds, ``300``; read as
+    every duration is, :func:`job_chain.util.durations.seconds_of`), whole, more than 0 and at most
+    366 days. ValueError says what is taken."""
     value = str(text).strip().lower()
-    unit = _STEP_UNITS.get(value[-1:], 1) if value[-1:].isalpha() else 1
-    digits = value[:-1] if value[-1:].isalpha() else value
-    if not digits.isdigit() or len(digits) > 9 or (value[-1:].isalpha() and value[-1:] not in _STEP_UNITS):
-        raise ValueError(f"must be a duration like 5m, 30s or 1h (or seconds), got {str(text)[:40]!r}")
-    seconds = int(digits) * unit
+    seconds = float(value) if value.isdigit() and len(value) <= 12 else seconds_of(value)
+    if seconds is None or seconds != int(seconds):
+        raise ValueError(f"must be a duration like 5m, 30s or 1h (or whole seconds), got {str(text)[:40]!r}")
     if not 0 < seconds <= _MAX_STEP:
         raise ValueError(f"must be more than 0 and at most 366 days, got {str(text)[:40]!r}")
-    return seconds
+    return int(seconds)
 
 
 def step_text(seconds: int) -> str:
@@ -74,6 +76,6 @@ def step_text(seconds: int) -> str:
     return f"{seconds}s"
 
 
-def iso_utc(unix: int) -> str:
-    """Unix seconds as ``2026-01-15T14:00:00Z``."""
-    return _dt.datetime.fromtimestamp(unix, _dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+def iso_utc(unix: float) -> str:
+    """Unix seconds as AIHC writes a time, ``2026-01-15T14:00:00Z`` (a fraction dropped)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(unix))

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import click
 
-from job_chain.aihc import spec
+from job_chain.aihc import spec, timefmt
 from job_chain.cli.follow import detach_on_ctrl_c
 from job_chain.cli.options import echo_json, pool_option, read_json_file, resolve_pool, with_client
 
@@ -238,22 +238,17 @@ def logs_cmd(client: Any, job_id: str, pod: Optional[str], follow: bool, tail: O
         follow_logs(client, pool_id, job_id, pod_name, tail, follow)
 
 
-def _metric_time(ctx: click.Context, param: click.Parameter, value: Optional[str]) -> Optional[int]:
-    from job_chain.aihc.timefmt import metric_instant
+def _parsed_by(parse: Callable[[str], int]) -> Callable[[click.Context, click.Parameter, Optional[str]], Optional[int]]:
+    """A click callback: the option's text read by ``parse``, its ValueError said as the option's."""
+    def callback(ctx: click.Context, param: click.Parameter, value: Optional[str]) -> Optional[int]:
+        try:
+            return None if value is None else parse(value)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc)) from None
+    return callback
 
-    try:
-        return None if value is None else metric_instant(value)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc)) from None
 
-
-def _metric_step(ctx: click.Context, param: click.Parameter, value: Optional[str]) -> Optional[int]:
-    from job_chain.aihc.timefmt import metric_step
-
-    try:
-        return None if value is None else metric_step(value)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc)) from None
+_metric_time, _metric_step = _parsed_by(timefmt.metric_instant), _parsed_by(timefmt.metric_step)
 
 
 @jobs.command("metrics")

@@ -9,6 +9,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import click
 
 from job_chain.cli.options import sk_on_command_line
+from job_chain.local import HANG_MINUTE
 
 
 class Delay(click.ParamType):
@@ -17,7 +18,7 @@ class Delay(click.ParamType):
     name = "duration"
 
     def convert(self, value: Any, param: Any, ctx: Any) -> float:
-        from job_chain.spec.graph import parse_duration
+        from job_chain.util.durations import seconds_of
 
         if isinstance(value, float):
             return value
@@ -25,7 +26,7 @@ class Delay(click.ParamType):
         try:
             seconds: Optional[float] = float(text)  # plain seconds, as `local start` passes them on
         except ValueError:
-            seconds = 0.0 if text == "0s" else parse_duration(text)
+            seconds = seconds_of(text)
         if seconds is None or not 0 <= seconds <= 86400:
             self.fail(f"{value!r} is not a duration of at most a day (e.g. 20s, 1m, 0)", param, ctx)
         return seconds
@@ -64,9 +65,9 @@ def _server_options(func: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--schedule-delay", type=Delay(), default="0", metavar="DURATION",
                      help="How long each job stays Scheduled before its pods start, as image pulls "
                      "make it on AIHC (e.g. 20s, 1m; default 0)."),
-        click.option("--hang-minute", type=Delay(), default="1m", metavar="DURATION",
+        click.option("--hang-minute", type=Delay(), default=HANG_MINUTE, metavar="DURATION",
                      help="How long a minute of a job's hang detection (hangDetectionTimeoutMinutes) "
-                     "lasts here (default 1m; e.g. 1s to see a hang detected quickly)."),
+                     f"lasts here (default {HANG_MINUTE:g}s; e.g. 1s to see a hang detected quickly)."),
     ]
     for option in reversed(options):
         func = option(func)
@@ -179,14 +180,9 @@ def status(state_dir: Optional[str], as_json: bool) -> None:
 def sts(duration: str, out: Optional[str], state_dir: Optional[str]) -> None:
     """Get temporary credentials (AK, SK and a BCE session token, as BCE STS gives them) from the
     running server, written to a credentials file for --credentials; the secrets are never printed."""
-    from job_chain.errors import UsageError
-    from job_chain.local.sts import mint
-    from job_chain.spec.graph import parse_duration
+    from job_chain.local.sts import mint, session_seconds
 
-    seconds = parse_duration(duration)
-    if seconds is None or seconds != int(seconds) or seconds > 129600:
-        raise UsageError(f"--duration {duration!r}: give whole seconds up to 36h, like 1h, 30m or 90s")
-    made = mint(int(seconds), out, state_dir)
+    made = mint(session_seconds(duration), out, state_dir)
     click.echo(f"temporary credentials for {made['host']} (access key {made['ak']}), valid until "
                f"{made['expiration']}, written to {made['path']} (mode 0600)")
     click.echo(f"use them with: --credentials {made['path']} (or env JOB_CHAIN_CREDENTIALS)")

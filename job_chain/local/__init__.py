@@ -7,3 +7,5 @@ The layers stay apart (tests/test_structure.py): state (``store``, ``schema``) k
 HTTP nor execution, and execution (``executor``, ``lifecycle``, ``adoption``, ``pod_process``)
 knows neither HTTP nor the API's shapes; what both need of this machine is in ``host``.
 """
+
+HANG_MINUTE = 60.0  # seconds a minute of hang detection lasts here, unless --hang-minute says otherwise (tests)

@@ -19,7 +19,7 @@ from job_chain.local.errors import INAPPROPRIATE, BadRequest, IdempotencyMismatc
 from job_chain.local.executor import Executor, utc_event_time
 from job_chain.local.host import HOSTNAME
 from job_chain.local.metrics import job_metrics
-from job_chain.local.params import parse_int, parse_metric_window, parse_time
+from job_chain.local.params import STS_DEFAULT_SECONDS, STS_MAX_SECONDS, parse_int, parse_metric_window, parse_time
 from job_chain.local.pod_process import pod_paths
 from job_chain.local.pool_views import PoolViews
 from job_chain.local.shapes import iso_time
@@ -57,8 +57,6 @@ def validate_create(body: Any) -> Tuple[Dict[str, Any], List[str]]:
     return clean, ignored
 
 
-STS_DEFAULT_SECONDS = 43200  # 12 h when durationSeconds is not given (the local server's default)
-STS_MAX_SECONDS = 129600  # 36 h: the local server's bound
 
 
 class Backend:

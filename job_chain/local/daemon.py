@@ -21,6 +21,7 @@ import urllib.request
 from typing import Any, Dict, Optional, Sequence
 
 from job_chain.errors import JobChainError, UsageError
+from job_chain.local import HANG_MINUTE
 from job_chain.local.server import (
     default_state_dir,
     keep_keys,
@@ -144,7 +145,7 @@ def start(
                         ("--inject-faults", inject_faults or None),
                         ("--fault-seed", fault_seed if inject_faults else None),
                         ("--schedule-delay", schedule_delay or None),
-                        ("--hang-minute", hang_minute if hang_minute not in (None, 60.0) else None)):
+                        ("--hang-minute", hang_minute if hang_minute not in (None, HANG_MINUTE) else None)):
         if value is not None:
             command += [flag, str(value)]
     for flag, names in (("--pool", pools), ("--queue", queues)):

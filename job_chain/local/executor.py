@@ -26,6 +26,7 @@ import threading
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
+from job_chain.local import HANG_MINUTE
 from job_chain.local import store as st
 from job_chain.local.adoption import Adoption
 from job_chain.local.host import HOSTNAME
@@ -104,7 +105,7 @@ class Executor:
 
     def __init__(
         self, store: Store, state_dir: str, max_running: Optional[int] = None, stop_grace: float = 10.0,
-        schedule_delay: float = 0.0, hang_minute: float = 60.0,
+        schedule_delay: float = 0.0, hang_minute: float = HANG_MINUTE,
     ) -> None:
         self.store = store
         self.state_dir = state_dir

@@ -34,6 +34,7 @@ import time
 from typing import Any, Dict, List, Optional, Protocol
 
 from job_chain.aihc.spec import hang_minutes, restart_limit
+from job_chain.local import HANG_MINUTE
 from job_chain.local import store as st
 from job_chain.local.host import HOSTNAME
 from job_chain.local.pod_process import pod_paths
@@ -66,7 +67,7 @@ class Lifecycle:
     """Scheduled, the schedule delay, and restarts; ``pods`` (the executor) starts and signals pods."""
 
     def __init__(self, store: Store, state_dir: str, pods: Pods, *, stop_grace: float,
-                 schedule_delay: float, hang_minute: float = 60.0) -> None:
+                 schedule_delay: float, hang_minute: float = HANG_MINUTE) -> None:
         self.store = store
         self.state_dir = state_dir
         self.pods = pods

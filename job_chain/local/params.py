@@ -5,15 +5,16 @@ A parameter that is not what its API takes is a 400 naming it, never a 500 or a 
 
 from __future__ import annotations
 
-import calendar
-import time
 from typing import Optional, Tuple
 
 from job_chain.aihc.timefmt import METRIC_STEP_DEFAULT, metric_instant, metric_step
+from job_chain.aihc.timefmt import parse_time as aihc_time
 from job_chain.local.errors import BadRequest
 from job_chain.util.jsonfile import describe
 
 MAX_QUERY_INT = 2**53  # larger numbers in a query are mistakes (and overflow SQLite and floats)
+STS_DEFAULT_SECONDS = 43200  # 12 h when durationSeconds is not given (the local server's default)
+STS_MAX_SECONDS = 129600  # 36 h: the local server's bound on temporary credentials (and local sts --duration's)
 
 
 def parse_int(name: str, value: Optional[str], default: Optional[int] = None,
@@ -34,7 +35,8 @@ def parse_int(name: str, value: Optional[str], default: Optional[int] = None,
 
 
 def parse_time(name: str, value: Optional[str]) -> Optional[float]:
-    """Event time filters: unix seconds, ``2024-07-15 16:52:50 +0000 UTC`` or ISO ``...Z``."""
+    """Event time filters: unix seconds, or a time as AIHC writes them (``2024-07-15 16:52:50 +0000 UTC``,
+    ``…T…Z``: :func:`job_chain.aihc.timefmt.parse_time`)."""
     if value is None or value == "":
         return None
     try:
@@ -46,11 +48,9 @@ def parse_time(name: str, value: Optional[str]) -> Optional[float]:
             raise BadRequest(f"{name} must be unix seconds between 0 and {MAX_QUERY_INT}, "
                              f"got {describe(value, 40)}")
         return number
-    for fmt in ("%Y-%m-%d %H:%M:%S +0000 UTC", "%Y-%m-%dT%H:%M:%SZ", "%Y-%m-%d %H:%M:%S"):
-        try:
-            return float(calendar.timegm(time.strptime(value, fmt)))
-        except ValueError:
-            continue
+    when = aihc_time(value)
+    if when is not None:
+        return when.timestamp()
     raise BadRequest(f"{name} must be unix seconds or like 2024-07-15T16:52:50Z, got {describe(value, 40)}")
 
 

@@ -19,6 +19,7 @@ from typing import Any, BinaryIO, Dict, List, Optional, Sequence, Tuple
 from urllib.parse import urlsplit
 
 from job_chain.errors import JobChainError, UsageError
+from job_chain.local import HANG_MINUTE
 from job_chain.util.files import read_json_dict, write_json_private
 
 STATE_DIR_ENV = "JOB_CHAIN_LOCAL_DIR"
@@ -295,7 +296,7 @@ def serve(
     pools: Sequence[str] = (),
     queues: Sequence[str] = (),
     schedule_delay: float = 0.0,
-    hang_minute: float = 60.0,
+    hang_minute: float = HANG_MINUTE,
 ) -> None:
     """Serve until SIGTERM/SIGINT. Pods keep running after the server stops.
 

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import hashlib
 import os
-import time
 from typing import Any, Dict, Iterable, List, Mapping, Optional
 
+from job_chain.aihc.timefmt import iso_utc
 from job_chain.local.host import HOSTNAME
 
 ROOT_QUEUE = "63a9f0ea7bb98050796b649e85481845"  # parentQueue of a top-level queue (md5 of "root",
@@ -29,8 +29,8 @@ _ALNUM = "0123456789abcdefghijklmnopqrstuvwxyz"
 
 
 def iso_time(ts: Optional[float]) -> str:
-    """AIHC's timestamps: ``2024-07-16T08:33:43Z``; "" when unset."""
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts)) if ts else ""
+    """AIHC's timestamps (:func:`job_chain.aihc.timefmt.iso_utc`); "" when unset, as AIHC answers."""
+    return iso_utc(ts) if ts else ""
 
 
 def queue_id(pool: str, name: str) -> str:

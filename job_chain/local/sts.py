@@ -17,6 +17,19 @@ from typing import Any, Dict, Optional
 from job_chain.errors import UsageError
 
 
+def session_seconds(text: str) -> int:
+    """How long the credentials asked for with ``--duration TEXT`` last: whole seconds from 1 to
+    :data:`~job_chain.local.params.STS_MAX_SECONDS` (the bound the server holds them to), read as
+    every duration is (:func:`job_chain.util.durations.seconds_of`). UsageError otherwise."""
+    from job_chain.local.params import STS_MAX_SECONDS as MAX_SECONDS
+    from job_chain.util.durations import seconds_of
+
+    seconds = seconds_of(text)
+    if seconds is None or seconds != int(seconds) or not 1 <= seconds <= MAX_SECONDS:
+        raise UsageError(f"--duration {text!r}: give whole seconds up to {MAX_SECONDS // 3600}h, like 1h, 30m or 90s")
+    return int(seconds)
+
+
 def mint(seconds: int, out: Optional[str] = None, state_dir: Optional[str] = None) -> Dict[str, Any]:
     """Ask the running local server of ``state_dir`` for credentials valid ``seconds``; write them to
     ``out`` (default: ``STATE_DIR/sts/credentials-<time>.json``). What may be shown: ``{"path",

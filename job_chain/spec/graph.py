@@ -10,40 +10,30 @@ Once any job names ``dependsOn``, every job without it is a root. Exit handlers
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from job_chain.spec.model import Step
+from job_chain.util.durations import seconds_of
 from job_chain.util.jsonfile import describe
 
 GRAPH_SETTINGS = {"dependsOn", "runOn", "timeout", "hangTimeout", "retryOnExitCodes"}
 RUN_ON = ("failure", "always")
-_DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)([smhd]))+")
-_PART = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
-_UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 
 def parse_duration(value: Any) -> Optional[float]:
-    """``"6h"``, ``"30m"``, ``"1h30m"``, ``"90s"``, ``"2d"`` or a number of seconds; None if invalid."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, (int, float)):
-        return float(value) if 0 < value < 1e9 else None
-    if not isinstance(value, str) or not _DURATION.fullmatch(value.strip()):
-        return None
-    seconds = sum(float(n) * _UNIT[u] for n, u in _PART.findall(value.strip()))
-    return seconds if 0 < seconds < 1e9 else None
+    """``"6h"``, ``"30m"``, ``"1h30m"``, ``"90s"``, ``"2d"`` or a number of seconds, more than 0 and less
+    than 1e9 (:func:`job_chain.util.durations.seconds_of`); None if invalid."""
+    seconds = seconds_of(value)
+    return seconds if seconds is not None and 0 < seconds < 1e9 else None
 
 
 def duration_problem(value: Any) -> Optional[str]:
     """Why ``value`` is no step duration (None if it is one): its form, or its size."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)) or \
-            (isinstance(value, str) and not _DURATION.fullmatch(value.strip())):
+    seconds = seconds_of(value)
+    if seconds is None:
         return f"{describe(value)} is not a duration: write e.g. \"6h\", \"30m\", \"1h30m\" or \"90s\""
-    seconds = float(value) if not isinstance(value, str) else \
-        sum(float(n) * _UNIT[u] for n, u in _PART.findall(value.strip()))
     if seconds != seconds:  # NaN
         return f"{describe(value)} is not a duration: write e.g. \"6h\""
     if seconds <= 0:
