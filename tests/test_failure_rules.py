@@ -168,6 +168,9 @@ def test_gpus_are_the_resources_that_name_a_gpu_times_the_replicas() -> None:
                                                      {"name": "rdma/hca", "quantity": 1}]}}
     assert gpus_per_replica(body) == 8 and gpus(body) == 16
     assert gpus({"jobSpec": {"resources": [{"name": "nvidia.com/gpu", "quantity": 4}]}}) == 4
+    assert gpus_per_replica({"jobSpec": {"resources": [{"name": "nvidia.com/gpu", "quantity": "8"}]}}) == 8  # v2's text
+    assert gpus_per_replica({"jobSpec": {"resources": [{"name": "nvidia.com/gpu", "quantity": q} for q in
+                                                       ("16Gi", True, None, "nan", "-1")]}}) == 0
     assert gpus({"jobSpec": {}}) == 0 and hours_text(12.345) == "12.3" and hours_text(0.4201) == "0.42"
 
 

@@ -44,7 +44,8 @@ def test_a_pod_gets_what_aihc_gives_a_pod_and_nothing_more(local_server: LocalSe
     import socket
 
     job_id, envs = pod_envs(local_server, tmp_path, "envs", replicas=2, envs=[{"name": "CUSTOM", "value": "yes"}],
-                            resources=[{"name": "baidu.com/a800_80g_cgpu", "quantity": 8}])
+                            resources=[{"name": "baidu.com/a800_80g_cgpu", "quantity": 8},
+                                       {"name": "rdma/hca", "quantity": 1}])  # GPUs only: not the RDMA device
     port = envs[0]["MASTER_PORT"]
     for rank, env in envs.items():
         assert {k: env.get(k) for k in DOCUMENTED} == {

@@ -15,7 +15,13 @@ def gpus_per_replica(body: Dict[str, Any]) -> float:
     total = 0.0
     for item in (body.get("jobSpec") or {}).get("resources") or []:
         if isinstance(item, dict) and GPU_RESOURCE.search(str(item.get("name") or "")):
-            quantity = item.get("quantity")
-            if isinstance(quantity, (int, float)) and not isinstance(quantity, bool) and quantity > 0:
-                total += float(quantity)
+            quantity = item.get("quantity")  # a number, or a number as text ("8": AIHC takes both)
+            if isinstance(quantity, bool) or not isinstance(quantity, (int, float, str)):
+                continue
+            try:
+                count = float(quantity)
+            except ValueError:
+                continue
+            if 0 < count < float("inf"):
+                total += count
     return total

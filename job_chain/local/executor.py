@@ -26,6 +26,7 @@ import threading
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
+from job_chain.engine.resources import gpus_per_replica
 from job_chain.local import HANG_MINUTE
 from job_chain.local import store as st
 from job_chain.local.adoption import Adoption
@@ -59,19 +60,6 @@ def host_network(job_spec: Dict[str, Any]) -> bool:
     return bool(job_spec.get("enableRDMA")) if given is None else bool(given)
 
 
-def _per_node(job_spec: Dict[str, Any]) -> int:
-    """``NPROC_PER_NODE``: the accelerators one replica asks for (every resource but cpu and
-    memory), 1 for a job that asks for none."""
-    count = 0.0
-    for resource in job_spec.get("resources") or []:
-        if isinstance(resource, dict) and resource.get("name") not in ("cpu", "memory", None):
-            try:
-                count += float(resource.get("quantity") or 0)
-            except (TypeError, ValueError):
-                continue
-    return int(count) or 1
-
-
 def platform_env(job: Dict[str, Any], pod: Dict[str, Any], replicas: int, port: int) -> List[Tuple[str, str]]:
     """What AIHC injects into a pod, and nothing else (its platform environment-variable page,
     2026-01; the job-spec page adds ``NCCL_DEBUG`` and, with RDMA, ``NCCL_IB_DISABLE=0``): no API
@@ -81,7 +69,8 @@ def platform_env(job: Dict[str, Any], pod: Dict[str, Any], replicas: int, port: 
     tensorboard = job["spec"].get("tensorboardConfig")
     log_dir = tensorboard.get("logDir") if isinstance(tensorboard, dict) else None
     env = [
-        ("RANK", str(pod["rank"])), ("WORLD_SIZE", str(replicas)), ("NPROC_PER_NODE", str(_per_node(job_spec))),
+        ("RANK", str(pod["rank"])), ("WORLD_SIZE", str(replicas)),
+        ("NPROC_PER_NODE", str(int(gpus_per_replica(job["spec"])) or 1)),  # its GPUs (not rdma/hca, devshm)
         ("MASTER_ADDR", "127.0.0.1"), ("MASTER_PORT", str(port)), ("AIHC_JOB_NAME", job["name"]),
         ("AIHC_TENSORBOARD_LOG_PATH", str(log_dir or "")), ("NCCL_DEBUG", "INFO"),
     ]
