@@ -13,7 +13,7 @@ import stat
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, List
 
 import pytest
 import requests
@@ -411,7 +411,8 @@ def test_console_request_view_redacts_secret_looking_envs(console: Console, home
         assert value not in shown
 
 
-def test_console_messages_speak_of_the_console(home: Path, shared_server: Any, creds: None) -> None:
+def test_console_messages_speak_of_the_console(home: Path, shared_server: Any, creds: None,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """A console started with --local shows a cloud run (no "drop --local"), and refusals name the
     console's buttons and pages, not the CLI's commands and flags (item 17)."""
     from job_chain.errors import CredentialsMissing
@@ -424,8 +425,15 @@ def test_console_messages_speak_of_the_console(home: Path, shared_server: Any, c
     try:
         page = requests.get(f"{served.url}/run/{cid}/{run_id}")
         assert page.status_code == 200 and 'data-outcome="running"' in page.text and "--local" not in page.text
+        from job_chain.session import resume
+
+        previews: List[str] = []
+        real = resume.preview
+        monkeypatch.setattr(resume, "preview", lambda ctx, run, *a, **kw: previews.append(run.run_id) or real(
+            ctx, run, *a, **kw))
         busy = requests.post(f"{served.url}/action/{cid}/{run_id}/resume", headers={"X-CSRF-Token": served.guard.csrf})
         assert f"run {run_id} is still going: nothing was stopped or submitted; the chain file matches" in busy.text
+        assert previews == [run_id]  # one look at the going run, which revises it
         missing = requests.get(f"{served.url}/run/{cid}/20990101-000000-abcd")
         assert missing.status_code == 404 and "Runs page lists" in missing.text
         for answer in (page, busy, missing):

@@ -169,13 +169,15 @@ def register(app: FastAPI, pages: Pages) -> None:
             elif action == "preview":
                 plan = await run_in_threadpool(session.preview_resume, run.run_id)
                 return pages.page("_resume_plan.html", entry=found, run=run, plan=plan)
-            elif action == "resume" and (await run_in_threadpool(session.preview_resume, run.run_id)).going:
-                message = going_message(await run_in_threadpool(session.revise_running, run.run_id))
-            elif action == "resume":
-                submitted = await run_in_threadpool(session.resume, run.run_id)
-                message = ("every step already succeeded: nothing to resume" if not submitted else
-                           "submitted " + ", ".join(f"{s.step} attempt {s.attempt} (job {s.job_id})"
-                                                    for s in submitted))
+            elif action == "resume":  # a going run is revised by the one look that finds it going
+                revised = await run_in_threadpool(session.revise_running, run.run_id)
+                if revised.going:
+                    message = going_message(revised)
+                else:
+                    submitted = await run_in_threadpool(session.resume, run.run_id)
+                    message = ("every step already succeeded: nothing to resume" if not submitted else
+                               "submitted " + ", ".join(f"{s.step} attempt {s.attempt} (job {s.job_id})"
+                                                        for s in submitted))
             elif action == "delete":
                 await run_in_threadpool(session.delete_run, run.run_id)
                 message, redirect = f"run {run.run_id} deleted (its jobs stay in AIHC)", f"/?chain={found.id}"
