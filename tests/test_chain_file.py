@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 from pathlib import Path
+from typing import Any, List
 
 import pytest
 from click.testing import CliRunner
@@ -290,3 +291,32 @@ def test_a_chain_of_more_than_5000_jobs_is_refused_before_its_jobs_are_read(tmp_
         load_chain(write_chain(tmp_path, {"resourcePoolId": "p", "jobs": jobs}))
     assert error.value.problems == ["jobs: at most 5000 jobs in a chain, found 5001: split it into several chains"]
     assert "5,000 steps per chain" in (EXAMPLES.parent / "docs" / "graphs.md").read_text()  # the documented limit
+
+
+def test_a_local_run_s_client_is_made_without_reading_the_chain_file_s_api_config(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A local run's host and keys are its server's; only the version comes from its api_config, and
+    that from the chain the run runs: the chain file's api_config is not read for it (a broken file
+    or a host written into it later changes nothing)."""
+    from chain_helpers import RECORDED_RUN as RECORDED
+    from chain_helpers import recorded_run
+
+    from job_chain import ChainSession
+    from job_chain.record.records import RunRecords
+    from job_chain.session import places
+    from job_chain.session.chainfile import ChainFile
+    from job_chain.session.runs import Run
+
+    path = tmp_path / "chain_info.json"
+    recorded_run(path, "pool-local", [{"name": "a", "jobSpec": {"command": "true", "image": "local"}}],
+                 api_config={"version": "v2"})
+    records = RunRecords(str(path))
+    record = records.update_run(RECORDED, local=True, localStateDir=str(tmp_path / "server"))
+    records.save_credentials(RECORDED, {"credentialsFile": str(tmp_path / "server" / "credentials.json")})
+    read: List[str] = []
+    monkeypatch.setattr(ChainFile, "api_config", lambda self: read.append(self.path) or {"host": "http://later"})
+    made: List[Any] = []
+    monkeypatch.setattr(places, "connect_to", lambda **kw: made.append(kw) or object())
+    session = ChainSession.from_file(str(path), strict=False)
+    session.context.places.client_for(Run.from_record(str(path), record))
+    assert read == [] and made[0]["local"] is True and made[0]["api_config"] == {"version": "v2"}

@@ -142,4 +142,6 @@ class Places:
         if run is None:
             return self.file.api_config()
         chain = self.records.run_chain(run.run_id, lambda: self.file.chain)
-        return self.records.api_config(run.run_id, chain.api_config.get("version"), self.file.api_config)
+        # a local run takes only the version (host and keys are the server's): the file is not read for it
+        return self.records.api_config(run.run_id, chain.api_config.get("version"),
+                                       (lambda: {}) if run.local else self.file.api_config)
