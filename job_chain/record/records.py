@@ -207,11 +207,14 @@ class RunRecords:
                 out[found[0]][(found[1], found[2])] = name
         return out
 
-    def _entries(self, run_id: str, kind: str, listing: Optional[Listed] = None) -> List[Dict[str, Any]]:
-        """The JSON object of each file of ``kind``, with its step and attempt."""
+    def _entries(self, run_id: str, kind: str, listing: Optional[Listed] = None,
+                 known: Optional[Mapping[Key, Dict[str, Any]]] = None) -> List[Dict[str, Any]]:
+        """The JSON object of each file of ``kind``, with its step and attempt (``known``: those already
+        read, by step and attempt, whose files are not read again)."""
         out = []
         for (step, attempt), name in (listing or self.listed(run_id))[kind].items():
-            entry = self.read(run_id, name)
+            read = (known or {}).get((step, attempt))
+            entry = dict(read) if read is not None else self.read(run_id, name)
             if entry is not None:
                 entry["step"], entry["attempt"] = step, attempt
                 out.append(entry)
@@ -242,8 +245,8 @@ class RunRecords:
 
     def claim_run_id(self, make: Callable[[], str]) -> str:
         """A new run's id from ``make``, its directory made here and now (``mkdir``: exactly one caller
-        gets each id): two runs started in the same second whose random parts meet get two ids."""
-        os.makedirs(self.root, mode=0o700, exist_ok=True)
+        gets each id): two runs started in the same second whose random parts meet get two ids. Called
+        under :meth:`start_lock`, which made the root."""
         for _ in range(100):
             run_id = make()
             try:
@@ -500,14 +503,7 @@ class RunRecords:
                     known: Optional[Mapping[Key, Dict[str, Any]]] = None) -> List[Dict[str, Any]]:
         """Every recorded submission (``listing``: the run's, when the caller has just made it;
         ``known``: submissions already read, by step and attempt, whose files are not read again)."""
-        out = []
-        for (step, attempt), name in (listing or self.listed(run_id))[SUBMISSION].items():
-            read = (known or {}).get((step, attempt))
-            entry = dict(read) if read is not None else self.read(run_id, name)
-            if entry is not None:
-                entry["step"], entry["attempt"] = step, attempt
-                out.append(entry)
-        entries = [e for e in out if is_job_id(e.get("jobId"))]
+        entries = [e for e in self._entries(run_id, SUBMISSION, listing, known) if is_job_id(e.get("jobId"))]
         return sorted(entries, key=lambda e: (float(e.get("submitted") or 0), e["step"], e["attempt"]))
 
     def claim_cached(self, run_id: str, step: str, attempt: int, data: Dict[str, Any]) -> bool:

@@ -18,7 +18,7 @@ from job_chain.spec import notify as notify_
 from job_chain.spec.graph import GraphSettings, check_graph
 from job_chain.spec.matrix import MAX_STEPS
 from job_chain.spec.model import SETTINGS_KEY, Chain, Step
-from job_chain.spec.scripts import beside, script_bytes, text_digest
+from job_chain.spec.scripts import beside, bytes_digest, script_bytes, text_digest
 from job_chain.spec.settings import read_step_settings, step_fields
 from job_chain.util.jsonfile import decode_utf8, describe, json_type, load_json_with_text, shown
 from job_chain.util.suggest import closest
@@ -88,9 +88,7 @@ def _read_script(chain_dir: str, name: str, scripts: Optional[Dict[str, str]] = 
     else:
         raw, why = script_bytes(chain_dir, name)
         if read is not None:
-            import hashlib
-
-            read[name] = hashlib.sha256(raw).hexdigest() if raw is not None else None
+            read[name] = bytes_digest(raw)
         if raw is None:
             return None, why
         if len(raw) > MAX_ARG_BYTES:

@@ -53,7 +53,11 @@ def script_digest(chain_dir: str, name: str, home: Optional[str] = None) -> Opti
     """What a load of the chain reads of script file ``name`` now, as a digest (None: no readable
     regular file there): a chain's :attr:`~job_chain.spec.model.Chain.inputs` are compared with it.
     ``home``: as for :func:`beside`."""
-    raw, _ = script_bytes(chain_dir, name, home)
+    return bytes_digest(script_bytes(chain_dir, name, home)[0])
+
+
+def bytes_digest(raw: Optional[bytes]) -> Optional[str]:
+    """The digest :attr:`~job_chain.spec.model.Chain.inputs` keeps of what was read (None: nothing was)."""
     if raw is None:
         return None
     import hashlib
@@ -63,9 +67,7 @@ def script_digest(chain_dir: str, name: str, home: Optional[str] = None) -> Opti
 
 def text_digest(text: str) -> str:
     """The digest of a chain file's text, as :attr:`~job_chain.spec.model.Chain.inputs` keeps it."""
-    import hashlib
-
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    return str(bytes_digest(text.encode("utf-8", "surrogatepass")))
 
 
 def same_inputs(path: str, inputs: Dict[str, Optional[str]]) -> bool:
