@@ -36,7 +36,9 @@ T = TypeVar("T")
 def fact(table: Dict[Tuple[str, int], T], step: Step, attempt: int) -> Optional[T]:
     """A record fact about (step, attempt), also under the key a run recorded before names used."""
     found = table.get((step.name, attempt))
-    return found if found is not None else table.get((f"{step.index:04d}", attempt))
+    if found is not None or not table:  # (most tables of a look are empty: no key is made for them)
+        return found
+    return table.get((f"{step.index:04d}", attempt))
 
 
 def has_fact(keys: AbstractSet[Tuple[str, int]], step: Step, attempt: int) -> bool:
@@ -86,9 +88,8 @@ def summarize(chain: Chain, attempts: Iterable[Attempt], facts: RunFacts, *, run
         state = StepStatus(step.index, step.name, latest.status, latest.job_id, latest.attempt, latest.exit_code,
                            latest.reason, latest.started, latest.finished, found, history=history,
                            next_attempt=following)
-        proven = has_fact(facts.succeeded, step, latest.attempt) or any(
-            found_by_step.get(d.name) for d in chain.dependents(step.index))
-        if latest.terminal and not state.succeeded and proven:
+        if latest.terminal and not state.succeeded and (has_fact(facts.succeeded, step, latest.attempt) or any(
+                found_by_step.get(d.name) for d in chain.dependents(step.index))):
             # every replica succeeded; the job failed (exit 75) only because advancing did
             gave_up = fact(facts.advance_failed, step, latest.attempt)
             state.status, state.exit_code = "Succeeded", 0
@@ -166,6 +167,8 @@ def _add_notes(chain: Chain, step: Step, state: StepStatus, run_id: str) -> None
     from job_chain.rules.retry import retry_sentence
     from job_chain.spec.params import checkpoint_of
 
+    if not any(item.status in FAILED and item.failure is not None for item in state.attempts):
+        return  # nothing failed: nothing followed
     spec = checkpoint_of(chain, step, run_id)
     for position, item in enumerate(state.attempts):
         if item.status not in FAILED or item.failure is None:
@@ -193,8 +196,10 @@ def _add_hours(state: StepStatus) -> StepStatus:
 def _with_script_exit(item: Attempt, step: Step, facts: RunFacts) -> Attempt:
     from dataclasses import replace
 
+    if not item.terminal or item.status in SUCCEEDED:
+        return item
     code = fact(facts.script_exit, step, item.attempt)
-    if code is None or not item.terminal or item.status in SUCCEEDED:
+    if code is None:
         return item
     return replace(item, exit_code=code)
 
