@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from chain_helpers import cli, write_chain
+from chain_helpers import cli_here, write_chain
 from conftest import LocalServer
 from test_dag_run import jobs_by_step
 
@@ -25,14 +25,14 @@ def test_a_second_run_reuses_convert_and_train_gets_its_output(tmp_path: Path, s
     chain.write_text(json.dumps(data))
 
     def run(*extra: str) -> str:
-        cli("run", str(chain), "--follow", *extra, server=shared_server, check=True)
-        return str(json.loads(cli("status", str(chain), "--json", server=shared_server, check=True).stdout)["run"])
+        cli_here("run", str(chain), "--follow", *extra, server=shared_server, check=True)
+        return str(json.loads(cli_here("status", str(chain), "--json", server=shared_server, check=True).stdout)["run"])
 
     first = run()
-    second_run = cli("run", str(chain), "--follow", server=shared_server, check=True)
+    second_run = cli_here("run", str(chain), "--follow", server=shared_server, check=True)
     assert "step convert reused a cached success" in second_run.stdout
     assert f"step convert reuses the success of run {first}" in second_run.stderr  # named before it is taken
-    status = json.loads(cli("status", str(chain), "--json", server=shared_server, check=True).stdout)
+    status = json.loads(cli_here("status", str(chain), "--json", server=shared_server, check=True).stdout)
     second = status["run"]
     assert jobs_by_step(shared_server, second) == {"train/1": 1}  # no job for convert
     assert status["outcome"] == "succeeded"
@@ -40,25 +40,25 @@ def test_a_second_run_reuses_convert_and_train_gets_its_output(tmp_path: Path, s
     assert status["steps"][0]["attempts"][0]["cached"]["run"] == first
     assert (shared / "converted").read_text() == "x\n"
     assert (shared / "trained").read_text() == f"{shared}/ckpt\n" * 2
-    shown = cli("status", str(chain), server=shared_server, check=True).stdout
+    shown = cli_here("status", str(chain), server=shared_server, check=True).stdout
     assert "Cached" in shown and first in shown
-    runs = cli("runs", str(chain), "--json", server=shared_server, check=True).stdout
+    runs = cli_here("runs", str(chain), "--json", server=shared_server, check=True).stdout
     assert [r.get("cached") for r in json.loads(runs)][:2] == [["convert"], None]  # newest first
-    assert "(1 cached)" in cli("runs", str(chain), server=shared_server, check=True).stdout
+    assert "(1 cached)" in cli_here("runs", str(chain), server=shared_server, check=True).stdout
 
-    listed = cli("cache", "list", str(chain), server=shared_server, check=True).stdout
+    listed = cli_here("cache", "list", str(chain), server=shared_server, check=True).stdout
     assert "convert" in listed and first in listed
-    assert "the next run reuses it" in cli("cache", "explain", str(chain), "--step", "convert",
+    assert "the next run reuses it" in cli_here("cache", "explain", str(chain), "--step", "convert",
                                            server=shared_server, check=True).stdout
     (tmp_path / "convert.sh").write_text((tmp_path / "convert.sh").read_text() + "\necho v2\n")
-    explained = cli("cache", "explain", str(chain), "--step", "convert", server=shared_server, check=True).stdout
+    explained = cli_here("cache", "explain", str(chain), "--step", "convert", server=shared_server, check=True).stdout
     assert "in: script (marked *)" in explained and "the next run runs it" in explained
     third = run("--no-cache")
     assert jobs_by_step(shared_server, third) == {"convert/1": 1, "train/1": 1}
-    assert "forgot 2 cached successes of step convert" in cli(
+    assert "forgot 2 cached successes of step convert" in cli_here(
         "cache", "forget", str(chain), "--step", "convert", server=shared_server, check=True).stdout
-    assert "no cached success" in cli("cache", "list", str(chain), server=shared_server, check=True).stdout
-    unknown = cli("cache", "explain", str(chain), "--step", "convret", server=shared_server)
+    assert "no cached success" in cli_here("cache", "list", str(chain), server=shared_server, check=True).stdout
+    unknown = cli_here("cache", "explain", str(chain), "--step", "convret", server=shared_server)
     assert unknown.returncode != 0 and "did you mean" in unknown.stderr and "Traceback" not in unknown.stderr
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import List
 
 import pytest
-from chain_helpers import JOB_CHAIN, cli, make_chain
+from chain_helpers import JOB_CHAIN, cli_here, make_chain
 from conftest import LocalServer
 
 from job_chain.util.safe_text import for_stream, visible
@@ -68,12 +68,12 @@ def on_a_terminal(args: List[str], env: dict) -> str:
 
 def test_job_chain_logs_shows_control_sequences_on_a_terminal(tmp_path: Path, shared_server: LocalServer) -> None:
     chain = make_chain(tmp_path, [{"name": "hostile", "script": HOSTILE + "\n"}], shared_server.pool)
-    cli("run", str(chain), "--follow", server=shared_server, check=True)
+    cli_here("run", str(chain), "--follow", server=shared_server, check=True)
     env = dict(os.environ, JOB_CHAIN_CREDENTIALS=shared_server.credentials_file)
     for extra in ([], ["--follow"]):
         shown = on_a_terminal([*JOB_CHAIN, "logs", str(chain), *extra], env)
         assert "\x1b]0;" not in shown and "\x1b[2J" not in shown and "\x9b" not in shown
         assert "\\x1b]0;pwned\\x07title" in shown and "\\x1b[2J\\x1b[Hcleared" in shown and "\\x9bCc1" in shown
         assert "\x1b[31mred\x1b[0m" in shown and "\ttab\rback" in shown
-    piped = cli("logs", str(chain), server=shared_server, check=True).stdout
+    piped = cli_here("logs", str(chain), server=shared_server, check=True).stdout
     assert "\x1b]0;pwned\x07title" in piped  # a pipe or file gets the log as written

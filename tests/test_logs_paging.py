@@ -10,7 +10,7 @@ from typing import Any, Dict, Iterator, Tuple
 
 import pytest
 import requests
-from chain_helpers import cli, latest_run, make_chain
+from chain_helpers import cli_here, latest_run, make_chain
 from ui_helpers import Console
 
 from job_chain.ui.catalog import chain_id
@@ -27,7 +27,7 @@ def big_run(shared_server: Any, tmp_path_factory: pytest.TempPathFactory) -> Ite
     home = tmp_path_factory.mktemp("paged-logs") / "c"
     home.mkdir()
     chain = make_chain(home, [{"name": "big", "script": SCRIPT}], shared_server.pool)
-    cli("run", str(chain), "--follow", server=shared_server, check=True)
+    cli_here("run", str(chain), "--follow", server=shared_server, check=True)
     job = next(j for j in shared_server.client().iter_jobs(shared_server.pool) if j["name"] == "big"
                and any(lb["value"] == latest_run(chain) for lb in j["labels"]))
     text = (shared_server.state_dir / "jobs" / job["jobId"] / "big-master-0.log").read_bytes()
@@ -43,13 +43,13 @@ def big_run(shared_server: Any, tmp_path_factory: pytest.TempPathFactory) -> Ite
 
 def test_logs_over_4_mib_are_paged_not_cut(big_run: Tuple[Path, bytes], shared_server: Any) -> None:
     chain, text = big_run
-    printed = cli("logs", str(chain), server=shared_server, check=True).stdout
+    printed = cli_here("logs", str(chain), server=shared_server, check=True).stdout
     assert printed.encode() == text  # every line, the 9 MB one whole, from line 000001
-    every = cli("logs", str(chain), "--all-pods", server=shared_server, check=True).stdout.splitlines()
+    every = cli_here("logs", str(chain), "--all-pods", server=shared_server, check=True).stdout.splitlines()
     assert every == ["[big-master-0] " + line for line in text.decode().splitlines()]
     assert len(every) > 120_003 and every[0] == f"[big-master-0] 000001 {LINE}"
     assert "[big-master-0] " + "y" * 9_000_000 in every
-    tail = cli("logs", str(chain), "--tail", "3", server=shared_server, check=True).stdout
+    tail = cli_here("logs", str(chain), "--tail", "3", server=shared_server, check=True).stdout
     assert tail.encode() == b"".join(text.splitlines(True)[-3:])
 
     console = Console([str(chain.parent)])

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Tuple
 
 import pytest
-from chain_helpers import cli, credentials_env, write_chain
+from chain_helpers import cli_here, credentials_env, write_chain
 from conftest import LocalServer
 from test_dag_run import jobs_by_step
 
@@ -59,14 +59,14 @@ def test_a_param_override_and_an_output_reach_the_next_step(tmp_path: Path, shar
     data["jobs"][1]["jobSpec"]["envs"] += [{"name": "CKPT", "value": "${steps.convert.outputs.ckpt}"},
                                           {"name": "LR", "value": "${params.lr}"}]
     chain.write_text(json.dumps(data))
-    unknown = cli("run", str(chain), "--param", "lrr=1", server=shared_server)
+    unknown = cli_here("run", str(chain), "--param", "lrr=1", server=shared_server)
     assert unknown.returncode == 2 and "no parameter 'lrr' (did you mean 'lr'?)" in unknown.stderr
-    cli("run", str(chain), "--param", "lr=3e-4", "--follow", server=shared_server, check=True)
+    cli_here("run", str(chain), "--param", "lr=3e-4", "--follow", server=shared_server, check=True)
     assert (tmp_path / "shared" / "train.out").read_text() == f"{tmp_path}/shared/ckpt-base lr=3e-4 3e-4\n"
-    status = json.loads(cli("status", str(chain), "--json", server=shared_server, check=True).stdout)
+    status = json.loads(cli_here("status", str(chain), "--json", server=shared_server, check=True).stdout)
     assert status["params"] == {"lr": "3e-4", "tag": "base"}
     assert status["steps"][0]["outputs"] == {"ckpt": f"{tmp_path}/shared/ckpt-base"}
-    assert "lr=3e-4 tag=base" in cli("runs", str(chain), server=shared_server, check=True).stdout
+    assert "lr=3e-4 tag=base" in cli_here("runs", str(chain), server=shared_server, check=True).stdout
 
 
 @pytest.mark.parametrize("faults", [None, "0.3"], ids=["clean", "faults-0.3"])

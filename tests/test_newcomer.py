@@ -108,7 +108,7 @@ def test_watch_run_left_by_ctrl_c_says_how_to_continue_or_stop(tmp_path: Path, l
     import subprocess
     import threading
 
-    from chain_helpers import JOB_CHAIN, cli, latest_run, make_chain, run_jobs
+    from chain_helpers import JOB_CHAIN, cli_here, latest_run, make_chain, run_jobs
 
     gate = 'for i in $(seq 1200); do test -f "$SHARED/go" && break; sleep 0.1; done; echo a\n'  # until the test says
     chain = make_chain(tmp_path, [{"script": gate}, {"script": "echo b\n"}], local_server.pool)
@@ -131,11 +131,11 @@ def test_watch_run_left_by_ctrl_c_says_how_to_continue_or_stop(tmp_path: Path, l
             watcher.wait()
     run_id = latest_run(chain)
     assert watcher.returncode == 130 and f"job-chain resume {chain} --run {run_id} --advance watch" in err
-    refused = cli("run", str(chain), server=local_server)
+    refused = cli_here("run", str(chain), server=local_server)
     assert refused.returncode == 2
     assert f"continue it with 'job-chain resume {chain} --run {run_id} --advance watch'" in refused.stderr
     assert f"stop it with 'job-chain stop {chain} --run {run_id}'" in refused.stderr
-    dry = cli("resume", str(chain), "--run", run_id, "--advance", "watch", "--dry-run", server=local_server)
+    dry = cli_here("resume", str(chain), "--run", run_id, "--advance", "watch", "--dry-run", server=local_server)
     assert dry.returncode == 0 and "without --dry-run this process would watch the run" in dry.stdout, dry.stderr
     assert [j["name"] for j in run_jobs(local_server, run_id)] == ["step-0"]  # a dry run watches nothing
     resumed = subprocess.Popen([*JOB_CHAIN, "resume", str(chain), "--run", run_id, "--advance", "watch"], env=env,
@@ -270,12 +270,12 @@ def test_python_api_refuses_a_bad_api_version_at_once_and_lists_its_names() -> N
 
 def test_pools_local_without_pools_says_how_to_add_one(local_server: Any) -> None:
     """Item 23: an empty listing is a sentence saying why and what to do, not a bare header."""
-    from chain_helpers import cli
+    from chain_helpers import cli_here
 
-    listed = cli("pools", server=local_server, check=True).stdout
+    listed = cli_here("pools", server=local_server, check=True).stdout
     assert listed.startswith("no resource pools are configured on the local server: it accepts any resource pool id")
     assert "job-chain local start --pool ID[:N]" in listed and "CAPACITY" not in listed  # no bare header
-    assert json.loads(cli("pools", "--json", server=local_server, check=True).stdout) == []
+    assert json.loads(cli_here("pools", "--json", server=local_server, check=True).stdout) == []
 
 
 def test_first_command_without_credentials_suggests_local(tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ import json
 from typing import Iterator
 
 import pytest
-from chain_helpers import cli
+from chain_helpers import cli_here
 from conftest import LocalServer, job_body
 
 
@@ -28,15 +28,15 @@ def pooled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalServer]:
 def test_pools_and_queues(pooled: LocalServer, version: str) -> None:
     from job_chain.aihc.pools import pool_row, queue_row
 
-    pools = json.loads(cli("pools", "--json", "--api-version", version, server=pooled, check=True).stdout)
+    pools = json.loads(cli_here("pools", "--json", "--api-version", version, server=pooled, check=True).stdout)
     assert {pool_row(p)["resourcePoolId"]: pool_row(p)["maxRunningJobs"] for p in pools} == {"cce-a": 8, "cce-b": None}
-    table = cli("pools", "--api-version", version, server=pooled, check=True).stdout
+    table = cli_here("pools", "--api-version", version, server=pooled, check=True).stdout
     assert "cce-a" in table and "cce-b" in table
-    queues = json.loads(cli("queues", "--pool", "cce-a", "--json", "--api-version", version,
+    queues = json.loads(cli_here("queues", "--pool", "cce-a", "--json", "--api-version", version,
                             server=pooled, check=True).stdout)
     assert {queue_row(q)["queueName"]: queue_row(q)["maxRunningJobs"] for q in queues} == {"default": 2, "gpu": 1}
-    assert "gpu" in cli("queues", "--pool", "cce-a", server=pooled, check=True).stdout
-    missing = cli("queues", "--pool", "cce-zzz", "--api-version", version, server=pooled)
+    assert "gpu" in cli_here("queues", "--pool", "cce-a", server=pooled, check=True).stdout
+    missing = cli_here("queues", "--pool", "cce-zzz", "--api-version", version, server=pooled)
     assert missing.returncode != 0 and "NoSuchResourcePool" in missing.stderr
     assert "Traceback" not in missing.stderr
 
@@ -44,7 +44,7 @@ def test_pools_and_queues(pooled: LocalServer, version: str) -> None:
 @pytest.mark.parametrize("version", ["v1", "v2"])
 def test_jobs_list_filters_by_status_and_name(pooled: LocalServer, version: str) -> None:
     def names(*args: str) -> list:
-        done = cli("jobs", "list", "--pool", "cce-a", "--json", "--api-version", version, *args,
+        done = cli_here("jobs", "list", "--pool", "cce-a", "--json", "--api-version", version, *args,
                    server=pooled, check=True)
         return sorted(j["name"] for j in json.loads(done.stdout))
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, List
 
 import pytest
-from chain_helpers import JOB_CHAIN, cli, cli_env, latest_run, make_chain, wait_outcome
+from chain_helpers import JOB_CHAIN, cli_env, cli_here, latest_run, make_chain, wait_outcome
 from click.testing import CliRunner
 
 from job_chain.cli import cli as job_chain_cli
@@ -57,19 +57,19 @@ def test_local_with_explicit_credentials_is_refused(tmp_path: Path) -> None:
 def test_status_explains_a_failure_and_the_hint_works_when_pasted(tmp_path: Path, local_server: Any) -> None:
     chain = make_chain(tmp_path, [{"script": "echo fine"}, {"script": "echo broken-input >&2; exit 3",
                                                             "retries": 1}], local_server.pool)
-    assert cli("run", str(chain), "--follow", server=local_server).returncode == 1
-    status = json.loads(cli("status", str(chain), "--json", server=local_server, check=True).stdout)
+    assert cli_here("run", str(chain), "--follow", server=local_server).returncode == 1
+    status = json.loads(cli_here("status", str(chain), "--json", server=local_server, check=True).stdout)
     step = status["steps"][1]
     assert (status["outcome"], step["status"], step["exitCode"], step["attempt"]) == ("failed", "Failed", 3, 2)
     assert [(a["attempt"], a["status"], a["exitCode"]) for a in step["attempts"]] == [(1, "Failed", 3),
                                                                                       (2, "Failed", 3)]
     assert step["reason"] and step["started"].endswith("+00:00")
-    table = cli("status", str(chain), server=local_server, check=True).stdout
+    table = cli_here("status", str(chain), server=local_server, check=True).stdout
     hint = table.strip().splitlines()[-1].split("read its log: ", 1)[1]
     assert hint == f"job-chain logs {chain} --run {latest_run(chain)} --step step-1 --attempt 2"
-    pasted = cli(*shlex.split(hint)[1:], server=local_server, check=True)
+    pasted = cli_here(*shlex.split(hint)[1:], server=local_server, check=True)
     assert "broken-input" in pasted.stdout
-    first = cli("logs", str(chain), "--step", "1", "--attempt", "1", "--all-pods", server=local_server, check=True)
+    first = cli_here("logs", str(chain), "--step", "1", "--attempt", "1", "--all-pods", server=local_server, check=True)
     assert "[step-1-master-0] broken-input" in first.stdout
 
 
@@ -115,7 +115,7 @@ def test_a_local_run_is_steered_without_repeating_local(tmp_path: Path) -> None:
 def test_status_watch_reopens_the_live_view(tmp_path: Path, local_server: Any) -> None:
     gate = 'while [ ! -e "$SHARED/go" ]; do sleep 0.05; done'  # step 0 runs until the watch is open
     chain = make_chain(tmp_path, [{"script": gate}, {"script": "echo b"}], local_server.pool)
-    cli("run", str(chain), server=local_server, check=True)
+    cli_here("run", str(chain), server=local_server, check=True)
     env = cli_env(local_server)
     watch = subprocess.Popen([*JOB_CHAIN, "status", str(chain), "--watch"], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True, env=env)

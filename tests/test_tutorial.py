@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 from typing import Any, Dict
 
-from chain_helpers import JOB_CHAIN, cli
+from chain_helpers import JOB_CHAIN, cli_here
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "tutorial.md"
@@ -45,18 +45,18 @@ def test_the_tutorials_final_chain_runs_as_the_page_says(tmp_path: Path, shared_
     data["resourcePoolId"] = shared_server.pool
     chain.write_text(json.dumps(data))
 
-    done = cli("run", str(chain), "--follow", "--param", "steps=500", server=shared_server, timeout=180)
+    done = cli_here("run", str(chain), "--follow", "--param", "steps=500", server=shared_server)
     assert done.returncode == 0, done.stdout + done.stderr
     assert ("step baseline: attempt 1 failed: infra (ecc-uncorrectable on pod baseline-master-0); retrying as "
             "attempt 2; infra budget 1 left") in done.stdout + done.stderr  # as section 5 quotes it
-    status = json.loads(cli("status", str(chain), "--json", server=shared_server, check=True).stdout)
+    status = json.loads(cli_here("status", str(chain), "--json", server=shared_server, check=True).stdout)
     steps = {s.get("display") or s["name"]: s for s in status["steps"]}
     assert status["outcome"] == "succeeded" and status["params"] == {"steps": "500"}
     assert [(name, len(s["attempts"]), s["status"]) for name, s in steps.items()] == [
         ("prepare", 1, "Succeeded"), ("baseline", 2, "Succeeded"), ("train[lr=1e-4]", 1, "Succeeded"),
         ("train[lr=3e-4]", 1, "Succeeded"), ("compare", 1, "Succeeded"), ("report", 1, "Succeeded")]
     assert steps["baseline"]["attempts"][0]["failure"]["class"] == "infra"
-    report = cli("logs", str(chain), "--step", "report", server=shared_server, check=True).stdout
+    report = cli_here("logs", str(chain), "--step", "report", server=shared_server, check=True).stdout
     assert "sweep done: lr 1e-4, loss 2.500" in report and report.splitlines()[0] in DOC.read_text()
-    data_path = cli("logs", str(chain), "--step", "train[lr=3e-4]", server=shared_server, check=True).stdout
+    data_path = cli_here("logs", str(chain), "--step", "train[lr=3e-4]", server=shared_server, check=True).stdout
     assert f"training on {shared}/{status['run']}/data.txt with lr=3e-4 for 500 steps" in data_path  # the output

@@ -17,7 +17,7 @@ from typing import Any, Iterator, List
 
 import pytest
 import requests
-from chain_helpers import cli, latest_run, make_chain, wait_outcome
+from chain_helpers import cli_here, latest_run, make_chain, wait_outcome
 from ui_helpers import Console, kill
 
 from job_chain.errors import JobChainError, UsageError
@@ -55,7 +55,7 @@ def csrf(console: Console) -> dict:
 
 
 def first_job(chain: Path, server: Any) -> str:
-    return json.loads(cli("status", str(chain), "--json", server=server, check=True).stdout)["steps"][0]["jobId"]
+    return json.loads(cli_here("status", str(chain), "--json", server=server, check=True).stdout)["steps"][0]["jobId"]
 
 
 def chain_in(home: Path, name: str, steps: Any, pool: str, **top: Any) -> Path:
@@ -166,7 +166,7 @@ def test_the_secret_key_appears_nowhere(console: Console, home: Path, shared_ser
     caplog.set_level(logging.DEBUG)
     api = {"host": shared_server.url, "ak": "AK-visible-is-fine", "sk": SECRET}
     chain = chain_in(home, "secret", [{"script": "echo training\n"}], shared_server.pool, api_config=api)
-    cli("run", str(chain), "--follow", server=shared_server, check=True)
+    cli_here("run", str(chain), "--follow", server=shared_server, check=True)
     run_id = latest_run(chain)
     cid = chain_id(str(chain))
     job_id = first_job(chain, shared_server)
@@ -188,17 +188,17 @@ def test_the_secret_key_appears_nowhere(console: Console, home: Path, shared_ser
 
 def test_log_tail_and_full_download(console: Console, home: Path, shared_server: Any) -> None:
     chain = chain_in(home, "biglog", [{"script": "seq 1 200000\n"}], shared_server.pool)
-    cli("run", str(chain), "--follow", server=shared_server, check=True)
+    cli_here("run", str(chain), "--follow", server=shared_server, check=True)
     base = f"/{chain_id(str(chain))}/{latest_run(chain)}/0"
     tail = requests.get(console.url + "/fragment/log" + base + "?lines=50").text
     body = html.unescape(tail.split('id="log-text">', 1)[1].split("</pre>", 1)[0])
-    assert body == cli("logs", str(chain), "--tail", "50", server=shared_server, check=True).stdout
+    assert body == cli_here("logs", str(chain), "--tail", "50", server=shared_server, check=True).stdout
     assert len(body.splitlines()) == 50 and "\n199999\n200000\n" in body and "\n199940\n" not in body
     assert "the last 50 lines" in tail and "show the last 500" in tail
     with requests.get(console.url + "/download" + "/log" + base, stream=True) as full:
         assert "attachment" in full.headers["content-disposition"]
         text = b"".join(full.iter_content(1 << 16)).decode()
-    assert text == cli("logs", str(chain), server=shared_server, check=True).stdout
+    assert text == cli_here("logs", str(chain), server=shared_server, check=True).stdout
     assert [line for line in text.splitlines() if line.isdigit()] == [str(n) for n in range(1, 200001)]
 
 
@@ -207,7 +207,7 @@ def test_resume_from_the_console_shows_the_changes_then_submits(console: Console
     chain = chain_in(home, "flaky", [{"script": "echo first"}, {"script": "echo broken >&2; exit 3\n"}],
                      shared_server.pool)
     (chain.parent / "shared").mkdir()
-    cli("run", str(chain), "--follow", server=shared_server)
+    cli_here("run", str(chain), "--follow", server=shared_server)
     run_id = latest_run(chain)
     cid = chain_id(str(chain))
     from job_chain.record.records import RunRecords  # a notify target that failed is said on the run's page
@@ -222,7 +222,7 @@ def test_resume_from_the_console_shows_the_changes_then_submits(console: Console
     preview = requests.post(f"{console.url}/action/{cid}/{run_id}/preview", headers=csrf(console)).text
     assert "~ step-1: changed (script content (step-1.sh))" in html.unescape(preview)
     assert "step-1 · attempt 2" in preview and 'id="resume-now"' in preview
-    assert len(json.loads(cli("status", str(chain), "--json", server=shared_server).stdout)["steps"][1]
+    assert len(json.loads(cli_here("status", str(chain), "--json", server=shared_server).stdout)["steps"][1]
                ["attempts"]) == 1  # previewing submits nothing
     answer = requests.post(f"{console.url}/action/{cid}/{run_id}/resume", headers=csrf(console))
     assert "submitted step-1 attempt 2" in answer.text and answer.headers["HX-Trigger"] == "refresh-run"
@@ -241,7 +241,7 @@ def test_resume_from_the_console_shows_the_changes_then_submits(console: Console
 def test_console_steers_a_run_whose_file_is_gone_and_deletes_finished_runs(console: Console, home: Path,
                                                                            shared_server: Any) -> None:
     chain = chain_in(home, "gone", [{"script": "sleep 60"}], shared_server.pool)
-    cli("run", str(chain), server=shared_server, check=True)
+    cli_here("run", str(chain), server=shared_server, check=True)
     run_id = latest_run(chain)
     cid = chain_id(str(chain))
     chain.unlink()
@@ -299,12 +299,12 @@ def test_two_quick_save_and_run_clicks_start_one_run(console: Console, home: Pat
     assert "is still going" in refused.text
     runs = [p for p in (home / "twice.json.runs").iterdir() if p.name[0] != "."]
     assert len(runs) == 1
-    cli("stop", str(home / "twice.json"), server=shared_server)
+    cli_here("stop", str(home / "twice.json"), server=shared_server)
 
 
 def test_jobs_page_links_runs_and_shows_events(console: Console, home: Path, shared_server: Any) -> None:
     chain = chain_in(home, "jobs", [{"script": "exit 4\n"}], shared_server.pool)
-    cli("run", str(chain), "--follow", server=shared_server)
+    cli_here("run", str(chain), "--follow", server=shared_server)
     run_id = latest_run(chain)
     cid = chain_id(str(chain))
     jobs = requests.get(console.url + "/jobs").text
@@ -319,7 +319,7 @@ def test_jobs_page_links_runs_and_shows_events(console: Console, home: Path, sha
     data = json.loads(chain.read_text())
     data["jobs"][0]["name"] = "renamed"
     chain.write_text(json.dumps(data))
-    cli("resume", str(chain), "--follow", server=shared_server)
+    cli_here("resume", str(chain), "--follow", server=shared_server)
     jobs = requests.get(console.url + "/jobs").text
     assert f'href="/run/{cid}/{run_id}?step=renamed"' in jobs
     assert f'href="/run/{cid}/{run_id}?step=step-0"' in jobs  # the old job: its step, in the run's history
@@ -330,7 +330,7 @@ def test_jobs_page_links_runs_and_shows_events(console: Console, home: Path, sha
 def test_a_runs_job_page_uses_the_pool_the_run_froze_not_the_files_now(console: Console, home: Path,
                                                                          shared_server: Any) -> None:
     chain = chain_in(home, "moved", [{"script": "echo hi\n"}], shared_server.pool)
-    cli("run", str(chain), "--follow", server=shared_server)
+    cli_here("run", str(chain), "--follow", server=shared_server)
     run_id, cid, job_id = latest_run(chain), chain_id(str(chain)), first_job(chain, shared_server)
     data = json.loads(chain.read_text())
     chain.write_text(json.dumps(dict(data, resourcePoolId="pool-elsewhere")))  # edited after the run
@@ -379,7 +379,7 @@ def test_session_log_tail_asks_the_api_for_only_those_lines(home: Path, shared_s
             return self.client.pod_logs(*args, **kwargs)
 
     chain = chain_in(home, "sessiontail", [{"script": "seq 1 5000\n"}], shared_server.pool)
-    cli("run", str(chain), "--follow", server=shared_server, check=True)
+    cli_here("run", str(chain), "--follow", server=shared_server, check=True)
     session = ChainSession.from_file(str(chain), client=Recording(shared_server.client()))
     whole = session.log()
     assert session.log(tail=10) == "".join(whole.splitlines(True)[-10:])
@@ -399,7 +399,7 @@ def test_console_request_view_redacts_secret_looking_envs(console: Console, home
     data["resourcePoolId"] = shared_server.pool
     (folder / "train.sh").write_text('echo "token is $HF_TOKEN"\n')
     chain.write_text(json.dumps(data))
-    cli("run", str(chain), "--follow", server=shared_server, check=True)
+    cli_here("run", str(chain), "--follow", server=shared_server, check=True)
     run_id, cid = latest_run(chain), chain_id(str(chain))
     step = html.unescape(requests.get(f"{console.url}/fragment/step/{cid}/{run_id}/0").text)
     assert '"name": "HF_TOKEN",\n' in step and REDACTED in step and '"value": "pretrain"' in step
@@ -419,7 +419,7 @@ def test_console_messages_speak_of_the_console(home: Path, shared_server: Any, c
     from job_chain.ui.pages import say
 
     chain = chain_in(home, "advice", [{"script": "sleep 60\n"}], shared_server.pool)
-    cli("run", str(chain), server=shared_server, check=True)
+    cli_here("run", str(chain), server=shared_server, check=True)
     run_id, cid = latest_run(chain), chain_id(str(chain))
     served = Console([str(home)], local=True)
     try:
@@ -440,7 +440,7 @@ def test_console_messages_speak_of_the_console(home: Path, shared_server: Any, c
             assert "job-chain stop" not in answer.text and "job-chain runs" not in answer.text
     finally:
         served.close()
-        cli("stop", str(chain), server=shared_server, check=True)
+        cli_here("stop", str(chain), server=shared_server, check=True)
     said = say(CredentialsMissing("no AIHC host: pass --host, set AIHC_HOST, use --credentials FILE"))
     assert "--host" not in said and "restart the console" in said
     resumed = say(JobChainError("boom. 'job-chain resume /x/c.json --run R' continues the run"))

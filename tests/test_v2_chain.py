@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 import pytest
-from chain_helpers import EXAMPLE_USER, EXAMPLES, cli, labels, latest_run, run_jobs, wait_outcome
+from chain_helpers import EXAMPLE_USER, EXAMPLES, cli_here, labels, latest_run, run_jobs, wait_outcome
 from conftest import LocalServer
 
 from job_chain.engine.jobs import LABEL_RUN, LABEL_STEP
@@ -43,7 +43,7 @@ def step_names(chain: Path) -> List[str]:
 
 def test_hello_runs_over_v2_each_step_once(tmp_path: Path, local_server: LocalServer) -> None:
     chain = example(tmp_path, "hello", local_server)
-    done = cli("run", str(chain), "--follow", server=local_server)
+    done = cli_here("run", str(chain), "--follow", server=local_server)
     assert done.returncode == 0, done.stdout + done.stderr
     run_id = latest_run(chain)
     jobs = run_jobs(local_server, run_id)
@@ -51,15 +51,15 @@ def test_hello_runs_over_v2_each_step_once(tmp_path: Path, local_server: LocalSe
     assert all(j["status"] == "Succeeded" for j in jobs)
     assert created_through(local_server, run_id) == ["v2", "v2", "v2"]  # the run and its tail
     assert (tmp_path / "pfs" / EXAMPLE_USER / "result.txt").read_text().strip() == "5050"
-    status = json.loads(cli("status", str(chain), "--json", server=local_server, check=True).stdout)
+    status = json.loads(cli_here("status", str(chain), "--json", server=local_server, check=True).stdout)
     assert status["outcome"] == "succeeded"
-    logs = cli("logs", str(chain), "--step", "2", server=local_server, check=True)
+    logs = cli_here("logs", str(chain), "--step", "2", server=local_server, check=True)
     assert "5050" in logs.stdout
 
 
 def test_dag_example_runs_over_v2_each_step_once(tmp_path: Path, local_server: LocalServer) -> None:
     chain = example(tmp_path, "dag", local_server)
-    cli("run", str(chain), server=local_server, check=True)
+    cli_here("run", str(chain), server=local_server, check=True)
     wait_outcome(chain, local_server, "succeeded", timeout=90)
     run_id = latest_run(chain)
     steps = sorted(labels(j)[LABEL_STEP] for j in run_jobs(local_server, run_id))
@@ -70,7 +70,7 @@ def test_dag_example_runs_over_v2_each_step_once(tmp_path: Path, local_server: L
 def test_dry_run_prints_the_v2_request(tmp_path: Path, local_server: LocalServer) -> None:
     """``run --dry-run --api-version v2`` shows the job's queue as ``queueID`` (issue 21)."""
     chain = example(tmp_path, "hello", local_server)
-    done = cli("run", str(chain), "--dry-run", server=local_server, check=True)
+    done = cli_here("run", str(chain), "--dry-run", server=local_server, check=True)
     head, second, rest = done.stdout.split("\n", 2)
     assert head.startswith("POST ")
     assert "/?action=CreateJob&resourcePoolId=pool-local&queueID=default&clientToken=" in head
@@ -78,18 +78,18 @@ def test_dry_run_prints_the_v2_request(tmp_path: Path, local_server: LocalServer
     body = json.loads(rest)
     assert body["jobType"] == "PyTorchJob" and "command" in body and "command" not in body["jobSpec"]
     assert body["dataSources"][0]["type"] == "pfs" and "datasources" not in body
-    v1 = cli("run", str(chain), "--dry-run", "--api-version", "v1", server=local_server, check=True)
+    v1 = cli_here("run", str(chain), "--dry-run", "--api-version", "v1", server=local_server, check=True)
     assert "/api/v1/aijobs?resourcePoolId=" in v1.stdout.split("\n", 1)[0]
-    env = cli("run", str(chain), "--dry-run", server=local_server, check=True, AIHC_API_VERSION="v1")
+    env = cli_here("run", str(chain), "--dry-run", server=local_server, check=True, AIHC_API_VERSION="v1")
     assert "/api/v1/aijobs?" in env.stdout.split("\n", 1)[0]
     assert run_jobs(local_server) == []
 
 
 def test_a_bad_version_is_one_line(tmp_path: Path, local_server: LocalServer) -> None:
     chain = example(tmp_path, "hello", local_server, version="v3")
-    done = cli("run", str(chain), "--dry-run", server=local_server)
+    done = cli_here("run", str(chain), "--dry-run", server=local_server)
     assert done.returncode != 0 and "api_config.version" in done.stderr and "Traceback" not in done.stderr
-    env = cli("jobs", "list", "--pool", local_server.pool, server=local_server, AIHC_API_VERSION="2")
+    env = cli_here("jobs", "list", "--pool", local_server.pool, server=local_server, AIHC_API_VERSION="2")
     assert env.returncode == 2 and "env AIHC_API_VERSION must be \"v1\" or \"v2\"" in env.stderr
 
 
