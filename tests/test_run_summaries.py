@@ -399,7 +399,7 @@ def test_a_look_that_tells_a_run_s_end_keeps_a_summary_a_listing_reads(tmp_path:
             pass
 
     taking, refusing = Hooks(), HTTPServer(("127.0.0.1", 0), Refusing)
-    threading.Thread(target=refusing.serve_forever, daemon=True).start()
+    threading.Thread(target=refusing.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     try:
         chain, ids, api = memory_runs(tmp_path, 1, (3,), notify=[
             {"url": taking.url, "on": ["failed"], "format": "json"},

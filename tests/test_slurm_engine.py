@@ -354,29 +354,35 @@ def test_a_failed_slurm_job_whose_script_ran_is_never_the_platform_s() -> None:
     assert "JobLaunchFailure" in told.message
 
 
-def ended_job(slurm: Any, tmp_path: Path, monkeypatch: Any, command: str, key: str) -> Any:
-    """(the engine, the id) of a job of ``command`` created once for ``key``, after it ended."""
+@pytest.fixture(scope="module")
+def silent_failure(slurm: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """(the engine's directory, the id) of a job whose script exited 3 and wrote nothing, after it ended
+    (no tail, no watcher: what a watcher or a look finds of a job whose tail did not finish)."""
     from job_chain.engine.states import TERMINAL
     from job_chain.slurm.engine import SlurmEngine
 
-    monkeypatch.setenv("SLURM_CONF", str(slurm.conf))
-    engine = SlurmEngine(str(tmp_path / ".slurm"))
-    job_id = engine.create("p", body(command), key).id
-    deadline = time.monotonic() + 60
-    while engine.job("p", job_id).status not in TERMINAL:
-        assert time.monotonic() < deadline, "the job did not end"
-        time.sleep(0.2)
-    return engine, job_id
+    state = str(tmp_path_factory.mktemp("silent") / ".slurm")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SLURM_CONF", str(slurm.conf))
+        engine = SlurmEngine(state)
+        job_id = engine.create("p", body("exit 3"), "jc-drill-silent-1").id
+        deadline = time.monotonic() + 60
+        while engine.job("p", job_id).status not in TERMINAL:
+            assert time.monotonic() < deadline, "the job did not end"
+            time.sleep(0.2)
+    return state, job_id
 
 
 def test_a_script_that_failed_silently_on_slurm_is_classed_by_its_exit_not_the_platform(
-        slurm: Any, tmp_path: Path, monkeypatch: Any) -> None:
+        slurm: Any, silent_failure: Any, monkeypatch: Any) -> None:
     """A real FAILED job (its script exited 3 and wrote nothing, no tail kept a cause): what a watcher or a
     status look finds is ``unknown`` with the exit code, not ``platform``."""
+    from job_chain.slurm.engine import SlurmEngine
     from job_chain.spec.model import Step
     from job_chain.status.causes import classify_job
 
-    engine, job_id = ended_job(slurm, tmp_path, monkeypatch, "exit 3", "jc-drill-silent-1")
+    monkeypatch.setenv("SLURM_CONF", str(slurm.conf))
+    engine, job_id = SlurmEngine(silent_failure[0]), silent_failure[1]
     step = Step(0, {"name": "silent", "jobSpec": {"command": "exit 3"}}, "exit 3", "inline")
     found = classify_job(engine, "p", job_id, step, 3)
     assert (found.cls, found.signature) == ("unknown", ""), found
@@ -389,11 +395,14 @@ exec /usr/bin/scontrol "$@"
 """
 
 
-def test_the_verdict_of_a_job_slurm_forgot_is_what_its_nodes_left(slurm: Any, tmp_path: Path,
+def test_the_verdict_of_a_job_slurm_forgot_is_what_its_nodes_left(slurm: Any, silent_failure: Any, tmp_path: Path,
                                                                    monkeypatch: Any) -> None:
     """A watcher that waited in the queue past MinJobAge asks Slurm of a job it no longer shows: its
     verdict is read as ``job`` reads it (sacct, else the exit codes its nodes kept), not an error."""
-    engine, job_id = ended_job(slurm, tmp_path, monkeypatch, "exit 3", "jc-drill-forgot-1")
+    from job_chain.slurm.engine import SlurmEngine
+
+    monkeypatch.setenv("SLURM_CONF", str(slurm.conf))
+    engine, job_id = SlurmEngine(silent_failure[0]), silent_failure[1]
     assert engine.verdict(job_id) == ("FAILED", 3)
     scontrol_first_on_path(tmp_path, monkeypatch, FORGETTING_SCONTROL)
     assert engine.verdict(job_id) == ("FAILED", 3)  # from the exit code its node kept
