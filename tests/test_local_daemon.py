@@ -22,7 +22,7 @@ from typing import Dict, Iterator, List, Optional
 
 import psutil
 import pytest
-from chain_helpers import cli, make_chain, wait_outcome
+from chain_helpers import cli, cli_here, make_chain, wait_outcome
 from conftest import LocalServer, job_body
 
 from job_chain.aihc.client import AIHCClient
@@ -346,17 +346,17 @@ def test_a_read_only_command_says_the_local_server_is_stopped_instead_of_startin
     assert local("stop", env=clean_env(**env)).stdout.strip() == "stopped"
     for args in (["status", str(chain)], ["logs", str(chain)], ["status", str(chain), "--local"],
                  ["jobs", "list", "--local", "--pool", "pool-local"], ["pools", "--local"]):
-        refused = cli(*args, server=server, **env)
+        refused = cli_here(*args, server=server, **env)
         assert refused.returncode == 1, refused.stdout
         assert "the local server is stopped" in refused.stderr
         assert "start it with 'job-chain local start' and try again" in refused.stderr
         assert daemon.running_server(str(state)) is None  # and it was not started behind the user's back
-    listed = cli("runs", str(chain), "--json", server=server, **env)
+    listed = cli_here("runs", str(chain), "--json", server=server, **env)
     assert "the local server is stopped" in json.loads(listed.stdout)[0]["reason"]
     assert daemon.running_server(str(state)) is None
     again = cli("run", str(chain), "--local", "--follow", server=server, **env)  # submitting starts it
     assert again.returncode == 0, again.stdout + again.stderr
-    assert cli("status", str(chain), server=server, **env).returncode == 0
+    assert cli_here("status", str(chain), server=server, **env).returncode == 0
 
 
 def test_the_request_head_bound_is_the_documented_64_kib_exactly(local_server: LocalServer) -> None:
