@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 from typing import Any, Dict
 
-from chain_helpers import cli as subprocess_cli
 from chain_helpers import latest_run, write_chain
 from conftest import LocalServer
 
@@ -24,14 +23,12 @@ class _Done:
 
 
 def cli(*args: str, server: LocalServer, check: bool = False) -> Any:
-    """The real CLI in-process (its output is what is checked), against the test server; ``run
-    --follow`` in a subprocess (it waits)."""
+    """The real CLI in-process (its output is what is checked), against the test server; ``--follow``
+    too (it waits on the run's own jobs, whose hops are real processes in their pods)."""
     from click.testing import CliRunner
 
     from job_chain.cli import cli as job_chain_cli
 
-    if "--follow" in args:
-        return subprocess_cli(*args, server=server, check=check)
     env = {"JOB_CHAIN_CREDENTIALS": server.credentials_file, "AIHC_HOST": None, "AIHC_AK": None, "AIHC_SK": None}
     result = CliRunner().invoke(job_chain_cli, list(args), env=env)
     if result.exception is not None and not isinstance(result.exception, SystemExit):
