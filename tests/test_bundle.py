@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 import pytest
-from chain_helpers import cli, latest_run, make_chain, run_jobs
+from chain_helpers import cli_here, latest_run, make_chain, run_jobs
 
 WHEELS = Path(__file__).resolve().parent.parent / ".venv" / "bundle-wheels"
 
@@ -47,7 +47,7 @@ def test_bundle_holds_the_runtime_and_abi3_crypto(bundle_dir: Path) -> None:
 def test_chain_advances_through_the_bundle(tmp_path: Path, local_server: Any, bundle_dir: Path) -> None:
     chain = make_chain(tmp_path, [{"script": "echo a"}, {"script": "echo b"}], local_server.pool,
                        scrips_path=str(bundle_dir))
-    cli("run", str(chain), "--follow", server=local_server, check=True)
+    cli_here("run", str(chain), "--follow", server=local_server, check=True)
     jobs = run_jobs(local_server, latest_run(chain))
     assert len(jobs) == 2 and all(j["status"] == "Succeeded" for j in jobs)
     assert f"PYTHONPATH={bundle_dir}" in jobs[0]["command"]

@@ -242,10 +242,10 @@ def test_a_look_at_a_finished_run_whose_jobs_are_cached_loads_no_sdk(tmp_path: P
     import subprocess
     import sys
 
-    from chain_helpers import cli, make_chain
+    from chain_helpers import cli, cli_here, make_chain
 
     chain = make_chain(tmp_path, [{"script": "echo one"}, {"script": "echo two"}], shared_server.pool)
-    assert cli("run", str(chain), "--follow", server=shared_server).returncode == 0
+    assert cli_here("run", str(chain), "--follow", server=shared_server).returncode == 0
     first = cli("status", str(chain), server=shared_server)  # caches the finished attempts
     assert first.returncode == 0 and "succeeded" in first.stdout
     env = dict(os.environ, JOB_CHAIN_CREDENTIALS=shared_server.credentials_file)

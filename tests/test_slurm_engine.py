@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 import pytest
-from chain_helpers import cli
+from chain_helpers import cli_here
 
 from job_chain.spec.loader import ChainFileError, load_chain
 
@@ -115,8 +115,8 @@ def test_the_issue_chain_runs_each_step_once_on_slurm(slurm: Any, tmp_path: Path
 
 def test_the_same_chain_with_engine_aihc_runs_on_the_local_server(tmp_path: Path, shared_server: Any) -> None:
     chain = issue_chain(tmp_path / "l", "aihc", shared_server.pool)
-    cli("run", str(chain), "--follow", server=shared_server, check=True, timeout=180)
-    data = json.loads(cli("status", str(chain), "--json", server=shared_server, check=True).stdout)
+    cli_here("run", str(chain), "--follow", server=shared_server, check=True)
+    data = json.loads(cli_here("status", str(chain), "--json", server=shared_server, check=True).stdout)
     assert data["outcome"] == "succeeded"
     flaky = next(s for s in data["steps"] if s["name"] == "flaky")
     assert [(a.get("failure") or {}).get("class") for a in flaky["attempts"]] == ["infra", None]

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
-from chain_helpers import EXAMPLES, cli, latest_run, make_chain, wait_outcome
+from chain_helpers import EXAMPLES, cli_here, latest_run, make_chain, wait_outcome
 from ui_helpers import Console, chromium, chromium_available, start_run
 
 pytestmark = pytest.mark.skipif(not chromium_available(),
@@ -170,7 +170,7 @@ def test_training_loss_chart_from_the_log(console: Console, browser: Any, home: 
     chain = chain_in(home, "train", [{"name": "prepare", "script": "echo data ready\n"},
                                      {"name": "pretrain", "script": train},
                                      {"name": "evaluate", "script": "echo eval done\n"}], shared_server.pool)
-    cli("run", str(chain), "--follow", server=shared_server, check=True)
+    cli_here("run", str(chain), "--follow", server=shared_server, check=True)
     run_id = latest_run(chain)
     browser.get(f"{console.url}/run/{_cid(chain)}/{run_id}?step=1")
     wait_for(browser, lambda b: b.find_elements("css selector", "#curves .chart[data-title='loss'] canvas"))
@@ -198,7 +198,7 @@ def test_dag_run_page_draws_columns_edges_and_the_exit_handler(console: Console,
                       .replace("your-resource-pool-id", shared_server.pool))
     data.pop("notify")  # nothing to tell; the run succeeds
     chain.write_text(json.dumps(data))
-    cli("run", str(chain), "--follow", server=shared_server, check=True)
+    cli_here("run", str(chain), "--follow", server=shared_server, check=True)
     browser.get(f"{console.url}/run/{_cid(chain)}/{latest_run(chain)}")
     wait_for(browser, lambda b: attr(b, "#outcome", "data-outcome") == "succeeded")
     graph = browser.execute_script(
@@ -386,7 +386,7 @@ def test_console_error_text_is_never_html(console: Console, browser: Any, home: 
     """A job id planted in the run record never reaches the page, and an error text holding markup
     (from any source) is shown as text by console.js: no script runs, no element is made."""
     chain = chain_in(home, "xss", [{"script": "echo hi\n"}], shared_server.pool)
-    cli("run", str(chain), "--follow", server=shared_server, check=True)
+    cli_here("run", str(chain), "--follow", server=shared_server, check=True)
     run_id = latest_run(chain)
     evil = '<img src=x onerror="window.__pwned=1">'
     cache_file = chain.parent / "chain_info.json.runs" / run_id / "attempts.json"
@@ -419,7 +419,7 @@ def test_console_step_links_are_urls_with_step_n(console: Console, browser: Any,
     the page opens with it."""
     chain = chain_in(home, "links", [{"name": "prep", "script": "echo prep\n"},
                                      {"name": "train", "script": "echo train\n"}], shared_server.pool)
-    cli("run", str(chain), "--follow", server=shared_server, check=True)
+    cli_here("run", str(chain), "--follow", server=shared_server, check=True)
     run_id, cid = latest_run(chain), _cid(chain)
     page = f"{console.url}/run/{cid}/{run_id}"
     browser.get(page)
@@ -447,7 +447,7 @@ def test_console_runs_filter_by_chain(console: Console, browser: Any, home: Path
     ours = chain_in(home, "filter-a", [{"script": "echo a\n"}], shared_server.pool)
     other = chain_in(home, "filter-b", [{"script": "echo b\n"}], shared_server.pool)
     for chain in (ours, other):
-        cli("run", str(chain), "--follow", server=shared_server, check=True)
+        cli_here("run", str(chain), "--follow", server=shared_server, check=True)
     mine, theirs = latest_run(ours), latest_run(other)
     browser.get(console.url + "/")
     wait_for(browser, lambda b: b.find_elements("css selector", f"tr[data-run='{theirs}']"))
@@ -469,8 +469,8 @@ def test_console_jobs_page_shows_own_labels_and_whole_job_ids(console: Console, 
     data = json.loads(chain.read_text())
     data["jobs"][0]["labels"] = [{"key": "team", "value": "nlp"}]
     chain.write_text(json.dumps(data))
-    cli("run", str(chain), "--follow", server=shared_server, check=True)
-    status = json.loads(cli("status", str(chain), "--json", server=shared_server, check=True).stdout)
+    cli_here("run", str(chain), "--follow", server=shared_server, check=True)
+    status = json.loads(cli_here("status", str(chain), "--json", server=shared_server, check=True).stdout)
     job_id = status["steps"][0]["jobId"]
     browser.get(console.url + "/jobs")
     row = f"tr[data-job='{job_id}']"
@@ -490,7 +490,7 @@ def test_console_runs_table_fits_800_px(console: Console, browser: Any, home: Pa
     chain = chain_in(home, "a-rather-long-directory-name-for-the-pretraining-stage",
                      [{"name": "prepare-the-dataset-shards", "script": "echo a\n"}], shared_server.pool,
                      params={"learning_rate": "3e-4", "tag": "an-ablation-with-a-long-name"})
-    cli("run", str(chain), "--follow", server=shared_server, check=True)
+    cli_here("run", str(chain), "--follow", server=shared_server, check=True)
     browser.set_window_size(800, 900)
     try:
         browser.get(console.url + "/")
@@ -513,7 +513,7 @@ def test_console_one_sample_chart_spans_minutes_not_years(console: Console, brow
                                                           shared_server: Any, tmp_path: Path) -> None:
     chain = chain_in(home, "onesample", [{"script": "echo ' iteration 1/ 10 | lm loss: 2.5E+00'\n"}],
                      shared_server.pool)
-    cli("run", str(chain), "--follow", server=shared_server, check=True)
+    cli_here("run", str(chain), "--follow", server=shared_server, check=True)
     run_id = latest_run(chain)
     browser.get(f"{console.url}/run/{_cid(chain)}/{run_id}")
     wait_for(browser, lambda b: attr(b, "#outcome", "data-outcome") == "succeeded")
@@ -621,7 +621,7 @@ def test_long_step_names_are_read_whole_in_the_graph_and_the_timeline(console: C
     data["jobs"][3]["jobChain"] = {"dependsOn": [names[2]], "matrix": {"lr": ["1e-4", "3e-4"]}}
     data["jobs"][4]["jobChain"] = {"dependsOn": ["eval", names[0]]}  # skips columns: runs above the rows
     chain.write_text(json.dumps(data))
-    cli("run", str(chain), "--follow", server=shared_server, check=True)
+    cli_here("run", str(chain), "--follow", server=shared_server, check=True)
     browser.get(f"{console.url}/run/{_cid(chain)}/{latest_run(chain)}")
     wait_for(browser, lambda b: attr(b, "#outcome", "data-outcome") == "succeeded")
     drawn = browser.execute_script("""

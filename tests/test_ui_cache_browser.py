@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from chain_helpers import cli, latest_run, make_chain
+from chain_helpers import cli_here, latest_run, make_chain
 from test_ui_browser import _cid, attr, browser, console, css, home, shot, wait_for  # noqa: F401 - fixtures
 from ui_helpers import Console, chromium_available
 
@@ -27,9 +27,9 @@ def test_a_cached_step_shows_where_its_success_came_from(console: Console, brows
     data = json.loads(chain.read_text())
     data["jobs"][0]["jobChain"] = {"cache": True}
     chain.write_text(json.dumps(data))
-    cli("run", str(chain), "--follow", server=shared_server, check=True)
+    cli_here("run", str(chain), "--follow", server=shared_server, check=True)
     first = latest_run(chain)
-    cli("run", str(chain), "--follow", server=shared_server, check=True)
+    cli_here("run", str(chain), "--follow", server=shared_server, check=True)
     second = latest_run(chain)
     browser.get(f"{console.url}/run/{_cid(chain)}/{second}")
     wait_for(browser, lambda b: attr(b, "#step-row-0", "data-status") == "Cached")
