@@ -121,18 +121,18 @@ def decide_after(hop: Any, step: Step, attempt: int, exit_code: int, known: Opti
 
 
 def _found_now(hop: Any, name: str, item: Any) -> Optional[Failure]:
-    """Why a failed attempt that kept no cause failed (a job the platform failed before its script ran:
-    its cause is in its events), found now and kept; None when its job cannot be read."""
-    from job_chain.status.causes import classify_job, keep
+    """Why a failed attempt that kept no cause failed, found now and kept
+    (:func:`~job_chain.status.causes.explain_one`); None when its job cannot be read."""
+    from job_chain.status.causes import explain_one
 
     step = hop.chain.named(name)
     if step is None:
         return None
     try:
-        found = classify_job(hop.client, hop.chain.pool, item.job_id, step, item.exit_code)
-    except JobChainError:
+        return explain_one(hop.client, hop.chain, hop.records, hop.run_id, step, item.attempt, item.job_id,
+                           item.exit_code)
+    except JobChainError:  # no credentials reach this job (its client is made on first use)
         return None
-    return keep(hop.records, hop.run_id, step, item.attempt, found)
 
 
 def failed_details(hop: Any, failed: List[str]) -> List[Dict[str, Any]]:

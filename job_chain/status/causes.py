@@ -100,10 +100,22 @@ def keep(records: Any, run_id: str, step: Step, attempt: int, failure: Failure,
     return Failure.from_record(records.record_failure(run_id, step.name, attempt, data)) or failure
 
 
+def explain_one(client: Any, chain: Chain, records: Any, run_id: str, step: Step, attempt: int, job_id: str,
+                exit_code: Optional[int] = None) -> Optional[Failure]:
+    """Why a failed attempt that kept no cause failed (a job the platform failed before its script
+    ran tells it in its events), classified now from its job and kept; None when its job cannot be
+    read now (the next look tries again)."""
+    try:
+        found = classify_job(client, chain.pool, job_id, step, exit_code)
+    except EngineError:
+        return None
+    return keep(records, run_id, step, attempt, found)
+
+
 def explain_failures(client: Any, chain: Chain, records: Any, run_id: str, attempts: Iterable[Any],
                      facts: Any) -> None:
     """Find (and keep) the cause of every failed attempt the record does not explain yet, into
-    ``facts.failures``. A job whose logs cannot be read now is left for the next look."""
+    ``facts.failures`` (:func:`explain_one`). A job whose logs cannot be read now is left for the next look."""
     from job_chain.engine.states import FAILED
     from job_chain.status.summarize import fact
 
@@ -114,18 +126,17 @@ def explain_failures(client: Any, chain: Chain, records: Any, run_id: str, attem
         if fact(facts.failures, step, item.attempt) is not None:
             continue
         code = fact(facts.script_exit, step, item.attempt)
-        try:
-            found = classify_job(client, chain.pool, item.job_id, step, code if code is not None else item.exit_code)
-        except EngineError:
-            continue
-        facts.failures[(step.name, item.attempt)] = keep(records, run_id, step, item.attempt, found)
+        found = explain_one(client, chain, records, run_id, step, item.attempt, item.job_id,
+                            code if code is not None else item.exit_code)
+        if found is not None:
+            facts.failures[(step.name, item.attempt)] = found
 
 
 def earlier_causes(client: Any, chain: Chain, records: Any, run_id: str, step: Step, attempt: int,
                    attempts: Sequence[Any]) -> List[AttemptFacts]:
     """This revision's attempts of ``step`` before ``attempt`` as budgets per cause count them
     (:func:`~job_chain.rules.state.causes_counted`): each failed one with its class from the record,
-    else classified now from its logs and kept."""
+    else classified now from its logs and kept (:func:`explain_one`)."""
     from job_chain.engine.states import FAILED
 
     out = []
@@ -134,9 +145,6 @@ def earlier_causes(client: Any, chain: Chain, records: Any, run_id: str, step: S
             continue
         kept = Failure.from_record(records.failure(run_id, step.name, item.attempt)) if records else None
         if kept is None and item.status in FAILED and item.job_id:
-            try:
-                kept = keep(records, run_id, step, item.attempt, classify_job(client, chain.pool, item.job_id, step))
-            except EngineError:
-                kept = None
+            kept = explain_one(client, chain, records, run_id, step, item.attempt, item.job_id)
         out.append(AttemptFacts(item.attempt, item.status, cause=kept.cls if kept is not None else None))
     return out
