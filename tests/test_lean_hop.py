@@ -14,7 +14,7 @@ from typing import Any, Dict, List
 import pytest
 from chain_helpers import diamond_jobs, recorded_run
 from conftest import LocalServer
-from test_hop import NEVER, NO_HTTP, heavy, hop, imported
+from test_hop import NEVER, NO_HTTP, heavy, hop, imported, named_by_strings
 
 from job_chain.hop.advance import _partners_ready, advance
 from job_chain.submit import plans
@@ -118,6 +118,7 @@ def test_a_planned_hop_submits_without_the_chain_model_and_the_line_goes_on(tmp_
     assert "job-chain: step b submitted job" in done.stderr and "full way" not in done.stderr
     modules = imported(done.stderr)
     assert heavy(modules, NEVER + CHAIN_MODEL) == [], heavy(modules, NEVER + CHAIN_MODEL)
+    assert named_by_strings(modules) == [] and "shlex" not in modules  # it quotes a resume hint only to say it
     assert "baidubce.auth.bce_v1_signer" in modules and "baidubce.http.bce_http_client" in modules
     records = RunRecords(str(chain))
     assert records.script_exit(run, "a", 1) == 0 and records.succeeded(run, "a", 1)
@@ -189,11 +190,13 @@ def test_a_planned_join_waits_from_the_record_and_the_last_branch_submits_it(tmp
     assert first.returncode == 0, first.stderr
     assert "job-chain: step b succeeded; its dependents also wait for c" in first.stderr
     assert heavy(imported(first.stderr), NEVER + CHAIN_MODEL + NO_HTTP) == []
+    assert named_by_strings(imported(first.stderr)) == [] and "shlex" not in imported(first.stderr)
     assert records.submission(run, "d", 1) is None
     last = hop(Path(chain.path), "c", env=env, run=run)
     assert last.returncode == 0, last.stderr
     assert "job-chain: step d submitted job" in last.stderr
     assert heavy(imported(last.stderr), NEVER + CHAIN_MODEL) == []
+    assert named_by_strings(imported(last.stderr)) == [] and "shlex" not in imported(last.stderr)
     d = records.submission(run, "d", 1)
     assert d is not None
     wait_succeeded(shared_server, d["jobId"])

@@ -9,8 +9,8 @@ token (STS temporary credentials: ``--session-token``, env ``AIHC_SESSION_TOKEN`
 to the temporary key pair it was issued with.
 """
 
-from __future__ import annotations
-
+# no `from __future__ import annotations`: the hop builds this module's named tuple, whose string
+# annotations would be compiled one by one (see job_chain/engine/jobs.py)
 import os
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple
 

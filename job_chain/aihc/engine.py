@@ -17,12 +17,14 @@ from job_chain.engine.states import SUCCEEDED
 PAGE_SIZE = 50  # jobs a page of the pool's list holds (walks stop early: the newest come first)
 _REPLICA_TYPE = "training.kubeflow.org/replica-type"
 _REPLICA_INDEX = "training.kubeflow.org/replica-index"
-_POD_SUFFIX = re.compile(r"-(master|worker)-(\d+)$")
+# patterns as text, compiled on first use (re caches them): a hop imports this module to create a job,
+# and reads no pods or events
+_POD_SUFFIX = r"-(master|worker)-(\d+)$"
 # AIHC's fault tolerance records restarts and hangs in the job's events (its page, kljz3qhnq) without
 # publishing the reason words: any reason naming a hang, or a fault-tolerance restart (the local
 # server's are HangDetected and FaultToleranceRestart)
-_HANG_REASON = re.compile(r"Hang|Hung|\bhang|\bhung")  # a word, never the "hang" of JobStatusChanged
-_RESTART_REASON = re.compile(r"fault.?tolerance.*restart|restart.*fault.?tolerance", re.IGNORECASE)
+_HANG_REASON = r"Hang|Hung|\bhang|\bhung"  # a word, never the "hang" of JobStatusChanged
+_RESTART_REASON = r"(?i)fault.?tolerance.*restart|restart.*fault.?tolerance"
 
 
 def _seconds(text: Any) -> Optional[float]:
@@ -42,7 +44,7 @@ def _rank(pod: Mapping[str, Any], position: int) -> int:
     labels = meta.get("labels") or {}
     kind = str(labels.get(_REPLICA_TYPE) or pod.get("replicaType") or "").lower()
     index = labels.get(_REPLICA_INDEX)
-    found = _POD_SUFFIX.search(str(meta.get("name") or ""))
+    found = re.search(_POD_SUFFIX, str(meta.get("name") or ""))
     if not kind and found:
         kind, index = found.group(1), found.group(2)
     if index is None and found:
@@ -99,9 +101,9 @@ def restarts_of(job: Mapping[str, Any]) -> Optional[int]:
 def event_of(event: Mapping[str, Any]) -> Event:
     """One AIHC event; a fault-tolerance restart or a hang in the seam's words (:data:`RESTARTED`, :data:`HUNG`)."""
     reason = str(event.get("reason") or "")
-    if _HANG_REASON.search(reason):
+    if re.search(_HANG_REASON, reason):
         reason = HUNG
-    elif _RESTART_REASON.search(reason):
+    elif re.search(_RESTART_REASON, reason):
         reason = RESTARTED
     return Event(reason, str(event.get("type") or "Normal"), str(event.get("message") or ""),
                  _seconds(event.get("lastTimestamp") or event.get("firstTimestamp") or event.get("time")))

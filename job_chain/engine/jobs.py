@@ -4,10 +4,9 @@ A :class:`Job` carries what the run library reads of a job — its id, name, sta
 :mod:`job_chain.engine.states`' words), times in the engine's clock, exit code, the run, step and
 attempt its labels name, and its pods with rank and phase — so status, causes, joins and the
 in-job advance never depend on how an engine spells them. Light to import (the in-job advance
-uses it on every hop): named tuples, no dataclasses.
+uses it on every hop): named tuples, no dataclasses, and no ``from __future__ import annotations`` —
+a named tuple whose annotations are strings compiles each one (``typing.ForwardRef``), ~0.1 ms a field.
 """
-
-from __future__ import annotations
 
 from typing import NamedTuple, Optional, Tuple
 

@@ -27,13 +27,13 @@ if TYPE_CHECKING:
     from job_chain.record.records import RunRecords
     from job_chain.spec.model import Chain, Step
 
+    ChainSource = Union[Chain, Callable[[], Chain]]  # the run's chain, or how to thaw it when needed (types only)
+
 __all__ = ["advance"]
 
 DEFAULT_DEADLINE = 600.0  # seconds an advance keeps retrying the engine before giving up
 EXIT_ADVANCE_FAILED = 75  # EX_TEMPFAIL: the step succeeded, the next one could not be submitted
 SUBMIT_WIDTH = 16  # creates in flight at once when a split starts its branches
-
-ChainSource = Union["Chain", Callable[[], "Chain"]]  # the run's chain, or how to thaw it when needed
 
 
 def submit_with_deadline(call: Callable[[], Any], deadline: float, **options: Any) -> Any:
@@ -53,7 +53,7 @@ def advance(
     attempt: int,
     exit_code: int,
     records: Optional[RunRecords],
-    resume_hint: str,
+    resume_hint: Union[str, Callable[[], str]],
     deadline: float = DEFAULT_DEADLINE,
     mode: Optional[str] = None,
     reconnect: Optional[Callable[[], Any]] = None,
@@ -75,7 +75,8 @@ def advance(
     that reuses one too, one after another (never deeper than this call). ``own_plan``: how this
     step's plan file is read, when the caller reads it too (once for both: ``hop/entry.py``).
     ``in_job``: False when another process advances for the job (a Slurm watcher), which then does
-    not record the job's end.
+    not record the job's end. ``resume_hint``: the command that continues the run, or how to make it
+    when a message first needs it.
     """
     mode = mode or ("inline" if records is None else "job")
     hop = _Hop(chain, client, run_id, records, mode, deadline, reconnect, resume_hint)
@@ -119,13 +120,14 @@ class _Hop:
     """One advancing job's view of the run: what it knows, and how it submits."""
 
     def __init__(self, chain: ChainSource, client: JobsAPI, run_id: str, records: Optional[RunRecords], mode: str,
-                 deadline: float, reconnect: Optional[Callable[[], Any]], resume_hint: str) -> None:
+                 deadline: float, reconnect: Optional[Callable[[], Any]],
+                 resume_hint: Union[str, Callable[[], str]]) -> None:
         self._chain: Optional[Chain] = None if callable(chain) else chain
         self._thaw: Optional[Callable[[], Chain]] = chain if callable(chain) else None
         self._given: Any = client
         self._engine: Any = None  # the engine is made when a call needs it
         self.run_id, self.records, self.mode = run_id, records, mode
-        self.deadline, self.reconnect, self.resume_hint = deadline, reconnect, resume_hint
+        self.deadline, self.reconnect, self._hint = deadline, reconnect, resume_hint
         self.plan: Optional[Dict[str, Any]] = None  # what the submitter planned this step's success to do
         self.own_plan: Optional[Callable[[], Optional[Dict[str, Any]]]] = None  # how the plan file is read
         self.followed_plan = False
@@ -140,6 +142,13 @@ class _Hop:
         self._started: Optional[float] = None
         self.own: Optional[Tuple[str, int]] = None  # the finishing (step, attempt): this job
         self.in_job = True  # this process is the finishing job's own tail
+
+    @property
+    def resume_hint(self) -> str:
+        """The command that continues the run, made the first time a message names it."""
+        if callable(self._hint):
+            self._hint = self._hint()
+        return self._hint
 
     @property
     def chain(self) -> Chain:

@@ -2,8 +2,8 @@
 share — which steps are ready, which can never start, whether the run has ended and which exit
 handlers run — from each step's planner state (:func:`job_chain.rules.state.planner_state`)."""
 
-from __future__ import annotations
-
+# no `from __future__ import annotations`: the hop builds this module's named tuple, whose string
+# annotations would be compiled one by one (see job_chain/engine/jobs.py)
 from typing import TYPE_CHECKING, Dict, List, NamedTuple, Sequence
 
 if TYPE_CHECKING:  # the in-job advance imports this module on every hop: no model, no dataclasses
@@ -24,7 +24,7 @@ class Plan(NamedTuple):
     handlers: List[int]  # exit handlers that should run now that the run ended
 
 
-def plan(chain: Chain, states: Dict[int, str], *, stopped: bool = False) -> Plan:
+def plan(chain: "Chain", states: Dict[int, str], *, stopped: bool = False) -> Plan:
     """Decide from each step's state (``SUCCEEDED``, ``ACTIVE``, …) what starts next.
 
     Steps excluded from the run (before ``--start``, or added upstream of succeeded steps by a
@@ -62,7 +62,7 @@ def plan(chain: Chain, states: Dict[int, str], *, stopped: bool = False) -> Plan
     return Plan(sorted(ready), blocked, ended, failed, handlers)
 
 
-def depths(chain: Chain) -> Dict[int, int]:
+def depths(chain: "Chain") -> Dict[int, int]:
     """Each step's longest dependency path length (0 for roots), without recursion (chains are long)."""
     return depths_of({s.index: s.depends_on for s in chain.steps})
 
@@ -87,7 +87,7 @@ def depths_of(edges: Dict[int, Sequence[int]]) -> Dict[int, int]:
     return depth
 
 
-def levels(chain: Chain) -> List[List[int]]:
+def levels(chain: "Chain") -> List[List[int]]:
     """The steps in waves: each wave can start once the ones before it succeeded (the dry-run plan)."""
     waves: Dict[int, List[int]] = {}
     order = depths(chain)

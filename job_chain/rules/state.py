@@ -7,8 +7,8 @@ these functions, so a fact such as "a failure whose cause is not recorded yet" m
 thing everywhere. No dataclasses here: the in-job advance imports this module on every hop.
 """
 
-from __future__ import annotations
-
+# no `from __future__ import annotations`: the hop builds this module's named tuple, whose string
+# annotations would be compiled one by one (see job_chain/engine/jobs.py)
 from typing import TYPE_CHECKING, Iterable, List, NamedTuple, Optional, Sequence
 
 from job_chain.engine.states import FAILED, STOPPED, SUCCEEDED, TERMINAL
@@ -41,7 +41,7 @@ def failed(facts: AttemptFacts) -> bool:
     return facts.status in FAILED or facts.exit_code not in (None, 0) or facts.cause is not None
 
 
-def causes_counted(step: Step, attempts: Iterable[AttemptFacts], upto: int) -> List[str]:
+def causes_counted(step: "Step", attempts: Iterable[AttemptFacts], upto: int) -> List[str]:
     """The classes that budgets per cause count for ``upto`` failing: this revision's failed attempts
     of ``step`` up to ``upto``, oldest first, ``upto`` itself always (its cause is the one decided
     on). A failure whose cause is not kept (yet) counts as :data:`UNKNOWN_CAUSE`; an attempt that
@@ -57,7 +57,7 @@ def causes_counted(step: Step, attempts: Iterable[AttemptFacts], upto: int) -> L
     return out
 
 
-def planner_state(step: Step, latest: AttemptFacts, causes: Sequence[str] = ()) -> str:
+def planner_state(step: "Step", latest: AttemptFacts, causes: Sequence[str] = ()) -> str:
     """The planner's state (:mod:`job_chain.rules.plan`) of ``step`` from its latest attempt of this
     revision; ``causes``: what :func:`causes_counted` gives for it (only budgets per cause read it)."""
     from job_chain.rules.retry import decide
@@ -72,7 +72,7 @@ def planner_state(step: Step, latest: AttemptFacts, causes: Sequence[str] = ()) 
     return plan_.ACTIVE
 
 
-def next_attempt(step: Step, latest: Optional[int]) -> int:
+def next_attempt(step: "Step", latest: Optional[int]) -> int:
     """The number the next attempt of ``step`` gets: after its latest one (any revision), and never
     below the first attempt of the revision it runs in."""
     return max(step.first_attempt, (latest or 0) + 1)

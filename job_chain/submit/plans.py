@@ -7,8 +7,8 @@ reads it before deciding whether it must thaw the chain; anything it does not co
 revision, a failure, outputs, a partner that failed) is decided the full way, idempotently.
 """
 
-from __future__ import annotations
-
+# no `from __future__ import annotations`: the hop builds this module's named tuple, whose string
+# annotations would be compiled one by one (see job_chain/engine/jobs.py)
 from typing import TYPE_CHECKING, Any, Dict, List, NamedTuple, Optional, Tuple
 
 from job_chain.record.plans import write_plan
@@ -34,19 +34,19 @@ class Finishing(NamedTuple):
     cached: bool = False  # jobChain.cache: its success writes a cache entry
 
     @classmethod
-    def planned(cls, name: str) -> Finishing:
+    def planned(cls, name: str) -> "Finishing":
         """What a planned step is known to be without its chain: the defaults."""
         return cls(name)
 
 
-def finishing(chain: Chain, step: Step) -> Finishing:
+def finishing(chain: "Chain", step: "Step") -> Finishing:
     from job_chain.record import slots
 
     return Finishing(step.name, step.checkpoint, int(step.body.get("jobSpec", {}).get("replicas", 1)),
                      step.is_handler, slots.involved(chain, step), step.cache is not None)
 
 
-def follower(chain: Chain, step: Step) -> Optional[Step]:
+def follower(chain: "Chain", step: "Step") -> "Optional[Step]":
     """The one step that ``step`` succeeding can start, when a plan can stand for the advance:
     ``step`` has only the :meth:`Finishing.planned` facts, and what follows is a line, or a join
     of a run nobody waits on to end, that uses no earlier outputs and is not cached (whether it runs
@@ -70,7 +70,7 @@ def follower(chain: Chain, step: Step) -> Optional[Step]:
 Made = Dict[Tuple[str, int], Any]  # (step, attempt) -> its request, shared by plans made together
 
 
-def plan(chain: Chain, run_id: str, step: Step, ahead: int = AHEAD,
+def plan(chain: "Chain", run_id: str, step: "Step", ahead: int = AHEAD,
          made: Optional[Made] = None) -> List[Dict[str, Any]]:
     """What ``step`` and the steps after it on its line submit when they succeed, up to ``ahead``
     of them: ``[{"step", "next", "attempt", "token", "body", "needs"}, ...]`` (empty: none
@@ -97,7 +97,7 @@ def plan(chain: Chain, run_id: str, step: Step, ahead: int = AHEAD,
     return out
 
 
-def plan_submitted(chain: Chain, records: RunRecords, run_id: str, step: Step, attempt: int,
+def plan_submitted(chain: "Chain", records: "RunRecords", run_id: str, step: "Step", attempt: int,
                    made: Optional[Made] = None) -> None:
     """After ``step`` (attempt ``attempt``) was submitted in job mode: plan what its success submits."""
     if chain.revision >= 1:

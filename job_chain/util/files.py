@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Dict, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple, Union
 
-PathLike = Union[str, "os.PathLike[str]"]
+if TYPE_CHECKING:  # for annotations only: made at run time, its forward reference is compiled on every hop
+    PathLike = Union[str, "os.PathLike[str]"]
 
 
 def _private_temp(directory: str, name: str) -> Tuple[str, int]:
