@@ -54,11 +54,13 @@ lint: install
 # Four workers (pytest-xdist) on a CI machine's two cores: most tests wait on processes and the
 # server, so the other workers' tests fill that time (measured: 4:57 with two, 4:17 with three when
 # the suite was 1,120 tests; at 1,299 tests 4:37 with three, 4:03 with four). --dist loadscope keeps each test file on one
-# worker, in its order, with its module-scoped servers and browser started once. The 10 slowest
-# tests are listed at the end, so a test that starts waiting on something shows.
+# worker, in its order, with its module-scoped servers and browser started once;
+# --no-loadscope-reorder hands the modules out in the order tests/conftest.py sorts them (the slow
+# drills and fuzz first: xdist's own order, by test count, handed the fuzz out 61st of 83 modules).
+# The 10 slowest tests are listed at the end, so a test that starts waiting on something shows.
 # One worker, as before: $(PY) -m pytest -q
 test: lint browser slurm
-	$(PY) -m pytest -q -n 4 --dist loadscope --durations=10
+	$(PY) -m pytest -q -n 4 --dist loadscope --no-loadscope-reorder --durations=10
 
 bench: install
 	$(PY) benchmarks/run_all.py
