@@ -136,7 +136,10 @@ def _found_now(hop: Any, name: str, item: Any) -> Optional[Failure]:
 
 
 def failed_details(hop: Any, failed: List[str]) -> List[Dict[str, Any]]:
-    """What a run-end notification says of each failed step: exit code, reason, why it failed."""
+    """What a run-end notification says of each failed step (:func:`~job_chain.status.summary.step_end`),
+    from what this hop knows: its own exit and failure, else the record's, else found now."""
+    from job_chain.status.summary import step_end
+
     out = []
     for name in failed:
         item = hop.latest.get(name)
@@ -146,8 +149,6 @@ def failed_details(hop: Any, failed: List[str]) -> List[Dict[str, Any]]:
                                                if kept else None)
         if failure is None and item is not None and item.job_id:  # no hop of its own ran (its script never did)
             failure = _found_now(hop, name, item)
-        out.append({"name": name, "exitCode": code if code is not None else hop.me_code.get(name),
-                    "reason": (item.reason if item else "") or None,
-                    "failure": failure.as_json() if failure is not None else None,
-                    "cause": failure.summary() if failure is not None else None})
+        out.append(step_end(name, code if code is not None else hop.me_code.get(name), item.reason if item else "",
+                            failure))
     return out

@@ -92,6 +92,7 @@ def tell_a_silent_end(ctx: RunContext, run: Run, chain: Chain, found: RunStatus)
     already sent by a job, or by an earlier look, is never sent again."""
 
     from job_chain.hop.notify import notify
+    from job_chain.status.summary import step_end
 
     if found.outcome is not Outcome.FAILED or ctx.records.is_stopped(run.run_id):
         return 0
@@ -101,18 +102,15 @@ def tell_a_silent_end(ctx: RunContext, run: Run, chain: Chain, found: RunStatus)
     ended = max((s.finished for s in failed if s.finished is not None), default=None)
     late = "told by a look at the run: no job of the run was left to say so" + (
         f" (it ended at {ended.strftime('%Y-%m-%d %H:%M:%S')} UTC)" if ended is not None else "")
-    details = [{"name": s.name, "exitCode": s.exit_code, "reason": s.reason or None,
-                "failure": s.failure.as_json() if s.failure is not None else None,
-                "cause": (s.failure.summary() if s.failure is not None else s.reason) or None} for s in failed]
+    details = [step_end(s.name, s.exit_code, s.reason, s.failure) for s in failed]
     took = 0
     for step in failed:
         took += notify(chain, ctx.records, run.run_id, "stepFailed", step=step.name, status="failed", note=late,
                        exit_code=step.exit_code, failure=step.failure,
                        gpu=(step.gpu_hours, step.lost_gpu_hours or 0.0) if step.gpu_hours is not None else None)
-    hours = [s.gpu_hours for s in found.steps if s.gpu_hours is not None]
-    lost = sum(s.lost_gpu_hours or 0.0 for s in found.steps)
+    spent = any(s.gpu_hours is not None for s in found.steps)
     took += notify(chain, ctx.records, run.run_id, "failed", status="failed", note=late, failed=details,
-                   gpu=(sum(hours), lost) if hours else None)
+                   gpu=(found.gpu_hours, found.lost_gpu_hours) if spent else None)
     return took
 
 

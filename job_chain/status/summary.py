@@ -22,12 +22,19 @@ def run_span(status: RunStatus, now: Optional[float] = None) -> Tuple[Optional[f
     return min(starts), max(ends + [min(starts)])
 
 
+def step_end(name: str, exit_code: Optional[int], reason: str, failure: Any) -> Dict[str, Any]:
+    """What is said of how a step ended, in a summary, ``runs --json`` and a run-end message's
+    ``failedSteps`` (the job's tail's, and a look's late one): its name, exit code, the engine's
+    reason, why it failed (``failure``: a :class:`~job_chain.failures.classify.Failure`) and that in words."""
+    return {"name": name, "exitCode": exit_code, "reason": reason or None,
+            "failure": failure.as_json() if failure is not None else None,
+            "cause": failure.summary() if failure is not None else None}
+
+
 def steps_json(steps: Iterable[StepStatus]) -> List[Dict[str, Any]]:
     """Steps as a summary (and ``runs --json``) lists them: number, name, status, attempt, exit, why."""
-    return [{"step": s.index, "name": s.name, "display": s.label, "status": s.status, "attempt": s.attempt or None,
-             "exitCode": s.exit_code, "reason": s.reason or None,
-             "failure": s.failure.as_json() if s.failure is not None else None,
-             "cause": s.failure.summary() if s.failure is not None else None} for s in steps]
+    return [dict({"step": s.index, "name": s.name, "display": s.label, "status": s.status,
+                  "attempt": s.attempt or None}, **step_end(s.name, s.exit_code, s.reason, s.failure)) for s in steps]
 
 
 def fields(status: RunStatus) -> Dict[str, Any]:
