@@ -5,13 +5,11 @@ the message goes over real HTTP to a loopback webhook."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
-from chain_helpers import memory_runs
-from test_notify import Hook
+from chain_helpers import Hooks, memory_runs
 
 from job_chain import ChainSession
 from job_chain.engine.jobs import EngineError
@@ -26,14 +24,15 @@ def test_a_late_run_end_message_says_a_failed_step_as_the_summary_does(tmp_path:
         raise EngineError("its pods are gone", status=503)
 
     monkeypatch.setattr(causes, "classify_job", unreadable)
-    hook = Hook()
+    hook = Hooks()
     try:
         chain, ids, api = memory_runs(tmp_path, 1, (1,), notify=[{"url": hook.url, "on": ["failed"], "format": "json"}])
         session = ChainSession.from_file(str(chain), client=api)
         (summary,) = session.summaries()
-        sent = [json.loads(body) for _, body in hook.requests]
+        sent = list(hook.bodies)
     finally:
-        hook.close()
+        hook.server.shutdown()
+        hook.server.server_close()
     assert [m["event"] for m in sent] == ["failed"], sent
     (told,) = sent[0]["failedSteps"]
     said = {k: v for k, v in summary.failed[0].items() if k in told}

@@ -69,7 +69,8 @@ def status(ctx: RunContext, run_id: Optional[str] = None, *, now: Optional[float
         _read_logged_outputs(ctx, run, chain, found)
     found.revisions = ctx.records.revisions(run.run_id, names)
     if record is not None and run.mode == "job" and chain.notify and found.outcome is Outcome.FAILED:
-        tell_a_silent_end(ctx, run, chain, found)  # before the summary is kept, so its basis holds what this wrote
+        # before the summary is kept, so its basis holds what this wrote
+        tell_a_silent_end(ctx, run, chain, found, stopped=facts.stopped)
         found.notify_failed = [e["message"] for e in ctx.records.notify_failures(run.run_id)]
     if record is not None:
         from job_chain.status import kept
@@ -81,7 +82,7 @@ def status(ctx: RunContext, run_id: Optional[str] = None, *, now: Optional[float
     return found
 
 
-def tell_a_silent_end(ctx: RunContext, run: Run, chain: Chain, found: RunStatus) -> int:
+def tell_a_silent_end(ctx: RunContext, run: Run, chain: Chain, found: RunStatus, *, stopped: bool) -> int:
     """Send the end of a failed run that no job of the run could tell; the targets that took it.
 
     A job's own tail sends its run's end (:mod:`job_chain.hop.notify`). A job the platform failed
@@ -89,12 +90,14 @@ def tell_a_silent_end(ctx: RunContext, run: Run, chain: Chain, found: RunStatus)
     tail, and when it was the last job going no process of the run is left to notice that the run
     ended: the first look at the run (``status``, ``--watch``, the console, ``ChainSession``) sends
     what the tail would have. Each (round, event, step) is claimed in the run record, so a message
-    already sent by a job, or by an earlier look, is never sent again."""
+    already sent by a job, or by an earlier look, is never sent again. ``stopped``: whether the run
+    was stopped, as the look read it (:attr:`~job_chain.rules.facts.RunFacts.stopped`): a stopped run's
+    end is told by ``stop``."""
 
     from job_chain.hop.notify import notify
     from job_chain.status.summary import step_end
 
-    if found.outcome is not Outcome.FAILED or ctx.records.is_stopped(run.run_id):
+    if found.outcome is not Outcome.FAILED or stopped:
         return 0
     if not ctx.records.writable(run.run_id):
         return 0  # a look that cannot claim the message (a read-only mount) never sends it
