@@ -74,7 +74,7 @@ class Step:
     excluded: Optional[str] = None  # why the step does not run in this run (before --start, added upstream)
     renamed_from: Optional[str] = None  # resume --rename OLD=NEW: its name in earlier revisions (its outputs)
     changed_in: int = 1  # the revision whose content the step runs: part of its client token
-    removed_in: int = 0  # the revision that removed (or renamed) a step that had run: it stays as history
+    removed_in: int = 0  # the revision that removed (or renamed) a step that had run: it stays as history, excluded
     # a point of a matrix (jobChain.matrix): the step it was expanded from, and its values
     group: str = ""  # the matrix step's name ("train"); "" for an ordinary step
     point: Dict[str, str] = field(default_factory=dict)  # {"lr": "1e-4", "seed": "1"}

@@ -81,9 +81,7 @@ def summarize(chain: Chain, attempts: Iterable[Attempt], facts: RunFacts, *, run
             status = SKIPPED if step.excluded else NOT_SUBMITTED
             steps.append(_add_hours(StepStatus(step.index, step.name, status, reason=step.excluded or "",
                                                history=history, next_attempt=following)))
-            if step.excluded:
-                states[step.index] = plan_.SUCCEEDED  # what follows it may run
-            continue
+            continue  # (an excluded step the plan counts as done: what follows it may run)
         latest = found[-1]
         state = StepStatus(step.index, step.name, latest.status, latest.job_id, latest.attempt, latest.exit_code,
                            latest.reason, latest.started, latest.finished, found, history=history,
@@ -99,9 +97,8 @@ def summarize(chain: Chain, attempts: Iterable[Attempt], facts: RunFacts, *, run
         _add_hours(state)
         _add_notes(chain, step, state, run_id)
         steps.append(state)
-        if step.removed_in:  # history: it no longer decides anything
+        if step.removed_in:  # history: it no longer decides anything (excluded: the plan counts it done)
             state.removed = step.excluded or f"removed in revision {step.removed_in}"
-            states[step.index] = plan_.SUCCEEDED
             continue
         states[step.index] = _planner_state(step, state)
     for again in slots.requeued(chain, facts.epoch, facts.claimed, states):
