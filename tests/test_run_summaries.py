@@ -289,7 +289,10 @@ def test_status_validates_the_chain_file_only_when_it_or_a_script_changed(tmp_pa
 def test_a_look_reads_one_listing_and_no_finished_jobs_submission_again(tmp_path: Path,
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 35/28: a look at a finished 5,000-step run listed its directory three times and read every
-    step's submission file each time; a finished job's submission is kept with what the look knew."""
+    step's submission file each time; a finished job's submission is kept with what the look knew. The
+    record's word on the run's start is read once too (it was read for the refusal, the walk, the
+    never-started case and the facts)."""
+    from job_chain.record.layout import START_FAILED
     from job_chain.record.records import RunRecords
 
     chain, ids, api = memory_runs(tmp_path, 1)
@@ -314,6 +317,7 @@ def test_a_look_reads_one_listing_and_no_finished_jobs_submission_again(tmp_path
     assert [(s.name, s.status, s.job_id) for s in again.steps] == [(s.name, s.status, s.job_id) for s in first.steps]
     assert not [n for n in reads if n.startswith("step-")], reads
     assert listings == [ids[0]]
+    assert reads.count(START_FAILED) == 1, reads
 
 
 def _every_field_set() -> Any:

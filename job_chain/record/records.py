@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Tuple
 
 from job_chain.aihc.names import is_job_id
 from job_chain.errors import RecordUnwritable, RunNotFound, UsageError
@@ -92,6 +92,19 @@ def latest_listed(listing: Listed, firsts: Mapping[str, int]) -> Dict[str, int]:
             if first is not None and attempt >= first and attempt > latest.get(name, 0):
                 latest[name] = attempt
     return latest
+
+
+class StartFacts(NamedTuple):
+    """What the record says of a run's start (read once by a look): why its first steps could not be
+    submitted (None: they were, or are being), and whether the API refused its first create outright."""
+
+    failed: Optional[str] = None
+    refused: bool = False
+
+    def never_created(self, submissions: List[Dict[str, Any]]) -> bool:
+        """The first create was refused outright and nothing was submitted since (``submissions``:
+        the run's): nothing of the run exists in the API."""
+        return self.refused and not submissions
 
 
 class RecordDamaged(UsageError):
@@ -346,14 +359,12 @@ class RunRecords:
         """
         self.write(run_id, layout.START_FAILED, {"message": message, "refused": refused, "at": time.time()})
 
-    def start_failure(self, run_id: str) -> Optional[str]:
+    def start_facts(self, run_id: str) -> StartFacts:
+        """What :meth:`record_start_failure` kept, if anything (:class:`StartFacts`)."""
         entry = self.read(run_id, layout.START_FAILED)
-        return str(entry.get("message") or "it could not be started") if entry is not None else None
-
-    def start_refused(self, run_id: str) -> bool:
-        """The run's first create was refused outright: nothing of it exists in the API."""
-        entry = self.read(run_id, layout.START_FAILED) or {}
-        return entry.get("refused") is True and not self.submissions(run_id)
+        if entry is None:
+            return StartFacts()
+        return StartFacts(str(entry.get("message") or "it could not be started"), entry.get("refused") is True)
 
     # -- the frozen chain ------------------------------------------------------------------------
     def freeze(self, run_id: str, frozen: Dict[str, Any], *, revision: int, reason: str,
@@ -610,18 +621,20 @@ class RunRecords:
     # -- everything at once ------------------------------------------------------------------------
     def facts(self, run_id: str, run: Optional[Dict[str, Any]] = None,
               keys: Optional[Iterable[Key]] = None,
-              submissions: Optional[List[Dict[str, Any]]] = None, names: Optional[List[str]] = None) -> RunFacts:
+              submissions: Optional[List[Dict[str, Any]]] = None, names: Optional[List[str]] = None,
+              start: Optional[StartFacts] = None) -> RunFacts:
         """What the record knows, about the (step, attempt) ``keys`` only (None: every exit and gave-up).
 
         A 500-step run has 1,000 such files; a look at it needs the few that did not succeed.
         ``submissions`` (when the caller read them already) gives each attempt's submission time
-        and the checkpoint a retry was told to resume from.
+        and the checkpoint a retry was told to resume from; ``start``, the run's start (likewise).
         """
         run = run if run is not None else (self.get_run(run_id) or {})
+        start = start if start is not None else self.start_facts(run_id)
         from job_chain.rules.facts import RunFacts
 
         facts = RunFacts(started=run_start(run, run_id), stopped=self.is_stopped(run_id),
-                         round=self.round(run_id, run), start_failed=self.start_failure(run_id),
+                         round=self.round(run_id, run), start_failed=start.failed,
                          notify_failed=[e["message"] for e in self.notify_failures(run_id, names)])
         if keys is None:
             self._all_exits(run_id, facts)

@@ -39,6 +39,7 @@ def status(ctx: RunContext, run_id: Optional[str] = None, *, now: Optional[float
     record = ctx.records.get_run(run.run_id)
     run = Run.from_record(ctx.path, record) if record is not None else run
     chain = frozen(ctx, run)
+    start = ctx.records.start_facts(run.run_id)  # read once: the look's walk, its outcome and the API it spares
     walked = False
     while True:
         client: Optional[JobsAPI] = None
@@ -46,15 +47,15 @@ def status(ctx: RunContext, run_id: Optional[str] = None, *, now: Optional[float
         listing = ctx.records.listed(run.run_id, names)
         cached = cached_attempts(ctx.records, run.run_id)  # with the submissions of finished jobs: not read again
         submissions = ctx.records.submissions(run.run_id, listing, cached.submissions)
-        if ctx.records.start_refused(run.run_id):
+        if start.never_created(submissions):
             attempts: List[Any] = []  # it never started: nothing to ask the API (which may be why)
             endpoint = run.endpoint
         else:
             client = _client_to_look(ctx, run)
-            attempts, endpoint = run_attempts(ctx.records, _returning(client), chain, run, submissions, walk=walked,
-                                              patient=patient, listing=listing, cached=cached)
+            attempts, endpoint = run_attempts(ctx.records, _returning(client), chain, run, submissions, start,
+                                              walk=walked, patient=patient, listing=listing, cached=cached)
         facts = ctx.records.facts(run.run_id, record, keys=_fact_keys(chain, attempts), submissions=submissions,
-                                  names=names)
+                                  names=names, start=start)
         _more_facts(ctx, run, chain, facts, listing)
         if client is not None:  # why each failed attempt failed: from the record, else its logs (once)
             from job_chain.status.causes import explain_failures

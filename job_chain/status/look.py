@@ -22,7 +22,7 @@ from typing import Any, Callable, Dict, List, NamedTuple, Optional, Set, Tuple
 from job_chain.aihc.names import is_job_id
 from job_chain.engine.deadline import CALL_DEADLINE, submit_with_deadline
 from job_chain.errors import JobChainError
-from job_chain.record.records import Key, Listed, RunRecords
+from job_chain.record.records import Key, Listed, RunRecords, StartFacts
 from job_chain.spec.model import Chain
 from job_chain.status.types import NOT_SUBMITTED, Attempt, Outcome, RunStatus
 
@@ -68,15 +68,16 @@ def save_attempts(records: RunRecords, run_id: str, attempts: Dict[str, Attempt]
     records.keep_attempts_cache(run_id, data)
 
 
-def must_walk(records: RunRecords, run_id: str, mode: str, ids: Set[str], listing: Optional[Listed] = None) -> bool:
-    """Whether the record may not name every job of the run (see the module's docstring);
-    ``listing``: the run's, when the caller has just made it."""
-    return (mode == "inline" or not ids or records.start_failure(run_id) is not None
+def must_walk(records: RunRecords, run_id: str, mode: str, ids: Set[str], start: StartFacts,
+              listing: Optional[Listed] = None) -> bool:
+    """Whether the record may not name every job of the run (see the module's docstring); ``start``:
+    what the record says of its start; ``listing``: the run's, when the caller has just made it."""
+    return (mode == "inline" or not ids or start.failed is not None
             or bool((listing or records.listed(run_id))["advance-failed"]))
 
 
 def run_attempts(records: RunRecords, client_for: Callable[[], Any], chain: Chain, run: Any,
-                 entries: List[Dict[str, Any]], walk: bool = False, patient: bool = False,
+                 entries: List[Dict[str, Any]], start: StartFacts, walk: bool = False, patient: bool = False,
                  listing: Optional[Listed] = None, cached: Optional[Cached] = None) -> Tuple[List[Attempt], str]:
     """(every attempt of the run, the endpoint asked), caching finished attempts in the record.
     ``patient``: through transient API errors, retry the reads for as long as ``run`` retries a
@@ -84,20 +85,21 @@ def run_attempts(records: RunRecords, client_for: Callable[[], Any], chain: Chai
     many (``runs``, a start checking for a live run, the console) answers with what it has.
 
     ``entries``: the run's recorded submissions (:meth:`RunRecords.submissions`, read once by the
-    caller); an attempt only the pool told of is recorded and appended to them. ``listing``: the
+    caller); an attempt only the pool told of is recorded and appended to them. ``start``: what the
+    record says of the run's start (read once by the caller). ``listing``: the
     run's, when the caller has just made it (one listing of a 5,000-step run's directory, not three);
     ``cached``: what the previous look knew, when the caller has read it (:func:`cached_attempts`)."""
     from job_chain.status.observe import by_id, observe
 
     ids = {str(e["jobId"]) for e in entries}
-    never_started = records.start_failure(run.run_id) is not None and not entries
+    never_started = start.failed is not None and not entries
     kept = cached if cached is not None else cached_attempts(records, run.run_id)
     cache, final = kept.known, kept.final
     try:
         client = client_for()
 
         def look() -> Any:
-            if walk or must_walk(records, run.run_id, run.mode, ids, listing):
+            if walk or must_walk(records, run.run_id, run.mode, ids, start, listing):
                 return observe(client, chain.pool, run.run_id, cache=cache, final=final,
                                first_job_id=entries[0]["jobId"] if entries else None, since=run.started.timestamp())
             return by_id(client, chain.pool, run.run_id, ids, cache=cache, final=final)
