@@ -119,6 +119,7 @@ def test_a_planned_hop_submits_without_the_chain_model_and_the_line_goes_on(tmp_
     modules = imported(done.stderr)
     assert heavy(modules, NEVER + CHAIN_MODEL) == [], heavy(modules, NEVER + CHAIN_MODEL)
     assert named_by_strings(modules) == [] and "shlex" not in modules  # it quotes a resume hint only to say it
+    assert "job_chain.engine.jobs" not in modules  # it creates a job and reads none: no view of one is built
     assert "baidubce.auth.bce_v1_signer" in modules and "baidubce.http.bce_http_client" in modules
     records = RunRecords(str(chain))
     assert records.script_exit(run, "a", 1) == 0 and records.succeeded(run, "a", 1)
@@ -197,6 +198,7 @@ def test_a_planned_join_waits_from_the_record_and_the_last_branch_submits_it(tmp
     assert "job-chain: step d submitted job" in last.stderr
     assert heavy(imported(last.stderr), NEVER + CHAIN_MODEL) == []
     assert named_by_strings(imported(last.stderr)) == [] and "shlex" not in imported(last.stderr)
+    assert "job_chain.engine.jobs" not in imported(last.stderr)
     d = records.submission(run, "d", 1)
     assert d is not None
     wait_succeeded(shared_server, d["jobId"])

@@ -164,7 +164,7 @@ def test_creates_of_one_key_at_once_make_one_job(slurm: Any, tmp_path: Path, mon
     monkeypatch.setenv("SLURM_CONF", str(slurm.conf))
     found: List[str] = []
     threads = [threading.Thread(target=lambda: found.append(SlurmEngine(str(tmp_path / ".slurm")).create(
-        "p", body(), "jc-drill-once-1").id)) for _ in range(4)]
+        "p", body(), "jc-drill-once-1")[0])) for _ in range(4)]
     for t in threads:
         t.start()
     for t in threads:
@@ -186,9 +186,9 @@ def test_a_key_nobody_ran_sbatch_for_costs_one_slurm_command(slurm: Any, tmp_pat
 
     monkeypatch.setattr(slurm_engine, "run_slurm", counted)
     engine = slurm_engine.SlurmEngine(str(tmp_path / ".slurm"))
-    first = engine.create("p", body(), "jc-drill-fresh-1")
+    first, _ = engine.create("p", body(), "jc-drill-fresh-1")  # (job id, job name)
     assert ran == ["sbatch"]  # no squeue, no sacct: no creator ran sbatch for this key before
-    assert engine.create("p", body(), "jc-drill-fresh-1").id == first.id and ran == ["sbatch"]  # its key file
+    assert engine.create("p", body(), "jc-drill-fresh-1")[0] == first and ran == ["sbatch"]  # its key file
 
 
 REFUSING_WATCHERS = """#!/bin/bash
@@ -215,12 +215,12 @@ def test_a_watcher_slurm_refuses_is_said_and_the_step_still_runs(slurm: Any, tmp
 
     sbatch_first_on_path(slurm, tmp_path, monkeypatch, REFUSING_WATCHERS)
     watched = dict(body(), slurmEnded="true")
-    created = SlurmEngine(str(tmp_path / ".slurm")).create("p", watched, "jc-drill-unwatched-1")
+    created, _ = SlurmEngine(str(tmp_path / ".slurm")).create("p", watched, "jc-drill-unwatched-1")
     assert slurm.run("squeue", "-h", "-t", "all", "--name=jc-drill-unwatched-1", "-o", "%i").stdout.split() == [
-        created.id]
+        created]
     said = capsys.readouterr().err
-    assert f"job {created.id} has no watcher (sbatch: " in said and "Job violates accounting/QOS policy" in said
-    assert not (tmp_path / ".slurm" / "watchers" / created.id).exists()
+    assert f"job {created} has no watcher (sbatch: " in said and "Job violates accounting/QOS policy" in said
+    assert not (tmp_path / ".slurm" / "watchers" / created).exists()
 
 
 KILLED = """
@@ -247,9 +247,9 @@ def test_a_creator_killed_between_sbatch_and_its_record_is_found_by_the_next(slu
     assert killed.returncode == -9, killed.stderr
     assert not (tmp_path / ".slurm" / "keys" / "jc-drill-killed-1").exists()
     monkeypatch.setenv("SLURM_CONF", str(slurm.conf))
-    again = SlurmEngine(state).create("p", body(), "jc-drill-killed-1")
+    again, _ = SlurmEngine(state).create("p", body(), "jc-drill-killed-1")
     assert job_names(slurm)["jc-drill-killed-1"] == 1
-    assert slurm.run("squeue", "-h", "-t", "all", "--name=jc-drill-killed-1", "-o", "%i").stdout.split() == [again.id]
+    assert slurm.run("squeue", "-h", "-t", "all", "--name=jc-drill-killed-1", "-o", "%i").stdout.split() == [again]
 
 
 # -- the chain file of a Slurm chain (in-process) ---------------------------------------------------------
@@ -365,7 +365,7 @@ def silent_failure(slurm: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("SLURM_CONF", str(slurm.conf))
         engine = SlurmEngine(state)
-        job_id = engine.create("p", body("exit 3"), "jc-drill-silent-1").id
+        job_id = engine.create("p", body("exit 3"), "jc-drill-silent-1")[0]
         deadline = time.monotonic() + 60
         while engine.job("p", job_id).status not in TERMINAL:
             assert time.monotonic() < deadline, "the job did not end"
@@ -444,9 +444,9 @@ def test_an_sbatch_whose_answer_is_lost_is_retried_into_the_same_job(slurm: Any,
     sbatch_first_on_path(slurm, tmp_path, monkeypatch, LOSING_SBATCH)
     engine = SlurmEngine(str(tmp_path / ".slurm"))
     pauses: List[float] = []
-    created = submit_with_deadline(lambda: engine.create("p", body(), "jc-drill-lost-1"), 60, sleep=pauses.append)
+    created, _ = submit_with_deadline(lambda: engine.create("p", body(), "jc-drill-lost-1"), 60, sleep=pauses.append)
     assert pauses == [1.0]  # the lost answer was retryable, and the retry found the job by its name
-    assert slurm.run("squeue", "-h", "-t", "all", "--name=jc-drill-lost-1", "-o", "%i").stdout.split() == [created.id]
+    assert slurm.run("squeue", "-h", "-t", "all", "--name=jc-drill-lost-1", "-o", "%i").stdout.split() == [created]
 
 
 def test_two_replicas_run_on_two_nodes_and_the_next_step_starts_after_both(slurm: Any, tmp_path: Path) -> None:

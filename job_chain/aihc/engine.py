@@ -9,10 +9,12 @@ times and events into :mod:`job_chain.engine.jobs`' neutral view.
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, Optional, Tuple
 
-from job_chain.engine.jobs import HUNG, LABEL_ATTEMPT, LABEL_RUN, LABEL_STEP, RESTARTED, Created, Event, Job, Pod
 from job_chain.engine.states import SUCCEEDED
+
+if TYPE_CHECKING:  # the view is imported where a job is read: a hop that only creates one never makes it
+    from job_chain.engine.jobs import Event, Job, Pod
 
 PAGE_SIZE = 50  # jobs a page of the pool's list holds (walks stop early: the newest come first)
 _REPLICA_TYPE = "training.kubeflow.org/replica-type"
@@ -58,6 +60,8 @@ def _rank(pod: Mapping[str, Any], position: int) -> int:
 
 def pods_of(job: Mapping[str, Any]) -> Tuple[Pod, ...]:
     """The job's pods from its detail answer (``podList``), in the API's order."""
+    from job_chain.engine.jobs import Pod
+
     out = []
     for position, pod in enumerate(((job.get("podList") or {}).get("pods")) or []):
         name = (pod.get("objectMeta") or {}).get("name")
@@ -72,6 +76,8 @@ def pods_of(job: Mapping[str, Any]) -> Tuple[Pod, ...]:
 
 def job_of(job: Mapping[str, Any]) -> Job:
     """The neutral view of one AIHC job answer (a listed job has no pods)."""
+    from job_chain.engine.jobs import LABEL_ATTEMPT, LABEL_RUN, LABEL_STEP, Job
+
     labels = labels_of(job)
     try:
         attempt: Optional[int] = int(str(labels[LABEL_ATTEMPT])) if LABEL_ATTEMPT in labels else None
@@ -100,6 +106,8 @@ def restarts_of(job: Mapping[str, Any]) -> Optional[int]:
 
 def event_of(event: Mapping[str, Any]) -> Event:
     """One AIHC event; a fault-tolerance restart or a hang in the seam's words (:data:`RESTARTED`, :data:`HUNG`)."""
+    from job_chain.engine.jobs import HUNG, RESTARTED, Event
+
     reason = str(event.get("reason") or "")
     if re.search(_HANG_REASON, reason):
         reason = HUNG
@@ -125,9 +133,9 @@ class AIHCEngine:
     def endpoint(self) -> str:
         return str(getattr(self.client, "endpoint", ""))
 
-    def create(self, pool: str, body: Dict[str, Any], key: str) -> Created:
+    def create(self, pool: str, body: Dict[str, Any], key: str) -> Tuple[str, str]:
         answer = self.client.create_job(pool, body, client_token=key)
-        return Created(str(answer.get("jobId") or ""), str(answer.get("jobName") or body.get("name") or ""))
+        return str(answer.get("jobId") or ""), str(answer.get("jobName") or body.get("name") or "")
 
     def job(self, pool: str, job_id: str) -> Job:
         return job_of(self.client.get_job(pool, job_id))

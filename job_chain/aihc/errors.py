@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from job_chain.engine.jobs import EngineError
+from job_chain.engine.errors import EngineError
 
 HOST_NOT_FOUND = "HostNotFound"  # DNS cannot resolve the host: a typo, not a hiccup
 # BCE's answers about the keys or the signature (400 or 403): never retried, the keys are named

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, Iterator, List, Optional, Protocol, Tuple
 
-from job_chain.engine.jobs import Created, Event, Job
+from job_chain.engine.jobs import Event, Job
 
 
 class Engine(Protocol):
@@ -20,8 +20,9 @@ class Engine(Protocol):
     endpoint: str  # where it answers (shown to users; a moved endpoint is noticed by comparing it)
     page_size: int  # jobs() reads the pool this many at a time (a walk decides per page whether to go on)
 
-    def create(self, pool: str, body: Dict[str, Any], key: str) -> Created:
-        """Create a job from a chain step's request ``body``; the same ``key`` never creates a second."""
+    def create(self, pool: str, body: Dict[str, Any], key: str) -> Tuple[str, str]:
+        """Create a job from a chain step's request ``body``; the same ``key`` never creates a second.
+        The job's (id, name)."""
 
     def job(self, pool: str, job_id: str) -> Job:
         """One job, with its pods."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from typing import Any, Callable, Optional
 
-from job_chain.engine.jobs import EngineError
+from job_chain.engine.errors import EngineError
 from job_chain.util.log import log
 
 _sleep = time.sleep  # (tests replace it)

@@ -1,16 +1,15 @@
-"""The neutral view of a job that every engine answers with, and the error every engine raises.
+"""The neutral view of a job that every engine answers with (its error: :mod:`job_chain.engine.errors`).
 
 A :class:`Job` carries what the run library reads of a job — its id, name, status (in
 :mod:`job_chain.engine.states`' words), times in the engine's clock, exit code, the run, step and
 attempt its labels name, and its pods with rank and phase — so status, causes, joins and the
-in-job advance never depend on how an engine spells them. Light to import (the in-job advance
-uses it on every hop): named tuples, no dataclasses, and no ``from __future__ import annotations`` —
-a named tuple whose annotations are strings compiles each one (``typing.ForwardRef``), ~0.1 ms a field.
+in-job advance never depend on how an engine spells them. Named tuples, no dataclasses, and no
+``from __future__ import annotations``: a named tuple whose annotations are strings compiles each
+one (``typing.ForwardRef``), ~0.1 ms a field. Even so, making them costs ~1 ms, so a hop that
+only creates a job never imports this module (:mod:`job_chain.aihc.engine` reads it when it reads a job).
 """
 
 from typing import NamedTuple, Optional, Tuple
-
-from job_chain.errors import JobChainError
 
 # the labels job-chain gives every job it creates: which run, step and attempt it is
 LABEL_RUN = "job-chain/run"
@@ -70,40 +69,3 @@ class Event(NamedTuple):
     severity: str
     message: str
     time: Optional[float] = None
-
-
-class Created(NamedTuple):
-    id: str
-    name: str
-
-
-class EngineError(JobChainError):
-    """A call to an engine failed: HTTP (or command) status, the engine's error code, message and
-    request id when known. ``status`` is None when no answer arrived (refused, timed out)."""
-
-    engine = "engine"
-
-    def __init__(self, message: str, *, status: Optional[int] = None, code: Optional[str] = None,
-                 request_id: Optional[str] = None) -> None:
-        self.status = status
-        self.code = code
-        self.message = message
-        self.request_id = request_id
-        super().__init__(self._render())
-
-    def _render(self) -> str:
-        head = f"{self.engine} error"
-        if self.status is not None:
-            head += f" {self.status}"
-        if self.code:
-            head += f" {self.code}"
-        text = f"{head}: {self.message}"
-        if self.request_id:
-            text += f" (request id {self.request_id})"
-        return text
-
-    @property
-    def retryable(self) -> bool:
-        """Whether trying the same call again may succeed (hiccups, not mistakes): no answer at all,
-        throttling (429) or a server error (5xx)."""
-        return self.status is None or self.status == 429 or self.status >= 500

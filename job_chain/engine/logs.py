@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Iterator, List, Optional
 
-from job_chain.engine.jobs import EngineError
+from job_chain.engine.errors import EngineError
 
 MAX_PAGES = 1_000_000  # 4 TiB of log at 4 MiB a page: a server that never stops paging is stuck
 

@@ -387,7 +387,8 @@ class _Hop:
 
     def job(self, job_id: str) -> Job:
         """One of the run's own jobs, by id (a deleted job reads as Deleted)."""
-        from job_chain.engine.jobs import EngineError, Job
+        from job_chain.engine.errors import EngineError
+        from job_chain.engine.jobs import Job
 
         try:
             return submit_with_deadline(lambda: self.client.job(self.chain.pool, job_id), self.deadline,

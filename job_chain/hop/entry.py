@@ -130,7 +130,7 @@ def run_ended(config_path: Optional[str], run_id: str, step: str, attempt: int) 
     if not job_id:
         raise UsageError(f"step {step} attempt {attempt}: which job to look after is not known")
     from job_chain.engine.deadline import submit_with_deadline
-    from job_chain.engine.jobs import EngineError
+    from job_chain.engine.errors import EngineError
 
     try:  # through slurmctld's hiccups, as every call of an advance
         state, code = submit_with_deadline(lambda: engine.verdict(job_id), env_deadline())

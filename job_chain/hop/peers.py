@@ -8,7 +8,7 @@ from typing import Any, Callable, Optional
 
 from job_chain.aihc.engine import as_engine
 from job_chain.engine.deadline import submit_with_deadline
-from job_chain.engine.jobs import EngineError
+from job_chain.engine.errors import EngineError
 from job_chain.record.records import RunRecords
 from job_chain.spec.model import Chain
 

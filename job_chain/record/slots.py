@@ -172,7 +172,7 @@ SUBMITTED, NOT_CREATED, UNKNOWN = "submitted", "not-created", "unknown"
 def not_created(exc: Optional[BaseException]) -> bool:
     """Whether a failed submission certainly created nothing: a reference it could not resolve, or a
     create the API refused (4xx). A timeout or 5xx may have been stored all the same."""
-    from job_chain.engine.jobs import EngineError
+    from job_chain.engine.errors import EngineError
     from job_chain.spec.params import MissingOutput
 
     if isinstance(exc, MissingOutput):

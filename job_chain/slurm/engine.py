@@ -31,7 +31,8 @@ from datetime import datetime
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
 from urllib.parse import quote, unquote
 
-from job_chain.engine.jobs import LABEL_ATTEMPT, LABEL_RUN, LABEL_STEP, Created, EngineError, Event, Job, Pod
+from job_chain.engine.errors import EngineError
+from job_chain.engine.jobs import LABEL_ATTEMPT, LABEL_RUN, LABEL_STEP, Event, Job, Pod
 from job_chain.engine.resources import gpus_per_replica
 from job_chain.slurm.options import sbatch_words
 
@@ -181,7 +182,7 @@ class SlurmEngine:
             os.makedirs(self._path(sub), exist_ok=True)
 
     # -- create, once per key
-    def create(self, pool: str, body: Dict[str, Any], key: str) -> Created:
+    def create(self, pool: str, body: Dict[str, Any], key: str) -> Tuple[str, str]:
         self._ensure()
         from job_chain.util.files import write_private
 
@@ -199,7 +200,7 @@ class SlurmEngine:
             if going and body.get("slurmEnded") and not os.path.exists(self._path("watchers", found)):
                 self._watch(body, key, found, fresh)  # also for a job whose creator died before watching it
             write_private(self._path("keys", key), found)  # last: a key's file means its job is watched
-        return Created(found, key)
+        return found, key
 
     def _known(self, key: str, ask_slurm: bool = True) -> Tuple[Optional[str], bool]:
         """The job this key made — its file, else (``ask_slurm``: a creator ran sbatch for it) a job of

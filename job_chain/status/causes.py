@@ -12,7 +12,8 @@ from __future__ import annotations
 from typing import Any, Callable, Iterable, List, Optional, Sequence, Tuple
 
 from job_chain.aihc.engine import as_engine
-from job_chain.engine.jobs import EngineError, Event, Job
+from job_chain.engine.errors import EngineError
+from job_chain.engine.jobs import Event, Job
 from job_chain.failures.classify import TAIL_BYTES, Failure, classify, tail_text
 from job_chain.rules.state import AttemptFacts
 from job_chain.spec.model import Chain, Step

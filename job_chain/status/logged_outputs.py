@@ -64,7 +64,7 @@ def read_logged(client: Any, pool: str, jobs: Iterable[Tuple[str, int, str]]) ->
     """step -> (attempt, outputs) from the outputs line in each (step, attempt, job id)'s log ({} when
     its log has none). A job whose log cannot be read is left out."""
     from job_chain.aihc.engine import as_engine
-    from job_chain.engine.jobs import EngineError
+    from job_chain.engine.errors import EngineError
 
     engine = as_engine(client)
     found: Dict[str, Tuple[int, Dict[str, str]]] = {}

@@ -15,7 +15,8 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional, Set, Tuple
 
 from job_chain.aihc.engine import as_engine
-from job_chain.engine.jobs import EngineError, Event, Job
+from job_chain.engine.errors import EngineError
+from job_chain.engine.jobs import Event, Job
 from job_chain.engine.states import SUCCEEDED
 from job_chain.status.types import CLOCK_SKEW_ALLOWANCE, Attempt, attempt_of, explain, restarts_from
 

@@ -71,7 +71,7 @@ def create_once(client: Any, pool: str, body: Dict[str, Any], token: str, *, rec
     if done is not None:
         return done
     from job_chain.aihc.engine import as_engine
-    from job_chain.engine.jobs import EngineError
+    from job_chain.engine.errors import EngineError
 
     try:
         job_id, job_name = as_engine(client).create(pool, body, token)
@@ -191,7 +191,7 @@ def reuse(chain: Chain, step: Any, records: Optional[RunRecords], run_id: str, a
 
 def _stop_again(client: Any, pool: str, run_id: str, job_id: str) -> None:
     from job_chain.aihc.engine import as_engine
-    from job_chain.engine.jobs import EngineError
+    from job_chain.engine.errors import EngineError
     from job_chain.util.log import log
 
     try:

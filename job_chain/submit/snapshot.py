@@ -58,7 +58,7 @@ def inline_origin(chain: Chain, client: Any, first_job_id: Optional[str]) -> Non
     clock (the createdAt of the run's first job), so its pool walks never trust this machine's
     clock (issue 18, item 8). Without a first job yet, the snapshot says it is the first."""
     from job_chain.aihc.engine import as_engine
-    from job_chain.engine.jobs import EngineError
+    from job_chain.engine.errors import EngineError
 
     chain.first_job = first_job_id is None
     if first_job_id is None or chain.began is not None:
