@@ -12,7 +12,7 @@ import pytest
 from chain_helpers import Hooks, memory_runs
 
 from job_chain import ChainSession
-from job_chain.engine.jobs import EngineError
+from job_chain.engine.errors import EngineError
 from job_chain.status import causes
 
 
