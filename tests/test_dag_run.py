@@ -239,7 +239,11 @@ def test_a_full_disk_under_the_run_record_fails_the_join_loudly_and_resume_conti
     assert look.outcome is Outcome.FAILED and "could not write the run record" in look.reason, look.reason
     for branch in ("b", "c"):
         step = next(st for st in look.steps if st.name == branch)
-        assert step.exit_code == 75 and step.attempts[-1].failure.signature == "run-record-unwritable"
+        # its job ended 75 (EX_TEMPFAIL); where the script's exit 0 was written before the disk refused
+        # the success marker (a page freed meanwhile: seen under load), status shows the script's own 0,
+        # as for any job whose script's exit the record holds: it failed all the same, for the record
+        assert step.status == "Failed" and step.attempts[-1].failure.signature == "run-record-unwritable"
+        assert step.exit_code == 75 or (step.exit_code == 0 and s.records.script_exit(run.run_id, branch, 1) == 0)
         log = "".join(s.log(run.run_id, branch))
         assert "but the run record could not be written" in log and "No space left on device" in log
     assert jobs_by_step(shared_server, run.run_id) == {"a/1": 1, "b/1": 1, "c/1": 1}  # nothing decided
