@@ -22,7 +22,7 @@ import os
 import posixpath
 import re
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from job_chain.errors import UsageError
 from job_chain.util.jsonfile import describe
@@ -333,8 +333,8 @@ def _inherit(row: Model, replaced: Optional[Model]) -> Model:
 def load(dict_dir: Optional[str] = None, chain_file: Optional[str] = None,
          environ: Optional[Dict[str, str]] = None) -> Tables:
     """The shipped tables with the user's layered over them (see the module docstring)."""
-    models = {m.name: m for m in read_models(os.path.join(SHIPPED_DIR, MODELS_FILE), SHIPPED)}
-    datasets = {d.name: d for d in read_datasets(os.path.join(SHIPPED_DIR, DATASETS_FILE), SHIPPED)}
+    models = {m.name: m for m in _shipped(MODELS_FILE, read_models)}
+    datasets = {d.name: d for d in _shipped(DATASETS_FILE, read_datasets)}
     seen = {os.path.realpath(SHIPPED_DIR)}  # e.g. a chain file at the repository's root
     layers = []
     for layer, directory in user_dirs(dict_dir, chain_file, environ):  # one directory, one layer
@@ -349,6 +349,20 @@ def load(dict_dir: Optional[str] = None, chain_file: Optional[str] = None,
         if os.path.isfile(path):
             datasets.update((d.name, d) for d in read_datasets(path, layer))
     return Tables(models, datasets)
+
+
+_SHIPPED: Dict[Tuple[str, int, int], List[Any]] = {}
+
+
+def _shipped(name: str, read: Callable[[str, str], List[Any]]) -> List[Any]:
+    """The rows of a shipped table, read once per version of its file (a ``load`` per description
+    re-read both CSVs: a tenth of generating a chain); its rows are frozen, so they are shared."""
+    path = os.path.join(SHIPPED_DIR, name)
+    st = os.stat(path)
+    key = (path, st.st_mtime_ns, st.st_size)
+    if key not in _SHIPPED:
+        _SHIPPED[key] = read(path, SHIPPED)
+    return _SHIPPED[key]
 
 
 def models() -> Dict[str, Model]:
