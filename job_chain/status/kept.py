@@ -26,15 +26,20 @@ VERSION = 1
 _WHEN = frozenset(("started", "finished", "running"))
 
 
-def _out(value: Any, name: str) -> Any:
-    if value is None:
-        return None
+def _iso(when: _dt.datetime, said: Dict[_dt.datetime, str]) -> str:
+    text = said.get(when)
+    if text is None:
+        text = said[when] = when.isoformat()  # a run's times repeat (a second holds many): written once each
+    return text
+
+
+def _out(value: Any, name: str, said: Dict[_dt.datetime, str]) -> Any:
     if name in _WHEN:
-        return value.isoformat()
+        return _iso(value, said)
     if name == "failure":
         return value.to_record()
     if name in ("attempts", "history"):
-        return [_fields_of(a) for a in value]
+        return [_fields_of(a, said) for a in value]
     if name == "notes":
         return {str(k): v for k, v in value.items()}
     if name == "outcome":
@@ -42,16 +47,17 @@ def _out(value: Any, name: str) -> Any:
     return value
 
 
-def _fields_of(item: Any) -> Dict[str, Any]:
+def _fields_of(item: Any, said: Dict[_dt.datetime, str]) -> Dict[str, Any]:
     """The fields of a dataclass that differ from their defaults (an empty list or dict is a default),
-    JSON-ready."""
-    out = {}
+    JSON-ready (``said``: each time as text, once per dump)."""
+    out: Dict[str, Any] = {}
+    values = item.__dict__
     for name, default, empty in _shape(type(item)):
-        value = getattr(item, name)
+        value = values[name]
         if name == "steps":
-            out["steps"] = [_fields_of(s) for s in value]
+            out["steps"] = [_fields_of(s, said) for s in value]
         elif not (value == default or (empty and not value)):
-            out[name] = _out(value, name)
+            out[name] = None if value is None else _out(value, name, said)  # (a None whose default is not)
     return out
 
 
@@ -70,7 +76,7 @@ def _shape(kind: type) -> List[Tuple[str, Any, bool]]:
 
 def dump(status: RunStatus) -> Dict[str, Any]:
     """The look as JSON (its fields that differ from their defaults)."""
-    return {"version": VERSION, "status": _fields_of(status)}
+    return {"version": VERSION, "status": _fields_of(status, {})}
 
 
 @lru_cache(maxsize=4096)
