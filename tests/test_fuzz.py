@@ -38,7 +38,7 @@ from job_chain.aiak.generator import (
     parse_spec,
     step_scripts,
 )
-from job_chain.aihc.names import JOB_NAME_RE, MAX_JOB_NAME, job_name_problem
+from job_chain.aihc.names import JOB_NAME, MAX_JOB_NAME, job_name_problem
 from job_chain.cli import cli
 from job_chain.cli.aiak import aiak_gen
 from job_chain.errors import JobChainError, UsageError
@@ -348,7 +348,7 @@ def check_loader_error(error: UsageError, path: str) -> None:
 def check_valid_chain(chain: Any, expected_steps: int) -> None:
     assert len(chain.steps) == expected_steps
     for step in chain.steps:
-        assert JOB_NAME_RE.match(step.name) and len(step.name) <= MAX_JOB_NAME
+        assert re.match(JOB_NAME, step.name) and len(step.name) <= MAX_JOB_NAME
         json.dumps(step.body, allow_nan=False)  # submittable: no NaN, no int too large to write
         assert isinstance(step.script, str) and step.script
     for warning in chain.warnings:
@@ -565,7 +565,7 @@ def check_generated(chain: Dict[str, Any], validation_dir: Path) -> List[str]:
     loader's validation; the script files its jobs name."""
     names = [job["name"] for job in chain["jobs"]]
     for name in names:
-        assert re.match(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", name) and JOB_NAME_RE.match(name), name
+        assert re.match(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", name) and re.match(JOB_NAME, name), name
         assert len(name) <= MAX_JOB_NAME
     assert len(set(names)) == len(names)
     commands = [job["jobSpec"]["command"] for job in chain["jobs"]]

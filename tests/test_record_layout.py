@@ -4,9 +4,12 @@ the record, a planned join, and a slot handed on (which all agree on the same re
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
-from typing import Any, List, Tuple
+from typing import Any, List, Optional, Tuple
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_slots_rules import sweep
 
 from job_chain.hop.advance import _partners_ready
@@ -24,6 +27,42 @@ def test_every_fact_name_reads_back_as_what_it_was_written_for() -> None:
                   layout.slot_name("m-x", 0, 1, 2), layout.claim_name(1, "a"), layout.notified_name(0, "failed", None),
                   "step-A-attempt-1.json", "exit-a-attempt-x.json", ".step-a-attempt-1.json.0a1b.tmp"):
         assert layout.parse_fact(other) is None, other
+
+
+# the patterns the record's names were read with, before they were read by hand (hop start-up: compiling
+# each cost every hop ~0.2 ms); the hand-written readers must answer exactly as they did
+FACT_PATTERN = rf"({'|'.join(layout.KINDS)})-({layout.STEP})-attempt-(\d+)\.json"
+ID_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]{0,%d}"
+CHARS = st.sampled_from(["a", "z", "0", "9", "-", ".", "_", "A", "é", "\u0663", "\u00b2", "\n", "x" * 30])
+PIECES = st.one_of(CHARS, st.sampled_from(["-attempt-", ".json", "-attempt-1", *(k + "-" for k in layout.KINDS)]))
+WORD = st.lists(CHARS, max_size=4).map("".join)
+FACTISH = st.tuples(st.sampled_from([k + "-" for k in layout.KINDS] + ["", "exit", "advance-"]), WORD,
+                    st.sampled_from(["-attempt-", "-attempt", "attempt-"]), WORD,
+                    st.sampled_from([".json", ".json\n", "json", ""])).map("".join)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.one_of(st.lists(PIECES, max_size=8).map("".join), FACTISH))
+def test_fact_names_and_ids_are_read_by_hand_exactly_as_their_patterns_read_them(name: str) -> None:
+    from job_chain.aihc.names import is_job_id
+
+    found = re.fullmatch(FACT_PATTERN, name)
+    want: Optional[Tuple[str, str, int]] = (found.group(1), found.group(2), int(found.group(3))) if found else None
+    assert layout.parse_fact(name) == want
+    assert layout.is_run_id(name) == bool(re.fullmatch(ID_PATTERN % 99, name))
+    assert is_job_id(name) == bool(re.fullmatch(ID_PATTERN % 127, name))
+
+
+def test_fact_names_and_ids_at_their_edges() -> None:
+    from job_chain.aihc.names import is_job_id
+
+    assert layout.parse_fact("exit-a-attempt-\u0663.json") == ("exit", "a", 3)  # \d reads any decimal digit
+    assert layout.parse_fact("exit-a-attempt-\u00b2.json") is None  # and no other digit
+    assert layout.parse_fact("exit--a-attempt-1.json") is None and layout.parse_fact("exit-a-attempt-1.json\n") is None
+    assert layout.parse_fact("exit-" + "a" * 63 + "-attempt-1.json") is not None
+    assert layout.parse_fact("exit-" + "a" * 64 + "-attempt-1.json") is None
+    assert layout.is_run_id("r" * 100) and not layout.is_run_id("r" * 101) and not layout.is_run_id(None)
+    assert is_job_id("j" * 128) and not is_job_id("j" * 129) and not is_job_id(7)
 
 
 def test_one_listing_sorts_a_runs_files_by_kind(tmp_path: Path) -> None:

@@ -11,14 +11,18 @@ import re
 from typing import Optional
 
 MAX_JOB_NAME = 50
-JOB_NAME_RE = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")  # use with fullmatch: "$" allows a final "\n"
-# what a job id the API gave can look like (``pytorchjob-<uuid>``, ``job-xxxx``): ids read back from
-# files (a run record) are checked against it before they reach a URL, a page or a terminal
-JOB_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+# use with re.fullmatch ("$" allows a final "\n"); text, compiled on first use: every hop imports this module
+JOB_NAME = r"[a-z]([-a-z0-9]*[a-z0-9])?"
+_ID_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
 
 
 def is_job_id(value: object) -> bool:
-    return isinstance(value, str) and JOB_ID_RE.fullmatch(value) is not None
+    """Whether ``value`` can be a job id the API gave (``pytorchjob-<uuid>``, ``job-xxxx``): ids read
+    back from files (a run record) are checked before they reach a URL, a page or a terminal. The
+    pattern ``[A-Za-z0-9][A-Za-z0-9._-]{0,127}``, checked without a regex: every hop checks ids, and
+    compiling one costs a fresh python ~0.2 ms."""
+    return (isinstance(value, str) and 0 < len(value) <= 128 and value[0] not in "._-"
+            and _ID_CHARS.issuperset(value))
 
 
 def job_name_problem(name: object) -> Optional[str]:
@@ -27,7 +31,7 @@ def job_name_problem(name: object) -> Optional[str]:
         return "required (a non-empty string)"
     if len(name) > MAX_JOB_NAME:
         return f"{len(name)} characters, at most {MAX_JOB_NAME} allowed"
-    if not JOB_NAME_RE.fullmatch(name):
+    if not re.fullmatch(JOB_NAME, name):
         return ("use lowercase letters, digits and '-', starting with a letter and "
                 "ending with a letter or digit")
     return None

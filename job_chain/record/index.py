@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from typing import List, Optional
 
-from job_chain.record.layout import RUN_ID, RUNS_SUFFIX
+from job_chain.record.layout import RUNS_SUFFIX, is_run_id
 from job_chain.util.files import write_private
 
 INDEX_ENV = "JOB_CHAIN_RUN_INDEX"
@@ -54,7 +54,7 @@ def forget(run_id: str) -> None:
 def locate(run_id: str, search_from: str = ".") -> List[str]:
     """The chain files whose record holds run ``run_id``: the index's entry if its record still
     exists, else every ``*.runs/<run-id>`` up to a few directories below ``search_from``."""
-    if not RUN_ID.fullmatch(run_id):
+    if not is_run_id(run_id):
         return []
     found: List[str] = []
     noted = _read(os.path.join(index_dir(), run_id))

@@ -125,7 +125,7 @@ class RunRecords:
         self.summary_memo: Dict[str, Any] = {}  # record/summary.py's parsed summaries, by run
 
     def _dir(self, run_id: str) -> str:
-        if not isinstance(run_id, str) or not layout.RUN_ID.fullmatch(run_id):
+        if not isinstance(run_id, str) or not layout.is_run_id(run_id):
             raise RunNotFound(f"{run_id!r} is not a run id (run ids look like 20261122-113045-9f3a)"
                               + self._known_hint(), self.run_ids())
         return os.path.join(self.root, run_id)
@@ -299,7 +299,7 @@ class RunRecords:
             names = os.listdir(self.root)
         except OSError:
             return []
-        return sorted((n for n in names if layout.RUN_ID.fullmatch(n) and os.path.isdir(os.path.join(self.root, n))
+        return sorted((n for n in names if layout.is_run_id(n) and os.path.isdir(os.path.join(self.root, n))
                        and self.get_run(n) is None), reverse=True)
 
     def runs(self) -> List[Dict[str, Any]]:
@@ -309,7 +309,7 @@ class RunRecords:
             names = os.listdir(self.root)
         except OSError:
             return []
-        found = [r for r in (self.get_run(n) for n in names if layout.RUN_ID.fullmatch(n))
+        found = [r for r in (self.get_run(n) for n in names if layout.is_run_id(n))
                  if r and isinstance(r.get("id"), str)]
         return sorted(found, key=lambda r: (run_start(r, r["id"]) or 0.0, r["id"]), reverse=True)
 

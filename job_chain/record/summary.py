@@ -171,7 +171,7 @@ def listing(records: RunRecords) -> List[Listed]:
         return []
     out: List[Listed] = []
     for name in names:
-        if not layout.RUN_ID.fullmatch(name):
+        if not layout.is_run_id(name):
             continue
         try:
             st = os.stat(os.path.join(records.root, name))
