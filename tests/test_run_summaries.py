@@ -429,3 +429,28 @@ def test_a_kept_look_that_lacks_a_field_without_a_default_is_not_one() -> None:
     data = json.loads(json.dumps(kept.dump(_every_field_set())))
     del data["status"]["steps"][0]["attempts"][0]["job_id"]
     assert kept.load(data, "x") is None
+
+
+def test_a_look_that_could_not_find_a_failures_cause_is_not_kept_and_the_next_look_finds_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from job_chain.engine.errors import EngineError
+    from job_chain.status import causes
+
+    chain, ids, api = _finished(tmp_path, 1, exit_codes=(3,))
+    runs_dir = chain.parent / "chain_info.json.runs"
+    _age(runs_dir / ids[0])
+    real = causes.classify_job
+
+    def unreadable(*args: Any, **kwargs: Any) -> Any:
+        raise EngineError("the logs cannot be read now", status=503)
+
+    monkeypatch.setattr(causes, "classify_job", unreadable)
+    first = ChainSession.from_file(str(chain), client=api).status(ids[0])
+    assert first.outcome == "failed" and first.steps[0].failure is None
+    assert not (runs_dir / ".looks" / f"{ids[0]}.json").exists()  # kept, it would stand in for the next look
+
+    monkeypatch.setattr(causes, "classify_job", real)
+    _age(runs_dir / ids[0])
+    again = ChainSession.from_file(str(chain), client=api).status(ids[0])
+    assert again.steps[0].failure is not None  # the next look found it, and keeps that look
+    assert (runs_dir / ".looks" / f"{ids[0]}.json").exists()

@@ -77,9 +77,10 @@ def status(ctx: RunContext, run_id: Optional[str] = None, *, now: Optional[float
         from job_chain.status import kept
         from job_chain.status.summary import fields
 
-        said = fields(found)  # kept whole only when nothing goes on: no job of it is left to move in the API
-        summary.keep(ctx.records, run.run_id, record, said, before,
-                     whole=(lambda: kept.dump(found)) if said["ended"] is not None else None)
+        said = fields(found)  # kept whole only when nothing goes on (no job of it is left to move in the
+        # API) and nothing is left to find out (kept.complete: a cause whose logs could not be read)
+        whole = (lambda: kept.dump(found)) if said["ended"] is not None and kept.complete(found) else None
+        summary.keep(ctx.records, run.run_id, record, said, before, whole=whole)
     return found
 
 

@@ -19,6 +19,7 @@ from dataclasses import MISSING, fields
 from functools import lru_cache
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from job_chain.engine.states import FAILED
 from job_chain.failures.classify import Failure
 from job_chain.status.types import Attempt, Outcome, RunStatus, StepStatus
 
@@ -72,6 +73,15 @@ def _shape(kind: type) -> List[Tuple[str, Any, bool]]:
         _SHAPES[kind] = [(f.name, _REQUIRED if f.default is MISSING and f.default_factory is MISSING else f.default,
                           f.default_factory is not MISSING) for f in fields(kind)]
     return _SHAPES[kind]
+
+
+def complete(status: RunStatus) -> bool:
+    """Whether a look has nothing left to find out that a later look would: every failed attempt's
+    cause (a job whose logs could not be read is explained by the next look) and how often the
+    engine restarted each attempt (read from events, which may not have answered). Only such a look
+    is kept whole: kept, it would stand in for the looks that would have found them."""
+    return all((a.failure is not None or a.status not in FAILED or not a.job_id) and a.restarts is not None
+               for s in status.steps for a in s.history + s.attempts)
 
 
 def dump(status: RunStatus) -> Dict[str, Any]:
