@@ -14,7 +14,7 @@ from typing import Any, Dict, List
 import pytest
 from chain_helpers import diamond_jobs, recorded_run
 from conftest import LocalServer
-from test_hop import NEVER, NO_HTTP, heavy, hop, imported, named_by_strings
+from test_hop import NEVER, NO_HTTP, heavy, hop, imported, named_by_strings, named_tuples
 
 from job_chain.hop.advance import _partners_ready, advance
 from job_chain.submit import plans
@@ -120,6 +120,7 @@ def test_a_planned_hop_submits_without_the_chain_model_and_the_line_goes_on(tmp_
     assert heavy(modules, NEVER + CHAIN_MODEL) == [], heavy(modules, NEVER + CHAIN_MODEL)
     assert named_by_strings(modules) == [] and "shlex" not in modules  # it quotes a resume hint only to say it
     assert "job_chain.engine.jobs" not in modules  # it creates a job and reads none: no view of one is built
+    assert named_tuples(modules) == []  # its facts, credentials and answers are plain: none costs it ~0.3 ms
     assert "baidubce.auth.bce_v1_signer" in modules and "baidubce.http.bce_http_client" in modules
     records = RunRecords(str(chain))
     assert records.script_exit(run, "a", 1) == 0 and records.succeeded(run, "a", 1)

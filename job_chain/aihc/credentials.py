@@ -9,10 +9,10 @@ token (STS temporary credentials: ``--session-token``, env ``AIHC_SESSION_TOKEN`
 to the temporary key pair it was issued with.
 """
 
-# no `from __future__ import annotations`: the hop builds this module's named tuple, whose string
-# annotations would be compiled one by one (see job_chain/engine/jobs.py)
+from __future__ import annotations
+
 import os
-from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from job_chain.errors import CredentialsMissing, UsageError
 from job_chain.util.files import read_json_dict
@@ -23,16 +23,19 @@ TOKEN_KEY = "sessionToken"  # in a credentials file, api_config and the run reco
 _PLACEHOLDERS = {"your ak", "your sk", "ak", "sk", "xxx", "<ak>", "<sk>"}
 
 
-class Credentials(NamedTuple):
-    """An AIHC endpoint and key pair. ``repr`` never shows the secret key. (Not a dataclass:
-    every hop builds one, and ``dataclasses`` costs a fresh python ~4 ms of imports.)"""
+class Credentials:
+    """An AIHC endpoint and key pair. ``repr`` never shows the secret key. (A plain class: every
+    hop that creates a job builds one; a named tuple costs a fresh python ~0.3 ms to make, and
+    ``dataclasses`` ~4 ms of imports.)"""
 
-    host: str
-    ak: str
-    sk: str
-    source: str = ""  # where the key pair came from (named in auth errors; never the secret)
-    host_source: str = ""  # where the host came from (named when it cannot be resolved)
-    token: str = ""  # a BCE session token (STS): sent as x-bce-security-token; as secret as sk
+    __slots__ = ("host", "ak", "sk", "source", "host_source", "token")
+
+    def __init__(self, host: str, ak: str, sk: str, source: str = "", host_source: str = "",
+                 token: str = "") -> None:
+        self.host, self.ak, self.sk = host, ak, sk
+        self.source = source  # where the key pair came from (named in auth errors; never the secret)
+        self.host_source = host_source  # where the host came from (named when it cannot be resolved)
+        self.token = token  # a BCE session token (STS): sent as x-bce-security-token; as secret as sk
 
     def __repr__(self) -> str:
         return (f"Credentials(host={self.host!r}, ak={self.ak!r}, source={self.source!r}, "
