@@ -2,9 +2,9 @@
 share — which steps are ready, which can never start, whether the run has ended and which exit
 handlers run — from each step's planner state (:func:`job_chain.rules.state.planner_state`)."""
 
-# no `from __future__ import annotations`: the hop builds this module's named tuple, whose string
-# annotations would be compiled one by one (see job_chain/engine/jobs.py)
-from typing import TYPE_CHECKING, Dict, List, NamedTuple, Sequence
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Dict, List, Sequence
 
 if TYPE_CHECKING:  # the in-job advance imports this module on every hop: no model, no dataclasses
     from job_chain.spec.model import Chain
@@ -14,17 +14,22 @@ SUCCEEDED, FAILED, STOPPED, ACTIVE, RETRY_DUE, NOT_SUBMITTED = (
     "succeeded", "failed", "stopped", "active", "retry-due", "not-submitted")
 
 
-class Plan(NamedTuple):
-    """Where a run stands as a graph."""
+class Plan:
+    """Where a run stands as a graph. (A plain class: every join's hop imports this module, and a
+    named tuple costs a fresh python ~0.3 ms to make.)"""
 
-    ready: List[int]  # steps whose dependencies all succeeded and that were never submitted
-    blocked: Dict[int, str]  # step -> why it can never start ("needs train")
-    ended: bool  # no step is going or can still start (handlers aside)
-    failed: bool  # some step failed (or can never start because one did)
-    handlers: List[int]  # exit handlers that should run now that the run ended
+    __slots__ = ("ready", "blocked", "ended", "failed", "handlers")
+
+    def __init__(self, ready: List[int], blocked: Dict[int, str], ended: bool, failed: bool,
+                 handlers: List[int]) -> None:
+        self.ready = ready  # steps whose dependencies all succeeded and that were never submitted
+        self.blocked = blocked  # step -> why it can never start ("needs train")
+        self.ended = ended  # no step is going or can still start (handlers aside)
+        self.failed = failed  # some step failed (or can never start because one did)
+        self.handlers = handlers  # exit handlers that should run now that the run ended
 
 
-def plan(chain: "Chain", states: Dict[int, str], *, stopped: bool = False) -> Plan:
+def plan(chain: Chain, states: Dict[int, str], *, stopped: bool = False) -> Plan:
     """Decide from each step's state (``SUCCEEDED``, ``ACTIVE``, …) what starts next.
 
     Steps excluded from the run (before ``--start``, or added upstream of succeeded steps by a
@@ -62,7 +67,7 @@ def plan(chain: "Chain", states: Dict[int, str], *, stopped: bool = False) -> Pl
     return Plan(sorted(ready), blocked, ended, failed, handlers)
 
 
-def depths(chain: "Chain") -> Dict[int, int]:
+def depths(chain: Chain) -> Dict[int, int]:
     """Each step's longest dependency path length (0 for roots), without recursion (chains are long)."""
     return depths_of({s.index: s.depends_on for s in chain.steps})
 
@@ -87,7 +92,7 @@ def depths_of(edges: Dict[int, Sequence[int]]) -> Dict[int, int]:
     return depth
 
 
-def levels(chain: "Chain") -> List[List[int]]:
+def levels(chain: Chain) -> List[List[int]]:
     """The steps in waves: each wave can start once the ones before it succeeded (the dry-run plan)."""
     waves: Dict[int, List[int]] = {}
     order = depths(chain)

@@ -135,8 +135,9 @@ def _planner_state(step: Step, state: StepStatus) -> str:
     if not state.attempts:
         return plan_.NOT_SUBMITTED
     latest = state.attempts[-1]
-    return planner_state(step, _facts(latest)._replace(status=state.status, exit_code=state.exit_code),
-                         causes(step, state.attempts, state.attempt))
+    facts = AttemptFacts(latest.attempt, state.status, state.exit_code,
+                         cause=latest.failure.cls if latest.failure else None)  # the step's, on its latest
+    return planner_state(step, facts, causes(step, state.attempts, state.attempt))
 
 
 def _with_facts(item: Attempt, step: Step, facts: RunFacts, now: float) -> Attempt:
