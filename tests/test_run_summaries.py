@@ -454,3 +454,18 @@ def test_a_look_that_could_not_find_a_failures_cause_is_not_kept_and_the_next_lo
     again = ChainSession.from_file(str(chain), client=api).status(ids[0])
     assert again.steps[0].failure is not None  # the next look found it, and keeps that look
     assert (runs_dir / ".looks" / f"{ids[0]}.json").exists()
+
+
+def test_a_run_whose_attempts_an_older_job_chain_cached_is_kept_whole_all_the_same(tmp_path: Path) -> None:
+    chain, ids, api = _finished(tmp_path, 1)
+    run_dir = chain.parent / "chain_info.json.runs" / ids[0]
+    ChainSession.from_file(str(chain), client=api).status(ids[0])
+    cache = run_dir / "attempts.json"
+    data = json.loads(cache.read_text())
+    for item in data.values():
+        assert item["final"] is True
+        del item["restarts"]  # what a job-chain before engine restarts were counted cached: final, no count
+    cache.write_text(json.dumps(data))
+    _age(run_dir)
+    ChainSession.from_file(str(chain), client=api).status(ids[0])
+    assert (run_dir.parent / ".looks" / f"{ids[0]}.json").is_file()  # no later look would ask again

@@ -7,7 +7,7 @@ by :func:`job_chain.status.summarize.summarize`; this module only gathers what i
 
 from __future__ import annotations
 
-from typing import Any, Callable, List, Optional, Tuple, cast
+from typing import Any, Callable, List, Optional, Set, Tuple, cast
 
 from job_chain.aihc.api import JobsAPI
 from job_chain.engine.states import SUCCEEDED
@@ -41,6 +41,7 @@ def status(ctx: RunContext, run_id: Optional[str] = None, *, now: Optional[float
     chain = frozen(ctx, run)
     start = ctx.records.start_facts(run.run_id)  # read once: the look's walk, its outcome and the API it spares
     walked = False
+    settled: Set[str] = set()
     while True:
         client: Optional[JobsAPI] = None
         names = ctx.records.names(run.run_id) or []  # one listing of the run's directory for the look
@@ -49,11 +50,12 @@ def status(ctx: RunContext, run_id: Optional[str] = None, *, now: Optional[float
         submissions = ctx.records.submissions(run.run_id, listing, cached.submissions)
         if start.never_created(submissions):
             attempts: List[Any] = []  # it never started: nothing to ask the API (which may be why)
-            endpoint = run.endpoint
+            endpoint, settled = run.endpoint, set()
         else:
             client = _client_to_look(ctx, run)
-            attempts, endpoint = run_attempts(ctx.records, _returning(client), chain, run, submissions, start,
-                                              walk=walked, patient=patient, listing=listing, cached=cached)
+            attempts, endpoint, settled = run_attempts(ctx.records, _returning(client), chain, run, submissions,
+                                                       start, walk=walked, patient=patient, listing=listing,
+                                                       cached=cached)
         facts = ctx.records.facts(run.run_id, record, keys=_fact_keys(chain, attempts), submissions=submissions,
                                   names=names, start=start)
         _more_facts(ctx, run, chain, facts, listing)
@@ -79,7 +81,7 @@ def status(ctx: RunContext, run_id: Optional[str] = None, *, now: Optional[float
 
         said = fields(found)  # kept whole only when nothing goes on (no job of it is left to move in the
         # API) and nothing is left to find out (kept.complete: a cause whose logs could not be read)
-        whole = (lambda: kept.dump(found)) if said["ended"] is not None and kept.complete(found) else None
+        whole = (lambda: kept.dump(found)) if said["ended"] is not None and kept.complete(found, settled) else None
         summary.keep(ctx.records, run.run_id, record, said, before, whole=whole)
     return found
 

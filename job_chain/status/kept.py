@@ -17,7 +17,7 @@ from __future__ import annotations
 import datetime as _dt
 from dataclasses import MISSING, fields
 from functools import lru_cache
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import AbstractSet, Any, Callable, Dict, List, Optional, Tuple
 
 from job_chain.engine.states import FAILED
 from job_chain.failures.classify import Failure
@@ -75,12 +75,13 @@ def _shape(kind: type) -> List[Tuple[str, Any, bool]]:
     return _SHAPES[kind]
 
 
-def complete(status: RunStatus) -> bool:
+def complete(status: RunStatus, settled: AbstractSet[str]) -> bool:
     """Whether a look has nothing left to find out that a later look would: every failed attempt's
-    cause (a job whose logs could not be read is explained by the next look) and how often the
-    engine restarted each attempt (read from events, which may not have answered). Only such a look
-    is kept whole: kept, it would stand in for the looks that would have found them."""
-    return all((a.failure is not None or a.status not in FAILED or not a.job_id) and a.restarts is not None
+    cause (a job whose logs could not be read is explained by the next look) and every job settled
+    (``settled``: those a later look does not ask the API about again; the others, say one whose
+    events did not answer, it does). Only such a look is kept whole: kept, it would stand in for
+    the looks that would have found them."""
+    return all(not a.job_id or (a.job_id in settled and (a.failure is not None or a.status not in FAILED))
                for s in status.steps for a in s.history + s.attempts)
 
 

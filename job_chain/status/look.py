@@ -17,7 +17,7 @@ them), so the next look needs no walk for them.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Set, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Set
 
 from job_chain.aihc.names import is_job_id
 from job_chain.engine.deadline import CALL_DEADLINE, submit_with_deadline
@@ -76,10 +76,20 @@ def must_walk(records: RunRecords, run_id: str, mode: str, ids: Set[str], start:
             or bool((listing or records.listed(run_id))["advance-failed"]))
 
 
+class Looked(NamedTuple):
+    """What :func:`run_attempts` found: every attempt, the endpoint asked, and the ids of the jobs that
+    can no longer change (finished, their events read): a later look asks the API again for the others."""
+
+    attempts: List[Attempt]
+    endpoint: str
+    settled: Set[str]
+
+
 def run_attempts(records: RunRecords, client_for: Callable[[], Any], chain: Chain, run: Any,
                  entries: List[Dict[str, Any]], start: StartFacts, walk: bool = False, patient: bool = False,
-                 listing: Optional[Listed] = None, cached: Optional[Cached] = None) -> Tuple[List[Attempt], str]:
-    """(every attempt of the run, the endpoint asked), caching finished attempts in the record.
+                 listing: Optional[Listed] = None, cached: Optional[Cached] = None) -> Looked:
+    """Every attempt of the run, the endpoint asked and the ids of the jobs that can no longer change
+    (:class:`Looked`), caching finished attempts in the record.
     ``patient``: through transient API errors, retry the reads for as long as ``run`` retries a
     create (:data:`~job_chain.engine.deadline.CALL_DEADLINE`): a one-off ``status``. A look among
     many (``runs``, a start checking for a live run, the console) answers with what it has.
@@ -108,7 +118,7 @@ def run_attempts(records: RunRecords, client_for: Callable[[], Any], chain: Chai
         attempts, known, settled = submit_with_deadline(look, CALL_DEADLINE) if patient else look()
     except JobChainError:
         if never_started:  # the API may be why it never started: nothing to show, not an error
-            return [], run.endpoint
+            return Looked([], run.endpoint, set())
         raise
     if known != cache or settled != final or any(
             str(e["jobId"]) in settled and (e["step"], e["attempt"]) not in kept.submissions for e in entries):
@@ -123,7 +133,7 @@ def run_attempts(records: RunRecords, client_for: Callable[[], Any], chain: Chai
             learned = records.submission(run.run_id, item.step, item.attempt)
             if learned is not None:
                 entries.append({**learned, "step": item.step, "attempt": item.attempt})
-    return attempts, run.endpoint or getattr(client, "endpoint", "")
+    return Looked(attempts, run.endpoint or getattr(client, "endpoint", ""), settled)
 
 
 def reused_attempts(records: RunRecords, run_id: str, listing: Optional[Listed] = None) -> List[Attempt]:
