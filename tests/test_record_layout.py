@@ -41,7 +41,7 @@ FACTISH = st.tuples(st.sampled_from([k + "-" for k in layout.KINDS] + ["", "exit
                     st.sampled_from([".json", ".json\n", "json", ""])).map("".join)
 
 
-@settings(max_examples=1500, deadline=None)
+@settings(max_examples=500, deadline=None)
 @given(st.one_of(st.lists(PIECES, max_size=8).map("".join), FACTISH))
 def test_fact_names_and_ids_are_read_by_hand_exactly_as_their_patterns_read_them(name: str) -> None:
     from job_chain.aihc.names import is_job_id
