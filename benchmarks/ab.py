@@ -54,13 +54,18 @@ def main() -> int:
     try:
         trees = {"this": harness.ROOT, args.ref: checkout(args.ref, work)}
         samples: Dict[str, Dict[str, List[float]]] = {name: {} for name in trees}
+        per_round: Dict[str, List[float]] = {name: [] for name in trees}  # each round's hop / its floor
         for round_no in range(args.rounds):
             order = list(trees.items()) if round_no % 2 == 0 else list(reversed(list(trees.items())))
             for name, tree in order:
                 found = one_round(tree, work / f"{name.replace('/', '_')}-{round_no}", extra, args.quick)
                 for figure, values in found.items():
                     samples[name].setdefault(figure, []).extend(v for _, v in values)
-                print(f"round {round_no + 1}/{args.rounds}: {name} done", flush=True)
+                ratio = harness.percentile([v for _, v in found["hop"]], 50) / harness.percentile(
+                    [v for _, v in found["floor"]], 50)
+                per_round[name].append(ratio)
+                print(f"round {round_no + 1}/{args.rounds}: {name} done (hop {ratio:.2f}× this round's floor)",
+                      flush=True)
         names = list(trees)
         rows = []
         for figure in FIGURES:
@@ -71,6 +76,10 @@ def main() -> int:
                          f"{change:+.1f}%"))
         harness.console().print(harness.table(f"floor.py core, {args.rounds} rounds each, alternating",
                                               ("figure", *names, "change"), rows))
+        for name in names:
+            ratios = per_round[name]
+            print(f"{name}: the hop per round, × that round's floor: " + " ".join(f"{r:.2f}" for r in ratios)
+                  + f" (≤ 1.2× in {sum(r <= 1.2 for r in ratios)} of {len(ratios)})")
         print(f"machine: {json.dumps(harness.machine())}")
     finally:
         subprocess.run(["git", "worktree", "remove", "--force", str(work / "tree")], cwd=harness.ROOT,
