@@ -57,8 +57,6 @@ def validate_create(body: Any) -> Tuple[Dict[str, Any], List[str]]:
     return clean, ignored
 
 
-
-
 class Backend:
     """The AIHC training-job API over a :class:`Store` and an :class:`Executor`."""
 

@@ -355,7 +355,6 @@ class Store:
             return None
         return row["job_id"], row["pod"]
 
-
     # -- temporary credentials (STS GetSessionToken) ---------------------------------------------
     def add_session(self, seconds: int) -> Dict[str, Any]:
         """New temporary credentials valid ``seconds`` from now: ``{ak, sk, token, created,

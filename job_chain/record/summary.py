@@ -102,11 +102,11 @@ def _write(records: RunRecords, folder: str, run_id: str, data: Dict[str, Any]) 
         pass
 
 
-def kept_look(records: RunRecords, run_id: str) -> Optional[Dict[str, Any]]:
+def kept_look(records: RunRecords, run_id: str, now: Optional[int]) -> Optional[Dict[str, Any]]:
     """The last look at the run, whole (what :func:`keep` was given), when it stands in for a new
-    one: the run's summary does (:func:`usable`) and the look has the same basis. A 5,000-step run
-    that ended is then shown from one file; a run that changed since is looked at again."""
-    now = basis(records, run_id)
+    one: the run's summary does (:func:`usable`) and the look has the same basis, the run
+    directory's time ``now`` (:func:`basis`, taken by the caller). A 5,000-step run that ended is
+    then shown from one file; a run that changed since is looked at again."""
     if not usable(_read(records, run_id), run_id, now):
         return None
     data = read_json_dict(os.path.join(records.root, layout.LOOKS, layout.summary_name(run_id)))

@@ -31,11 +31,11 @@ def status(ctx: RunContext, run_id: Optional[str] = None, *, now: Optional[float
     from job_chain.status.look import cached_attempts, may_hide_a_job, run_attempts
 
     run = find_run(ctx, run_id)
+    before = summary.basis(ctx.records, run.run_id)  # the summary this look writes is dated by it
     if not (outputs and run.mode == "inline"):  # (whose outputs a look may still have to read)
-        known = _kept_look(ctx, run)
+        known = _kept_look(ctx, run, before)
         if known is not None:
             return known
-    before = summary.basis(ctx.records, run.run_id)  # the summary this look writes is dated by it
     record = ctx.records.get_run(run.run_id)
     run = Run.from_record(ctx.path, record) if record is not None else run
     chain = frozen(ctx, run)
@@ -121,13 +121,13 @@ def tell_a_silent_end(ctx: RunContext, run: Run, chain: Chain, found: RunStatus,
     return took
 
 
-def _kept_look(ctx: RunContext, run: Run) -> Optional[RunStatus]:
-    """The last look at ``run`` when it stands in for a new one (the run ended and its record has not
-    changed since: :func:`job_chain.record.summary.kept_look`), else None."""
+def _kept_look(ctx: RunContext, run: Run, now: Optional[int]) -> Optional[RunStatus]:
+    """The last look at ``run`` when it stands in for a new one (the run ended and its record, whose
+    time is ``now``, has not changed since: :func:`job_chain.record.summary.kept_look`), else None."""
     from job_chain.record import summary
     from job_chain.status import kept
 
-    data = summary.kept_look(ctx.records, run.run_id)
+    data = summary.kept_look(ctx.records, run.run_id, now)
     return kept.load(data, ctx.records.chain_path) if data is not None else None
 
 
