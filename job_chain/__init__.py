@@ -23,7 +23,10 @@ if sys.version_info < (3, 8):
     raise SystemExit(75)  # the advance failed, and a resume submits what it would have (hop/advance.py)
 
 import importlib
-from typing import Any, List
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing here (see below)
+if TYPE_CHECKING:
+    from typing import Any, List
 
 __version__ = "0.1.0"
 
@@ -41,11 +44,11 @@ _EXPORTS = {
 __all__ = ["__version__"] + list(_EXPORTS)
 
 
-def __dir__() -> List[str]:  # PEP 562: the public names, lazy ones included (dir, REPL completion)
+def __dir__() -> "List[str]":  # PEP 562: the public names, lazy ones included (dir, REPL completion)
     return sorted(set(__all__) | {name for name in globals() if name.startswith("__")})
 
 
-def __getattr__(name: str) -> Any:  # PEP 562: lazy exports
+def __getattr__(name: str) -> "Any":  # PEP 562: lazy exports
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError("module 'job_chain' has no attribute {!r}".format(name))

@@ -119,6 +119,27 @@ def test_the_last_branch_of_a_join_submits_it_with_the_sdk_and_no_cli(tmp_path: 
         time.sleep(0.1)
 
 
+# runs `python3 -m job_chain.hop` as the tail does, saying on stderr each pass of the garbage collector
+# that starts once the hop's own modules load (a hop ends with os._exit: nothing can be said after)
+GC_PASSES = ("import gc, runpy, sys\n"
+             "def said(phase, info):\n"
+             "    if phase == 'start' and 'job_chain.hop.entry' in sys.modules:\n"
+             "        sys.stderr.write('gc pass %d\\n' % info['generation'])\n"
+             "gc.callbacks.append(said)\n"
+             "runpy.run_module('job_chain.hop', run_name='__main__', alter_sys=True)\n")
+
+
+def test_a_hop_runs_no_garbage_collector_pass_and_import_job_chain_loads_no_typing(tmp_path: Path) -> None:
+    """Both cost every hop (~3 ms and ~1 ms of CPU): see hop/__main__.py and job_chain/__init__.py."""
+    chain = diamond_record(tmp_path)
+    done = hop(chain, "b", env={}, entry=("-c", GC_PASSES), importtime=False)
+    assert done.returncode == 0, done.stderr
+    assert "its dependents also wait for c" in done.stderr and "gc pass" not in done.stderr, done.stderr
+    plain = subprocess.run([sys.executable, "-c", "import sys, job_chain; print('typing' in sys.modules)"],
+                           capture_output=True, text=True)
+    assert plain.stdout.split() == ["False"], plain.stderr
+
+
 def test_job_chain_advance_by_hand_does_the_same(tmp_path: Path) -> None:
     chain = diamond_record(tmp_path)
     done = hop(chain, "c", env={}, entry=("-m", "job_chain", "advance"), importtime=False)
