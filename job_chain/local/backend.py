@@ -6,12 +6,15 @@ mistakes and return the ``result`` objects of seed 001.
 
 from __future__ import annotations
 
+import collections
 import hashlib
 import json
 import logging
 import os
 import secrets
-from typing import Any, Dict, List, Optional, Tuple
+import sys
+import threading
+from typing import Any, Callable, Dict, List, Optional, OrderedDict, Sequence, Tuple
 
 from job_chain.aihc.spec import FRAMEWORK, accepted_body, priority_problem
 from job_chain.local import logs as pod_log
@@ -22,8 +25,8 @@ from job_chain.local.metrics import job_metrics
 from job_chain.local.params import STS_DEFAULT_SECONDS, STS_MAX_SECONDS, parse_int, parse_metric_window, parse_time
 from job_chain.local.pod_process import pod_paths
 from job_chain.local.pool_views import PoolViews
-from job_chain.local.shapes import iso_time
-from job_chain.local.store import Store
+from job_chain.local.shapes import JSONItems, iso_time, json_text
+from job_chain.local.store import Store, listed_job
 from job_chain.util.jsonfile import shown
 
 MAX_REPLICAS = 64  # the local server's capacity: each replica is a process on this machine
@@ -57,6 +60,72 @@ def validate_create(body: Any) -> Tuple[Dict[str, Any], List[str]]:
     return clean, ignored
 
 
+LISTED_BYTES = 64 * 1024 * 1024  # what the kept list items may hold at most (ListedJobs)
+_ENTRY = 200  # bytes of bookkeeping per kept item (its OrderedDict node and tuple), counted generously
+
+
+class ListedJobs:
+    """Each listed job's v1 list item as JSON text (:func:`json_text`), kept while its row is unchanged.
+
+    A job's item is a function of its listed row alone (:data:`store.LIST_NAMES`: status, times,
+    priority, queue, and the stored spec its command, labels, image, … come from), so an item is kept
+    with the whole row it was made from and given again only for an equal row: whatever changes a
+    listed column (a stop, a new priority, an end, a restart, even a hand edit of the state) makes a
+    new item. The least recently listed go first once the kept rows and items pass ``budget`` bytes
+    (sys.getsizeof of each, and :data:`_ENTRY`), so a pool of any size costs at most that.
+    """
+
+    def __init__(self, view: Callable[[Dict[str, Any]], Dict[str, Any]], budget: int = LISTED_BYTES) -> None:
+        self._view = view
+        self.budget = budget
+        self.size = 0
+        self._kept: OrderedDict[str, Tuple[Tuple[Any, ...], str, int]] = collections.OrderedDict()
+        self._lock = threading.Lock()  # pages are answered on several threads at once
+
+    def __len__(self) -> int:
+        return len(self._kept)
+
+    def texts(self, rows: Sequence[Tuple[Any, ...]]) -> List[str]:
+        """The list item of each row of :meth:`Store.list_rows`, in order."""
+        found: List[Optional[str]] = []
+        with self._lock:
+            for row in rows:
+                kept = self._kept.get(row[0])
+                if kept is not None and kept[0] == row:
+                    self._kept.move_to_end(row[0])
+                    found.append(kept[1])
+                else:
+                    found.append(None)
+        texts = []
+        for row, text in zip(rows, found):
+            if text is None:
+                text = json_text(self._view(listed_job(row)))
+                self._keep(row, text)
+            texts.append(text)
+        return texts
+
+    def _keep(self, row: Tuple[Any, ...], text: str) -> None:
+        cost = sys.getsizeof(text) + sys.getsizeof(row) + sum(map(sys.getsizeof, row)) + _ENTRY
+        with self._lock:
+            self._forget(row[0])
+            if cost > self.budget:
+                return
+            while self.size + cost > self.budget:
+                self.size -= self._kept.popitem(last=False)[1][2]
+            self._kept[row[0]] = (row, text, cost)
+            self.size += cost
+
+    def drop(self, job_id: str) -> None:
+        """Forget a job's item (a deleted job's: it is in no page any more)."""
+        with self._lock:
+            self._forget(job_id)
+
+    def _forget(self, job_id: str) -> None:
+        kept = self._kept.pop(job_id, None)
+        if kept is not None:
+            self.size -= kept[2]
+
+
 class Backend:
     """The AIHC training-job API over a :class:`Store` and an :class:`Executor`."""
 
@@ -68,6 +137,7 @@ class Backend:
         self.url = url
         self.instance = secrets.token_hex(8)  # names this server run; not a secret
         self.pools = PoolViews(store, default_capacity)
+        self.listed = ListedJobs(self.job_view)
 
     # -- helpers ---------------------------------------------------------------------------
     def _pool(self, pool: str) -> Optional[Dict[str, Any]]:
@@ -197,9 +267,10 @@ class Backend:
             self.executor.wake()
         return {"jobId": job["id"], "jobName": job["name"]}
 
-    def list_jobs(self, pool: str, queue: Optional[str], order_by: Optional[str],
-                  order: Optional[str], page_no: Optional[str], page_size: Optional[str],
-                  status: Optional[str] = None, name: Optional[str] = None) -> Dict[str, Any]:
+    def _page(self, pool: str, queue: Optional[str], order_by: Optional[str], order: Optional[str],
+              page_no: Optional[str], page_size: Optional[str], status: Optional[str],
+              name: Optional[str]) -> Tuple[Dict[str, Any], List[Tuple[Any, ...]]]:
+        """A listing's parameters checked, and its page: (the answer without ``jobs``, the rows)."""
         self._pool(pool)
         order_by = order_by or "createdAt"
         if order_by not in ("createdAt", "finishedAt"):
@@ -210,10 +281,26 @@ class Backend:
         number = parse_int("pageNo", page_no, 1, minimum=1) or 1
         size = parse_int("pageSize", page_size, 10, minimum=1, maximum=1000) or 10
         queue = None if not queue or queue == "all" else queue
-        total, jobs = self.store.list_jobs(pool, queue, order_by, order == "desc",
+        total, rows = self.store.list_rows(pool, queue, order_by, order == "desc",
                                            (number - 1) * size, size, status or None, name or None)
-        return {"total": total, "jobs": [self.job_view(j) for j in jobs], "orderBy": order_by,
-                "order": order, "pageNo": number, "pageSize": size}
+        return {"total": total, "jobs": None, "orderBy": order_by, "order": order, "pageNo": number,
+                "pageSize": size}, rows
+
+    def list_jobs(self, pool: str, queue: Optional[str], order_by: Optional[str],
+                  order: Optional[str], page_no: Optional[str], page_size: Optional[str],
+                  status: Optional[str] = None, name: Optional[str] = None) -> Dict[str, Any]:
+        """v1's list: each job's item as kept JSON text (:class:`ListedJobs`), sent as it is."""
+        answer, rows = self._page(pool, queue, order_by, order, page_no, page_size, status, name)
+        answer["jobs"] = JSONItems(self.listed.texts(rows))
+        return answer
+
+    def list_job_views(self, pool: str, queue: Optional[str], order_by: Optional[str],
+                       order: Optional[str], page_no: Optional[str], page_size: Optional[str],
+                       status: Optional[str] = None, name: Optional[str] = None) -> Dict[str, Any]:
+        """:meth:`list_jobs` with each job as its :meth:`job_view` dict (what v2 reshapes)."""
+        answer, rows = self._page(pool, queue, order_by, order, page_no, page_size, status, name)
+        answer["jobs"] = [self.job_view(listed_job(r)) for r in rows]
+        return answer
 
     def get_job(self, pool: str, job_id: str) -> Dict[str, Any]:
         return self.job_detail(self.find_job(pool, job_id))
@@ -228,6 +315,7 @@ class Backend:
     def delete_job(self, pool: str, job_id: str) -> Dict[str, Any]:
         job = self.find_job(pool, job_id)
         self.executor.delete(job_id)
+        self.listed.drop(job_id)  # only memory: a deleted job is in no page
         return {"jobId": job_id, "jobName": job["name"]}
 
     def update_job(self, pool: str, job_id: str, body: Any) -> Dict[str, Any]:

@@ -173,7 +173,7 @@ class BackendV2:
                 queue = _text(keyword)
             else:
                 name = _text(keyword)
-        result = self.backend.list_jobs(
+        result = self.backend.list_job_views(
             self._pool(query), queue, self._field(body, "orderBy"), self._field(body, "order"),
             self._field(body, "pageNumber"), self._field(body, "pageSize"), self._field(body, "status"), name)
         return v2.list_to_v2(result, self.user_id)

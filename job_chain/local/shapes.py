@@ -14,7 +14,9 @@ No HTTP here: :mod:`backend` calls these with rows from the store.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+import secrets
 from typing import Any, Dict, Iterable, List, Mapping, Optional
 
 from job_chain.aihc.timefmt import iso_utc
@@ -31,6 +33,43 @@ _ALNUM = "0123456789abcdefghijklmnopqrstuvwxyz"
 def iso_time(ts: Optional[float]) -> str:
     """AIHC's timestamps (:func:`job_chain.aihc.timefmt.iso_utc`); "" when unset, as AIHC answers."""
     return iso_utc(ts) if ts else ""
+
+
+class JSONItems:
+    """A list whose items are already JSON text (each :func:`json_text` of one value): an answer
+    holding one is sent with the items as they are, never decoded and encoded again."""
+
+    __slots__ = ("items",)
+
+    def __init__(self, items: List[str]) -> None:
+        self.items = items
+
+
+_EMBED = secrets.token_hex(16)  # marks where a JSONItems goes; no text a client sent starts with it
+
+
+def json_text(value: Any) -> str:
+    """The JSON text of an answer (compact, UTF-8 as is, no NaN), with each :class:`JSONItems`
+    spliced in: the one encoding of every answer and of each item kept pre-encoded, so an item
+    spliced in reads exactly as if it had been encoded in place."""
+    embedded: List[str] = []
+
+    def embed(item: Any) -> str:
+        if not isinstance(item, JSONItems):
+            raise TypeError(f"Object of type {type(item).__name__} is not JSON serializable")
+        embedded.append("[" + ",".join(item.items) + "]")
+        return f"{_EMBED}{len(embedded) - 1}"
+
+    text = json.dumps(value, ensure_ascii=False, allow_nan=False, indent=None, separators=(",", ":"),
+                      default=embed)
+    if not embedded:
+        return text
+    head, *parts = text.split(f'"{_EMBED}')
+    spliced = [head]
+    for part in parts:  # each part: the item's number, the closing quote, what follows
+        number, _, rest = part.partition('"')
+        spliced += [embedded[int(number)], rest]
+    return "".join(spliced)
 
 
 def queue_id(pool: str, name: str) -> str:

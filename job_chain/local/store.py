@@ -30,6 +30,7 @@ PRIORITY_RANK = {p: rank for rank, p in enumerate(PRIORITIES)}  # high first
 # What a listing shows (Backend.job_view); its orders come straight from the jobs_pool_* indexes.
 LIST_COLUMNS = ("id, seq, pool, name, spec, status, priority, queue, created_at, scheduled_at, started_at, "
                 "finished_at, restarts")
+LIST_NAMES = tuple(name.strip() for name in LIST_COLUMNS.split(","))
 
 METRIC_COLUMNS = {
     "CpuUsage": "cpu_percent",
@@ -146,12 +147,15 @@ class Store:
             rows = self._rows("SELECT * FROM jobs WHERE id=? AND pool=?", (job_id, pool))
         return _job(rows[0]) if rows else None
 
-    def list_jobs(
+    def list_rows(
         self, pool: str, queue: Optional[str], order_by: str, descending: bool,
         offset: int, limit: int, status: Optional[str] = None, name: Optional[str] = None,
-    ) -> Tuple[int, List[Dict[str, Any]]]:
+    ) -> Tuple[int, List[Tuple[Any, ...]]]:
         """One page of a pool's jobs in an index's order, never a sort of the pool (NULL finished_at
-        sorts lowest, as the 0 it once counted as); ``name`` matches a part of the name (v2's keyword)."""
+        sorts lowest, as the 0 it once counted as); ``name`` matches a part of the name (v2's keyword).
+
+        Each row is the :data:`LIST_NAMES` values in that order, ``spec`` as stored (JSON text):
+        what a listing's view is made from, whole, so a caller may keep a view per row."""
         column = "finished_at" if order_by == "finishedAt" else "created_at"
         where, args = "pool=?", [pool]
         if queue:
@@ -164,12 +168,23 @@ class Store:
             where += " AND instr(name, ?) > 0"
             args.append(name)
         direction = "DESC" if descending else "ASC"
-        total = self._rows(f"SELECT COUNT(*) AS n FROM jobs WHERE {where}", args)[0]["n"]
-        rows = self._rows(
-            f"SELECT {LIST_COLUMNS} FROM jobs WHERE {where} ORDER BY {column} {direction},"
-            f" seq {direction} LIMIT ? OFFSET ?", args + [limit, offset],
-        )
-        return total, [_job(r) for r in rows]
+        with self._lock:  # the count and the page from one moment of this connection
+            total = self._db.execute(f"SELECT COUNT(*) FROM jobs WHERE {where}", args).fetchone()[0]
+            cursor = self._db.cursor()
+            cursor.row_factory = None  # plain tuples: no sqlite3.Row, no dict per row
+            rows = cursor.execute(
+                f"SELECT {LIST_COLUMNS} FROM jobs WHERE {where} ORDER BY {column} {direction},"
+                f" seq {direction} LIMIT ? OFFSET ?", args + [limit, offset],
+            ).fetchall()
+        return total, rows
+
+    def list_jobs(
+        self, pool: str, queue: Optional[str], order_by: str, descending: bool,
+        offset: int, limit: int, status: Optional[str] = None, name: Optional[str] = None,
+    ) -> Tuple[int, List[Dict[str, Any]]]:
+        """:meth:`list_rows` as job dicts (``spec`` read)."""
+        total, rows = self.list_rows(pool, queue, order_by, descending, offset, limit, status, name)
+        return total, [listed_job(r) for r in rows]
 
     def jobs_with_status(self, statuses: Iterable[str]) -> List[Dict[str, Any]]:
         wanted = list(statuses)
@@ -375,6 +390,11 @@ class Store:
         """The temporary credentials of access key ``ak`` (``sk``, ``token_hash``, ``expires``), if issued."""
         rows = self._rows("SELECT sk, token_hash, expires FROM sessions WHERE ak=?", (ak,))
         return rows[0] if rows else None
+
+
+def listed_job(row: Tuple[Any, ...]) -> Dict[str, Any]:
+    """A row of :meth:`Store.list_rows` as a job dict, its ``spec`` read."""
+    return _job(dict(zip(LIST_NAMES, row)))
 
 
 def _job(row: Dict[str, Any]) -> Dict[str, Any]:

@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any, List
 
 from fastapi.responses import JSONResponse
@@ -19,6 +18,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from job_chain.errors import UsageError
 from job_chain.local.errors import BadRequest, error_body
+from job_chain.local.shapes import json_text
 from job_chain.util.jsonfile import parse_json
 from job_chain.util.safe_text import without_surrogates
 
@@ -33,7 +33,7 @@ class JSONAnswer(JSONResponse):
     """Starlette's JSONResponse that never fails to encode (lone surrogates become U+FFFD)."""
 
     def render(self, content: Any) -> bytes:
-        text = json.dumps(content, ensure_ascii=False, allow_nan=False, indent=None, separators=(",", ":"))
+        text = json_text(content)  # JSONItems in it are sent as they are (already this encoding)
         try:
             return text.encode("utf-8")
         except UnicodeEncodeError:

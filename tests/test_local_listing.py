@@ -1,0 +1,176 @@
+"""The local server's job list (``GET /api/v1/aijobs``) keeps each job's item as JSON text while the
+job's row is unchanged (``backend.ListedJobs``): the answer must be byte for byte what encoding the
+job's :meth:`Backend.job_view` gives, and never a stale view, whatever changed the row. In-process: a
+real Store and Backend, an Executor that never starts, the HTTP layer's own encoder (``JSONAnswer``);
+the wire itself is checked in test_local_api.py."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Dict, Iterator, Tuple
+
+import pytest
+
+from job_chain.local.backend import Backend, ListedJobs
+from job_chain.local.backend_v2 import BackendV2
+from job_chain.local.executor import Executor
+from job_chain.local.shapes import JSONItems, json_text
+from job_chain.local.store import LIST_NAMES, SUCCEEDED, Store
+from job_chain.local.wire import JSONAnswer
+from job_chain.util.safe_text import without_surrogates
+
+POOL, OTHER = "cce-list", "cce-other"
+
+
+@pytest.fixture()
+def local(tmp_path: Path) -> Iterator[Tuple[Store, Backend]]:
+    store = Store(str(tmp_path / "state.db"))
+    store.configure([(POOL, None), (OTHER, None)], [(POOL, "default", None), (POOL, "q2", None)])
+    yield store, Backend(store, Executor(store, str(tmp_path)), str(tmp_path), "http://127.0.0.1:9")
+    store.close()
+
+
+def create(backend: Backend, name: str, **extra: Any) -> str:
+    body = {"name": name, "jobSpec": {"image": "local", "command": f"echo {name}", "replicas": 1}, **extra}
+    return str(backend.create_job(POOL, body, None)["jobId"])
+
+
+def sent(backend: Backend, pool: str = POOL, **query: str) -> bytes:
+    """The bytes the server sends for a page (the route wraps the result as here)."""
+    result = backend.list_jobs(pool, query.get("queue"), query.get("orderBy"), query.get("order"),
+                               query.get("pageNo"), query.get("pageSize", "100"))
+    return bytes(JSONAnswer({"requestId": "r", "result": result}).body)
+
+
+def expected(backend: Backend, store: Store, pool: str = POOL, **query: str) -> bytes:
+    """What a page must send: every job's view made afresh from its row, encoded in place
+    (how the server answered before items were kept)."""
+    descending = query.get("order", "desc") == "desc"
+    total, jobs = store.list_jobs(pool, query.get("queue"), query.get("orderBy", "createdAt"), descending,
+                                  0, int(query.get("pageSize", "100")))
+    result = {"total": total, "jobs": [backend.job_view(j) for j in jobs],
+              "orderBy": query.get("orderBy", "createdAt"), "order": query.get("order", "desc"), "pageNo": 1,
+              "pageSize": int(query.get("pageSize", "100"))}
+    text = json.dumps({"requestId": "r", "result": result}, ensure_ascii=False, allow_nan=False,
+                      separators=(",", ":"))
+    return without_surrogates(text).encode("utf-8")
+
+
+def listed(backend: Backend) -> Dict[str, Dict[str, Any]]:
+    return {j["jobId"]: j for j in json.loads(sent(backend))["result"]["jobs"]}
+
+
+def test_a_page_is_byte_for_byte_the_views_encoded_in_place(local: Tuple[Store, Backend]) -> None:
+    store, backend = local
+    create(backend, "plain")
+    create(backend, "labelled", labels=[{"key": "team", "value": "视觉"}, {"key": "aijob.cce.baidubce.com/"
+                                        "create-from-aihcp-api", "value": "false"}], priority="high")
+    create(backend, "tolerant", faultTolerance=True, faultToleranceArgs="--max-num-of-unconditional-retry=2",
+           datasources=[{"type": "pfs", "name": "p", "mountPath": "/tmp/p"}], queue="q2")
+    create(backend, "quoted", jobSpec={"image": "local", "command": 'printf "%s\\n" \'a\tb\' \\\\ \u2028',
+                                       "replicas": 2, "envs": [{"name": "A", "value": "1.5"}]})
+    for _ in range(2):  # the first answer makes the items, the second gives the kept ones
+        for query in ({}, {"order": "asc"}, {"orderBy": "finishedAt"}, {"queue": "q2"}, {"pageSize": "2"}):
+            assert sent(backend, **query) == expected(backend, store, **query), query
+    assert len(backend.listed) == 4
+
+
+def test_a_lone_surrogate_in_a_stored_row_is_sent_as_a_replacement_character(local: Tuple[Store, Backend]) -> None:
+    """A row an older server stored with one (test_surrogates.py has the whole story)."""
+    store, backend = local
+    body = {"name": "poison", "jobSpec": {"image": "i", "command": "echo caf\udce9", "replicas": 1},
+            "labels": [{"key": "team", "value": "caf\udce9"}], "queue": "default", "priority": "normal"}
+    store.create_job(POOL, "poison", body, "normal", "default", None, 1)
+    for _ in range(2):
+        raw = sent(backend)
+        assert raw == expected(backend, store)
+        job = json.loads(raw)["result"]["jobs"][0]
+        assert job["command"] == "echo caf\ufffd" and {"key": "team", "value": "caf\ufffd"} in job["labels"]
+
+
+def test_a_stop_a_new_priority_and_an_end_are_listed_at_once(local: Tuple[Store, Backend]) -> None:
+    store, backend = local
+    first, second, third = create(backend, "first"), create(backend, "second"), create(backend, "third")
+    before = listed(backend)
+    assert {j["status"] for j in before.values()} == {"Pending"} and before[second]["priority"] == "normal"
+    backend.stop_job(POOL, first)
+    backend.update_job(POOL, second, {"priority": "high"})
+    assert store.transition(third, ["Pending"], status=SUCCEEDED, scheduled_at=1795940000.0,
+                            started_at=1795940001.0, finished_at=1795940061.0)
+    after = listed(backend)
+    assert after[first]["status"] == "Stopped" and after[first]["finishedAt"] != ""
+    assert after[second]["priority"] == "high" and after[second]["status"] == "Pending"
+    assert (after[third]["status"], after[third]["scheduledAt"], after[third]["runningAt"],
+            after[third]["finishedAt"]) == ("Succeeded", "2026-11-29T08:13:20Z", "2026-11-29T08:13:21Z",
+                                            "2026-11-29T08:14:21Z")
+    assert sent(backend) == expected(backend, store)
+
+
+# What each listed column becomes in a change of the row (the spec: new labels and command, as a
+# hand edit or a future migration could make; the listing must follow whatever made it)
+CHANGES: Dict[str, Any] = {
+    "seq": 99, "pool": OTHER, "name": "renamed", "status": "Running", "priority": "low", "queue": "q2",
+    "created_at": 1795000000.5, "scheduled_at": 1795000001.0, "started_at": 1795000002.0,
+    "finished_at": 1795000003.0, "restarts": 2,
+    "spec": json.dumps({"name": "renamed", "jobSpec": {"image": "other", "command": "echo changed", "replicas": 1},
+                        "labels": [{"key": "team", "value": "changed"}]}),
+}
+
+
+@pytest.mark.parametrize("column", [c for c in LIST_NAMES if c != "id"])
+def test_any_change_of_a_listed_column_is_listed(local: Tuple[Store, Backend], column: str) -> None:
+    store, backend = local
+    job_id = create(backend, "changing")
+    create(backend, "unchanged")
+    sent(backend)  # kept
+    store.set_job(job_id, **{column: CHANGES[column]})
+    assert sent(backend) == expected(backend, store)
+    if column == "pool":  # listed in its new pool, as a job of that pool
+        sent(backend, OTHER)
+        assert sent(backend, OTHER) == expected(backend, store, OTHER)
+        assert json.loads(sent(backend, OTHER))["result"]["jobs"][0]["resourcePoolId"] == OTHER
+    if column == "spec":
+        assert {"key": "team", "value": "changed"} in listed(backend)[job_id]["labels"]
+
+
+def test_v2_lists_the_same_jobs_from_the_views(local: Tuple[Store, Backend]) -> None:
+    store, backend = local
+    job_id = create(backend, "v2-listed")
+    sent(backend)
+    backend.update_job(POOL, job_id, {"priority": "high"})
+    answer = BackendV2(backend).call("DescribeJobs", {"resourcePoolId": POOL}, {})
+    assert [(j["jobId"], j["priority"]) for j in answer["jobs"]] == [(job_id, "high")]
+
+
+def test_kept_items_stay_within_their_budget_least_recently_listed_first(local: Tuple[Store, Backend]) -> None:
+    store, backend = local
+    ids = [create(backend, f"job-{i}") for i in range(6)]
+    _, rows = store.list_rows(POOL, None, "createdAt", False, 0, 10)
+    one = ListedJobs(backend.job_view)
+    one.texts(rows[:1])
+    backend.listed = small = ListedJobs(backend.job_view, budget=one.size * 3 + one.size // 2)  # room for 3
+    assert sent(backend) == expected(backend, store)
+    assert len(small) == 3 and small.size <= small.budget
+    assert [row[0] for row in rows if row[0] in small._kept] == ids[:3]  # the page's last three
+    small.texts(rows[2:3])  # job-2 listed again: job-1 is now the least recently listed
+    small.texts(rows[3:4])
+    assert [row[0] for row in rows if row[0] in small._kept] == [ids[0], ids[2], ids[3]]
+    kept = small.size
+    assert kept <= small.budget
+    backend.delete_job(POOL, ids[3])  # a deleted job's item is dropped
+    assert ids[3] not in small._kept and 0 < small.size < kept
+    assert sent(backend) == expected(backend, store) and small.size <= small.budget
+
+
+def test_json_items_are_spliced_exactly_where_they_stand() -> None:
+    items = [json_text({"a": "x\"y"}), json_text([1, 2.5, None])]
+    value: Dict[str, Any] = {"before": 'say "' + "0" * 32, "jobs": JSONItems(items), "empty": JSONItems([]),
+                             "after": [True]}
+    assert json.loads(json_text(value)) == {"before": 'say "' + "0" * 32, "jobs": [{"a": "x\"y"}, [1, 2.5, None]],
+                                            "empty": [], "after": [True]}
+    with pytest.raises(TypeError):
+        json_text({"x": object()})
+    with pytest.raises(ValueError):
+        json_text({"x": float("nan")})
+
