@@ -59,6 +59,27 @@ def test_create_list_detail_shapes(shared_server: LocalServer) -> None:
     assert created["jobId"] in [j["jobId"] for j in listed_sdk["result"]["jobs"]]
 
 
+def test_a_listed_job_is_listed_again_as_it_is_now(shared_server: LocalServer) -> None:
+    """The list keeps each job's item while its row is unchanged (test_local_listing.py): over the
+    wire, a job listed while queued or running is listed again finished, with its new priority, each
+    item exactly its detail without the pods."""
+    client, pool = shared_server.client(), "pool-relist"
+    job_id = client.create_job(pool, job_body("relist", "true"))["jobId"]
+
+    def item() -> Dict[str, Any]:
+        return next(j for j in client.list_jobs(pool, page_size=100)["jobs"] if j["jobId"] == job_id)
+
+    assert item()["status"] in ("Pending", "Scheduled", "Running") and item()["priority"] == "normal"
+    detail = shared_server.wait_status(job_id, "Succeeded", pool=pool)
+    client.update_job(pool, job_id, priority="high")
+    now = item()
+    assert now["status"] == "Succeeded" and now["finishedAt"] == detail["finishedAt"] != ""
+    assert now["priority"] == "high"
+    detail = client.get_job(pool, job_id)
+    del detail["podList"]
+    assert now == detail
+
+
 def test_sdk_create_and_lifecycle(shared_server: LocalServer) -> None:
     sdk, pool = shared_server.sdk(), shared_server.pool
     created = _sdk_dict(sdk.create_aijob(str(uuid.uuid4()), pool,
