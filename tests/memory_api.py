@@ -95,6 +95,7 @@ class MemoryAPI:
         self.creates: List[Create] = []
         self._order: List[str] = []  # ids, oldest first
         self._lock = threading.RLock()
+        self.list_calls = 0  # pages asked for (list_jobs)
 
     def __repr__(self) -> str:
         return f"MemoryAPI({len(self.jobs)} jobs)"
@@ -133,6 +134,17 @@ class MemoryAPI:
             ids = [i for i in self._order if self.jobs[i].pool == pool]
             views = [self._view(self.jobs[i]) for i in (ids if order == "asc" else reversed(ids))]
         yield from (v for v in views if (not status or v["status"] == status) and (not name or name in v["name"]))
+
+    def list_jobs(self, pool: str, *, queue: Optional[str] = None, order_by: Optional[str] = None,
+                  order: Optional[str] = None, page_no: Optional[int] = None,
+                  page_size: Optional[int] = None) -> Dict[str, Any]:
+        """One page of :meth:`iter_jobs` in v1's list shape (``pageNo`` from 1, ``pageSize`` default 10)."""
+        with self._lock:
+            self.list_calls += 1
+            every = list(self.iter_jobs(pool, order=order))
+        number, size = page_no or 1, page_size or 10
+        return {"total": len(every), "jobs": every[(number - 1) * size:number * size], "pageNo": number,
+                "pageSize": size}
 
     def get_job(self, pool: str, job_id: str) -> Dict[str, Any]:
         with self._lock:

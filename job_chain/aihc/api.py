@@ -22,6 +22,11 @@ class JobsAPI(Protocol):
                   order: Optional[str] = None, page_size: int = 100) -> Iterator[Dict[str, Any]]:
         """Every job of the pool, page after page."""
 
+    def list_jobs(self, pool: str, *, queue: Optional[str] = None, order_by: Optional[str] = None,
+                  order: Optional[str] = None, page_no: Optional[int] = None,
+                  page_size: Optional[int] = None) -> Dict[str, Any]:
+        """One page of the pool's jobs: ``{"total", "jobs", "pageNo", "pageSize", ...}`` (v1's shape)."""
+
     def get_job(self, pool: str, job_id: str) -> Dict[str, Any]:
         """One job with its ``podList``."""
 
@@ -43,10 +48,15 @@ class LazyClient:
     decides from the run record, or a look at a finished run whose jobs are cached, needs none."""
 
     def __init__(self, build: Callable[[], Any]) -> None:
+        import threading
+
         self._build = build
         self._client: Any = None
+        self._making = threading.Lock()  # pages asked for at once first use it from several threads
 
     def __getattr__(self, name: str) -> Any:
         if self._client is None:
-            self._client = self._build()
+            with self._making:
+                if self._client is None:
+                    self._client = self._build()
         return getattr(self._client, name)

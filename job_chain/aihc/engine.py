@@ -17,6 +17,8 @@ if TYPE_CHECKING:  # the view is imported where a job is read: a hop that only c
     from job_chain.engine.jobs import Event, Job, Pod
 
 PAGE_SIZE = 50  # jobs a page of the pool's list holds (walks stop early: the newest come first)
+BULK_PAGE_SIZE = 100  # a page when the caller expects many jobs (AIHC's own CLI pages by 100)
+BULK_AHEAD = 3  # pages asked at once then: the service answers one while this process reads another
 _REPLICA_TYPE = "training.kubeflow.org/replica-type"
 _REPLICA_INDEX = "training.kubeflow.org/replica-index"
 # patterns as text, compiled on first use (re caches them): a hop imports this module to create a job,
@@ -29,11 +31,22 @@ _HANG_REASON = r"Hang|Hung|\bhang|\bhung"  # a word, never the "hang" of JobStat
 _RESTART_REASON = r"(?i)fault.?tolerance.*restart|restart.*fault.?tolerance"
 
 
+_SECONDS: Dict[str, Optional[float]] = {}  # AIHC's times are to the second: a run's jobs share most of them
+
+
 def _seconds(text: Any) -> Optional[float]:
+    if not isinstance(text, str):
+        return None
+    found = _SECONDS.get(text, _SECONDS)
+    if found is not _SECONDS:
+        return found  # type: ignore[return-value]
     from job_chain.aihc.timefmt import parse_time
 
-    when = parse_time(text) if isinstance(text, str) else None
-    return when.timestamp() if when is not None else None
+    when = parse_time(text)
+    if len(_SECONDS) >= 65536:
+        _SECONDS.clear()  # bounded: a look at a year of jobs keeps at most this many
+    _SECONDS[text] = seconds = when.timestamp() if when is not None else None
+    return seconds
 
 
 def labels_of(job: Mapping[str, Any]) -> Dict[str, Any]:
@@ -117,6 +130,65 @@ def event_of(event: Mapping[str, Any]) -> Event:
                  _seconds(event.get("lastTimestamp") or event.get("firstTimestamp") or event.get("time")))
 
 
+class PagesAhead:
+    """The pool's jobs, newest first, for a caller that expects ``expected`` of them (a run's jobs by
+    id): pages of :data:`BULK_PAGE_SIZE`, :data:`BULK_AHEAD` asked at once while the expected jobs
+    fill them (the service answers one while this process reads another), then one by one to the
+    end. The first pages are asked for when it is made, so a caller can read its own files meanwhile.
+    :meth:`close` (or reading to the end) sends no more requests; pages asked for and not read are
+    left unread."""
+
+    def __init__(self, client: Any, pool: str, expected: int) -> None:
+        from collections import deque
+        from concurrent.futures import ThreadPoolExecutor
+
+        self._client, self._pool = client, pool
+        self._planned = -(-expected // BULK_PAGE_SIZE)  # the pages the expected jobs fill
+        self._workers = ThreadPoolExecutor(max_workers=BULK_AHEAD)
+        self._asked: Any = deque()  # of futures: the pages asked for, in order
+        self._number = 1  # the next page to ask for
+        self._seen = 0
+        self._page: List[Dict[str, Any]] = []
+        self._at = 0
+        self._last = False
+        while len(self._asked) < min(BULK_AHEAD, self._planned):
+            self._ask()
+
+    def _ask(self) -> None:
+        self._asked.append(self._workers.submit(self._client.list_jobs, self._pool, order_by="createdAt",
+                                                order="desc", page_no=self._number, page_size=BULK_PAGE_SIZE))
+        self._number += 1
+
+    def __iter__(self) -> PagesAhead:
+        return self
+
+    def __next__(self) -> Job:
+        while self._at >= len(self._page):
+            if self._last or not self._asked:
+                self.close()
+                raise StopIteration
+            try:
+                answer = self._asked.popleft().result()
+            except BaseException:
+                self.close()
+                raise
+            self._page, self._at = list(answer.get("jobs") or []), 0
+            self._seen += len(self._page)
+            if len(self._page) < BULK_PAGE_SIZE or self._seen >= int(answer.get("total") or 0):
+                self._last = True  # (a page asked beyond it answers nothing new: never read)
+            elif self._number <= self._planned or not self._asked:
+                self._ask()
+        self._at += 1
+        return job_of(self._page[self._at - 1])
+
+    def close(self) -> None:
+        for waiting in self._asked:
+            waiting.cancel()
+        self._asked.clear()
+        self._page, self._at, self._last = [], 0, True
+        self._workers.shutdown(wait=False)
+
+
 class AIHCEngine:
     """The engine seam over an AIHC client (:class:`~job_chain.aihc.api.JobsAPI`: v1, v2, a lazy one)."""
 
@@ -140,7 +212,12 @@ class AIHCEngine:
     def job(self, pool: str, job_id: str) -> Job:
         return job_of(self.client.get_job(pool, job_id))
 
-    def jobs(self, pool: str) -> Iterator[Job]:
+    def jobs(self, pool: str, expected: int = 0) -> Iterator[Job]:
+        if expected > PAGE_SIZE:
+            return PagesAhead(self.client, pool, expected)  # asks for its first pages at once
+        return self._walk(pool)
+
+    def _walk(self, pool: str) -> Iterator[Job]:
         for job in self.client.iter_jobs(pool, order_by="createdAt", order="desc", page_size=PAGE_SIZE):
             yield job_of(job)
 

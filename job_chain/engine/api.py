@@ -27,8 +27,10 @@ class Engine(Protocol):
     def job(self, pool: str, job_id: str) -> Job:
         """One job, with its pods."""
 
-    def jobs(self, pool: str) -> Iterator[Job]:
-        """The pool's jobs, newest first (without pods), page after page: callers stop early."""
+    def jobs(self, pool: str, expected: int = 0) -> Iterator[Job]:
+        """The pool's jobs, newest first (without pods), page after page: callers stop early.
+        ``expected``: how many the caller means to read (a run's jobs by id): an engine may ask for
+        that many pages at once (0: a walk that may stop at any page, so one page at a time)."""
 
     def stop(self, pool: str, job_id: str) -> None:
         """Stop a job (idempotent)."""

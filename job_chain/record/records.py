@@ -165,9 +165,10 @@ class RunRecords:
         """The JSON object in the run's file ``name``; None when missing or damaged."""
         return read_json_dict(self._path(run_id, name))
 
-    def write(self, run_id: str, name: str, data: Any, *, compact: bool = False) -> bool:
+    def write(self, run_id: str, name: str, data: Any, *, compact: bool = False, sync: bool = True) -> bool:
         """Write one fact; False (not an error) when the record is not writable here (a job's view).
-        ``compact``: for the tail and caches, not for people (no indent, ASCII, at the json module's C speed)."""
+        ``compact``: for the tail and caches, not for people (no indent, ASCII, at the json module's C speed).
+        ``sync=False``: a cache, worked out again when a crash loses it (not flushed to the disk first)."""
         try:
             os.makedirs(self._dir(run_id), mode=0o700, exist_ok=True)
             if compact:
@@ -175,7 +176,8 @@ class RunRecords:
 
                 from job_chain.util.files import write_private
 
-                write_private(self._path(run_id, name), json.dumps(data, separators=(",", ":")).encode("ascii"))
+                write_private(self._path(run_id, name), json.dumps(data, separators=(",", ":")).encode("ascii"),
+                              sync=sync)
             else:
                 write_json_private(self._path(run_id, name), data)
             return True
@@ -620,7 +622,7 @@ class RunRecords:
     def keep_attempts_cache(self, run_id: str, data: Dict[str, Any]) -> bool:
         """Keep what a look knew; False (not an error) where the record is not writable. Compact: a cache
         no one reads by eye, of every job of the run (a 5,000-step run's, indented, took ~150 ms)."""
-        return self.write(run_id, layout.ATTEMPTS_CACHE, data, compact=True)
+        return self.write(run_id, layout.ATTEMPTS_CACHE, data, compact=True, sync=False)
 
     # -- everything at once ------------------------------------------------------------------------
     def facts(self, run_id: str, run: Optional[Dict[str, Any]] = None,

@@ -9,7 +9,7 @@ thing everywhere. No dataclasses here: the in-job advance imports this module on
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable, List, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, List, Optional, Sequence, Union
 
 from job_chain.engine.states import FAILED, STOPPED, SUCCEEDED, TERMINAL
 from job_chain.rules import plan as plan_
@@ -59,16 +59,20 @@ def causes_counted(step: Step, attempts: Iterable[AttemptFacts], upto: int) -> L
     return out
 
 
-def planner_state(step: Step, latest: AttemptFacts, causes: Sequence[str] = ()) -> str:
+def planner_state(step: Step, latest: AttemptFacts,
+                  causes: Union[Sequence[str], Callable[[], Sequence[str]]] = ()) -> str:
     """The planner's state (:mod:`job_chain.rules.plan`) of ``step`` from its latest attempt of this
-    revision; ``causes``: what :func:`causes_counted` gives for it (only budgets per cause read it)."""
+    revision; ``causes``: what :func:`causes_counted` gives for it (only budgets per cause read it),
+    or a function that gives it, asked only when the attempt failed (a look at 5,000 steps that
+    succeeded counts none)."""
     from job_chain.rules.retry import decide
 
     if latest.succeeded or latest.status in SUCCEEDED:
         return plan_.SUCCEEDED
     if failed(latest):
         code = latest.exit_code if latest.exit_code is not None else 1
-        return plan_.RETRY_DUE if decide(step, latest.attempt, code, causes).retry else plan_.FAILED
+        counted = causes() if callable(causes) else causes
+        return plan_.RETRY_DUE if decide(step, latest.attempt, code, counted).retry else plan_.FAILED
     if latest.status in STOPPED and latest.status in TERMINAL:
         return plan_.STOPPED
     return plan_.ACTIVE

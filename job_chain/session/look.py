@@ -7,7 +7,7 @@ by :func:`job_chain.status.summarize.summarize`; this module only gathers what i
 
 from __future__ import annotations
 
-from typing import Any, Callable, List, Optional, Set, Tuple, cast
+from typing import Any, Callable, Dict, Iterator, List, Optional, Set, Tuple, cast
 
 from job_chain.aihc.api import JobsAPI
 from job_chain.engine.states import SUCCEEDED
@@ -27,8 +27,16 @@ def status(ctx: RunContext, run_id: Optional[str] = None, *, now: Optional[float
     Each step's outputs come from the run record; an inline run keeps them in its jobs' logs,
     which ``outputs=True`` reads (once per step: what was read is kept in the record). ``patient``:
     retry the reads through transient API errors as long as ``run`` retries a create (one-off looks)."""
+    from job_chain.util.gcpause import paused
+
+    with paused():  # its objects all live until it ends (job_chain.util.gcpause)
+        return _status(ctx, run_id, now=now, outputs=outputs, patient=patient)
+
+
+def _status(ctx: RunContext, run_id: Optional[str], *, now: Optional[float], outputs: bool,
+            patient: bool) -> RunStatus:
     from job_chain.record import summary
-    from job_chain.status.look import cached_attempts, may_hide_a_job, run_attempts
+    from job_chain.status.look import cached_attempts
 
     run = find_run(ctx, run_id)
     before = summary.basis(ctx.records, run.run_id)  # the summary this look writes is dated by it
@@ -38,24 +46,64 @@ def status(ctx: RunContext, run_id: Optional[str] = None, *, now: Optional[float
             return known
     record = ctx.records.get_run(run.run_id)
     run = Run.from_record(ctx.path, record) if record is not None else run
+    names = ctx.records.names(run.run_id) or []  # one listing of the run's directory for the look
+    listing = ctx.records.listed(run.run_id, names)
+    cached = cached_attempts(ctx.records, run.run_id)  # with the submissions of finished jobs: not read again
+    asked = _ask_ahead(ctx, run, record, listing, cached)
+    try:
+        return _look(ctx, run, record, before, names, listing, cached, asked, now=now, outputs=outputs,
+                     patient=patient)
+    finally:
+        if asked is not None:
+            getattr(asked[2], "close", lambda: None)()
+
+
+def _ask_ahead(ctx: RunContext, run: Run, record: Optional[Dict[str, Any]], listing: Any,
+               cached: Any) -> Optional[Tuple[JobsAPI, str, Iterator[Any]]]:
+    """(client, pool, the pool's jobs being asked for) when this look will list many of the run's jobs
+    (a long run no look cached): its first pages are asked for now, answered while the look reads
+    the frozen chain and the record. None otherwise."""
+    from job_chain.aihc.engine import PAGE_SIZE, as_engine
+    from job_chain.record.layout import SUBMISSION
+
+    wanted = len(listing[SUBMISSION]) - len(cached.final)
+    pool = record.get("pool") if record is not None else None
+    if wanted <= PAGE_SIZE or not isinstance(pool, str) or not pool or run.mode == "inline" \
+            or ctx.places.engine_of(run) == "slurm":
+        return None
+    client = _client_to_look(ctx, run)
+    return client, pool, as_engine(client).jobs(pool, expected=wanted)
+
+
+def _look(ctx: RunContext, run: Run, record: Optional[Dict[str, Any]], before: Optional[int], names: List[str],
+          listing: Any, cached: Any, asked: Optional[Tuple[JobsAPI, str, Iterator[Any]]], *,
+          now: Optional[float], outputs: bool, patient: bool) -> RunStatus:
+    from job_chain.record import summary
+    from job_chain.status.look import cached_attempts, may_hide_a_job, run_attempts
+
     chain = frozen(ctx, run)
     start = ctx.records.start_facts(run.run_id)  # read once: the look's walk, its outcome and the API it spares
     walked = False
     settled: Set[str] = set()
     while True:
         client: Optional[JobsAPI] = None
-        names = ctx.records.names(run.run_id) or []  # one listing of the run's directory for the look
-        listing = ctx.records.listed(run.run_id, names)
-        cached = cached_attempts(ctx.records, run.run_id)  # with the submissions of finished jobs: not read again
+        if walked:  # the second look lists the directory again
+            names = ctx.records.names(run.run_id) or []
+            listing = ctx.records.listed(run.run_id, names)
+            cached = cached_attempts(ctx.records, run.run_id)
         submissions = ctx.records.submissions(run.run_id, listing, cached.submissions)
         if start.never_created(submissions):
             attempts: List[Any] = []  # it never started: nothing to ask the API (which may be why)
             endpoint, settled = run.endpoint, set()
         else:
-            client = _client_to_look(ctx, run)
+            listed = None
+            if asked is not None and not walked and asked[1] == chain.pool:  # (the pool the frozen chain names)
+                client, listed = asked[0], asked[2]
+            else:
+                client = _client_to_look(ctx, run)
             attempts, endpoint, settled = run_attempts(ctx.records, _returning(client), chain, run, submissions,
                                                        start, walk=walked, patient=patient, listing=listing,
-                                                       cached=cached)
+                                                       cached=cached, listed=listed)
         facts = ctx.records.facts(run.run_id, record, keys=_fact_keys(chain, attempts), submissions=submissions,
                                   names=names, start=start)
         _more_facts(ctx, run, chain, facts, listing)

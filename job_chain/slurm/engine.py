@@ -406,8 +406,8 @@ class SlurmEngine:
             out.append(Pod(f"{job_id}-{rank}", rank, phase, finished))
         return tuple(out)
 
-    def jobs(self, pool: str) -> Iterator[Job]:
-        """Every job Slurm shows, newest first (without pods)."""
+    def jobs(self, pool: str, expected: int = 0) -> Iterator[Job]:
+        """Every job Slurm shows, newest first (without pods; one ``squeue`` answers all, whatever is ``expected``)."""
         fields = "%i|%j|%T|%V|%S|%e|%k|%D"
         rows = []
         for line in run_slurm(["squeue", "-h", "-t", "all", "-o", fields]).splitlines():

@@ -17,7 +17,7 @@ them), so the next look needs no walk for them.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Set
+from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Set
 
 from job_chain.aihc.names import is_job_id
 from job_chain.engine.deadline import CALL_DEADLINE, submit_with_deadline
@@ -87,7 +87,8 @@ class Looked(NamedTuple):
 
 def run_attempts(records: RunRecords, client_for: Callable[[], Any], chain: Chain, run: Any,
                  entries: List[Dict[str, Any]], start: StartFacts, walk: bool = False, patient: bool = False,
-                 listing: Optional[Listed] = None, cached: Optional[Cached] = None) -> Looked:
+                 listing: Optional[Listed] = None, cached: Optional[Cached] = None,
+                 listed: Optional[Iterator[Any]] = None) -> Looked:
     """Every attempt of the run, the endpoint asked and the ids of the jobs that can no longer change
     (:class:`Looked`), caching finished attempts in the record.
     ``patient``: through transient API errors, retry the reads for as long as ``run`` retries a
@@ -98,7 +99,9 @@ def run_attempts(records: RunRecords, client_for: Callable[[], Any], chain: Chai
     caller); an attempt only the pool told of is recorded and appended to them. ``start``: what the
     record says of the run's start (read once by the caller). ``listing``: the
     run's, when the caller has just made it (one listing of a 5,000-step run's directory, not three);
-    ``cached``: what the previous look knew, when the caller has read it (:func:`cached_attempts`)."""
+    ``cached``: what the previous look knew, when the caller has read it (:func:`cached_attempts`);
+    ``listed``: the pool's jobs, asked for ahead by the caller (:func:`~job_chain.status.observe.by_id`
+    reads them; a retried look asks again)."""
     from job_chain.status.observe import by_id, observe
 
     ids = {str(e["jobId"]) for e in entries}
@@ -108,11 +111,16 @@ def run_attempts(records: RunRecords, client_for: Callable[[], Any], chain: Chai
     try:
         client = client_for()
 
+        ahead = [listed] if listed is not None else []
+
         def look() -> Any:
+            given = ahead.pop() if ahead else None  # read once: a retried look asks the API again
             if walk or must_walk(records, run.run_id, run.mode, ids, start, listing):
+                if given is not None:
+                    getattr(given, "close", lambda: None)()
                 return observe(client, chain.pool, run.run_id, cache=cache, final=final,
                                first_job_id=entries[0]["jobId"] if entries else None, since=run.started.timestamp())
-            return by_id(client, chain.pool, run.run_id, ids, cache=cache, final=final)
+            return by_id(client, chain.pool, run.run_id, ids, cache=cache, final=final, listed=given)
 
         # a look only reads: through transient errors it may retry for as long as a create of run does
         attempts, known, settled = submit_with_deadline(look, CALL_DEADLINE) if patient else look()

@@ -12,7 +12,7 @@ job), else an hour (:data:`CLOCK_SKEW_ALLOWANCE`) before the run's start by this
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Set, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Set, Tuple
 
 from job_chain.aihc.engine import as_engine
 from job_chain.engine.errors import EngineError
@@ -79,35 +79,43 @@ def observe(
 
 
 def by_id(client: Any, pool: str, run_id: str, wanted: Set[str], *, cache: Dict[str, Attempt],
-          final: Optional[Set[str]] = None,
-          explain_failures: bool = True) -> Tuple[List[Attempt], Dict[str, Attempt], Set[str]]:
+          final: Optional[Set[str]] = None, explain_failures: bool = True,
+          listed: Optional[Iterator[Job]] = None) -> Tuple[List[Attempt], Dict[str, Attempt], Set[str]]:
     """:func:`observe`'s answer for a run whose record names its jobs (``wanted``: their ids).
 
     The newest pages of the pool are read while each holds :data:`PAGE_WORTH` of the jobs still
     wanted (a run alone in its pool: a page per 50 jobs); then the rest are asked for by id, a few
     at a time. Either way the cost follows the run's own jobs, not the pool's. A job gone from
-    the API (deleted) is left out, as a listing would.
+    the API (deleted) is left out, as a listing would. ``listed``: the pool's jobs already asked for
+    (``engine.jobs(pool, expected=…)``, made while the caller read the record), read instead of
+    asking again (closed when not needed).
     """
     engine = as_engine(client)
     final = set(final or ()) & set(cache)
     pending = set(wanted) - final
     seen: Dict[str, Attempt] = {}
+    if len(pending) <= PAGE_WORTH and listed is not None:
+        getattr(listed, "close", lambda: None)()
     if len(pending) > PAGE_WORTH:
         missing, hits = set(pending), 0
-        for listed, job in enumerate(engine.jobs(pool), 1):
-            job_id = job.id
-            found = attempt_of(job, run_id)
-            if found is not None:
-                seen[job_id] = found  # also a job the record does not name (its create's answer was lost)
-            if job_id in missing:
-                missing.discard(job_id)
-                hits += 1
-            if not missing:
-                break
-            if listed % engine.page_size == 0:
-                if hits < PAGE_WORTH:
-                    break  # this page did not pay its way: ask for the rest by id
-                hits = 0
+        jobs = listed if listed is not None else engine.jobs(pool, expected=len(pending))
+        try:
+            for listed_count, job in enumerate(jobs, 1):
+                job_id = job.id
+                found = attempt_of(job, run_id)
+                if found is not None:
+                    seen[job_id] = found  # also a job the record does not name (its create's answer was lost)
+                if job_id in missing:
+                    missing.discard(job_id)
+                    hits += 1
+                if not missing:
+                    break
+                if listed_count % engine.page_size == 0:
+                    if hits < PAGE_WORTH:
+                        break  # this page did not pay its way: ask for the rest by id
+                    hits = 0
+        finally:
+            getattr(jobs, "close", lambda: None)()  # no page is asked for after this
     rest = sorted(pending - set(seen))
     if rest:
         for job_id, job in _get_jobs(engine, pool, rest):

@@ -137,13 +137,11 @@ def _planner_state(step: Step, state: StepStatus) -> str:
     latest = state.attempts[-1]
     facts = AttemptFacts(latest.attempt, state.status, state.exit_code,
                          cause=latest.failure.cls if latest.failure else None)  # the step's, on its latest
-    return planner_state(step, facts, causes(step, state.attempts, state.attempt))
+    return planner_state(step, facts, lambda: causes(step, state.attempts, state.attempt))
 
 
 def _with_facts(item: Attempt, step: Step, facts: RunFacts, now: float) -> Attempt:
     """The attempt with what the record adds: why it failed, its checkpoints, its GPU-hours."""
-    from dataclasses import replace
-
     from job_chain.status.cost import gpus, lost_hours, resumed_save, running_window
 
     failure = fact(facts.failures, step, item.attempt) if item.status in FAILED else None
@@ -154,8 +152,8 @@ def _with_facts(item: Attempt, step: Step, facts: RunFacts, now: float) -> Attem
     lost = None
     if hours is not None:
         lost = lost_hours(hours, window, resumed_save(facts, step.name, item.attempt)) if item.status in FAILED else 0.0
-    return replace(item, failure=failure, checkpoint_iteration=fact(facts.checkpoints, step, item.attempt),
-                   resume_from=fact(facts.resumed, step, item.attempt), gpu_hours=hours, lost_gpu_hours=lost)
+    return item.but(failure=failure, checkpoint_iteration=fact(facts.checkpoints, step, item.attempt),
+                    resume_from=fact(facts.resumed, step, item.attempt), gpu_hours=hours, lost_gpu_hours=lost)
 
 
 def _add_notes(chain: Chain, step: Step, state: StepStatus, run_id: str) -> None:

@@ -68,8 +68,8 @@ def read_json_dict(path: PathLike) -> Optional[Dict[str, Any]]:
     """The JSON object in ``path``; None when it is missing, unreadable or not an object (a run
     record's files may be absent, or written by a newer version)."""
     try:
-        with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
+        with open(path, "rb") as handle:  # read whole, then decoded: a look at a long run reads thousands
+            data = json.loads(handle.read().decode("utf-8"))
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
