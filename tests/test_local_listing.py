@@ -7,8 +7,9 @@ the wire itself is checked in test_local_api.py."""
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
-from typing import Any, Dict, Iterator, Tuple
+from typing import Any, Dict, Iterator, List, Tuple
 
 import pytest
 
@@ -174,3 +175,65 @@ def test_json_items_are_spliced_exactly_where_they_stand() -> None:
     with pytest.raises(ValueError):
         json_text({"x": float("nan")})
 
+
+
+def test_a_page_asked_again_of_an_unchanged_state_reads_no_job(local: Tuple[Store, Backend]) -> None:
+    store, backend = local
+    for i in range(3):
+        create(backend, f"read-{i}")
+    first = sent(backend)
+    assert first == expected(backend, store)
+    statements: List[str] = []
+    store._db.set_trace_callback(statements.append)
+    assert sent(backend) == first
+    assert [s for s in statements if "FROM jobs" in s] == []
+    assert len(backend.listed._pages) == 1 and 0 < backend.listed.pages_size <= backend.listed.page_budget
+
+
+def test_a_change_by_another_connection_is_listed_at_once(local: Tuple[Store, Backend], tmp_path: Path) -> None:
+    """A hand edit of the state (sqlite3 beside the server): PRAGMA data_version sees it."""
+    store, backend = local
+    job_id = create(backend, "edited")
+    assert listed(backend)[job_id]["status"] == "Pending"
+    other = sqlite3.connect(str(tmp_path / "state.db"), isolation_level=None)
+    try:
+        other.execute("UPDATE jobs SET status='Failed', finished_at=1795940061.0 WHERE id=?", (job_id,))
+    finally:
+        other.close()
+    assert (listed(backend)[job_id]["status"], listed(backend)[job_id]["finishedAt"]) == ("Failed",
+                                                                                         "2026-11-29T08:14:21Z")
+    assert sent(backend) == expected(backend, store)
+
+
+def test_the_state_version_changes_with_every_change(local: Tuple[Store, Backend], tmp_path: Path) -> None:
+    store, backend = local
+    seen = [store.version()]
+    job_id = create(backend, "versioned")
+    seen.append(store.version())
+    store.set_job(job_id, priority="high")
+    seen.append(store.version())
+    assert store.transition(job_id, ["Pending"], status="Stopped")
+    seen.append(store.version())
+    store.add_event(job_id, "JobStopped", "stopped")
+    seen.append(store.version())
+    other = sqlite3.connect(str(tmp_path / "state.db"), isolation_level=None)
+    other.execute("UPDATE jobs SET name='x' WHERE id=?", (job_id,))
+    other.close()
+    seen.append(store.version())
+    store.delete_job(job_id)
+    seen.append(store.version())
+    assert len(set(seen)) == len(seen), seen
+    assert store.version() == seen[-1]  # and only with a change
+
+
+def test_kept_pages_stay_within_their_budget(local: Tuple[Store, Backend]) -> None:
+    store, backend = local
+    for i in range(4):
+        create(backend, f"paged-{i}")
+    sent(backend, pageSize="1")
+    one = backend.listed.pages_size
+    backend.listed = pages = ListedJobs(backend.job_view, page_budget=one * 2 + one // 2)  # room for 2
+    for number in ("1", "2", "3", "1"):
+        sent(backend, pageNo=number, pageSize="1")
+    assert [q[4] for q in pages._pages] == [2, 0] and pages.pages_size <= pages.page_budget  # offsets
+    assert [j["name"] for j in json.loads(sent(backend, pageNo="3", pageSize="1"))["result"]["jobs"]] == ["paged-1"]

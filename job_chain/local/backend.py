@@ -60,8 +60,10 @@ def validate_create(body: Any) -> Tuple[Dict[str, Any], List[str]]:
     return clean, ignored
 
 
-LISTED_BYTES = 64 * 1024 * 1024  # what the kept list items may hold at most (ListedJobs)
-_ENTRY = 200  # bytes of bookkeeping per kept item (its OrderedDict node and tuple), counted generously
+LISTED_BYTES = 48 * 1024 * 1024  # what the kept list items may hold at most (ListedJobs)
+PAGES_BYTES = 16 * 1024 * 1024  # what the kept pages may hold at most, their items counted again
+_ENTRY = 200  # bytes of bookkeeping per kept item or page (OrderedDict node, tuples), counted generously
+Page = Tuple[int, List[str]]  # a page of a listing: the total and its items
 
 
 class ListedJobs:
@@ -73,14 +75,45 @@ class ListedJobs:
     listed column (a stop, a new priority, an end, a restart, even a hand edit of the state) makes a
     new item. The least recently listed go first once the kept rows and items pass ``budget`` bytes
     (sys.getsizeof of each, and :data:`_ENTRY`), so a pool of any size costs at most that.
+
+    A whole page (its total and items) is kept too, with the state's version (:meth:`Store.version`,
+    which any change to the database changes, by this server or anything else): asked again at the
+    same version, it is given without reading the database. At most ``page_budget`` bytes of pages
+    (their items counted again, though they are mostly the kept items themselves).
     """
 
-    def __init__(self, view: Callable[[Dict[str, Any]], Dict[str, Any]], budget: int = LISTED_BYTES) -> None:
+    def __init__(self, view: Callable[[Dict[str, Any]], Dict[str, Any]], budget: int = LISTED_BYTES,
+                 page_budget: int = PAGES_BYTES) -> None:
         self._view = view
-        self.budget = budget
-        self.size = 0
+        self.budget, self.page_budget = budget, page_budget
+        self.size = self.pages_size = 0
         self._kept: OrderedDict[str, Tuple[Tuple[Any, ...], str, int]] = collections.OrderedDict()
+        self._pages: OrderedDict[Tuple[Any, ...], Tuple[Tuple[int, int], Page, int]] = collections.OrderedDict()
         self._lock = threading.Lock()  # pages are answered on several threads at once
+
+    def page(self, query: Tuple[Any, ...], version: Tuple[int, int]) -> Optional[Page]:
+        """The page ``query`` (what :meth:`Store.list_rows` takes) kept at ``version``, if it was."""
+        with self._lock:
+            kept = self._pages.get(query)
+            if kept is None or kept[0] != version:
+                return None
+            self._pages.move_to_end(query)
+            return kept[1]
+
+    def keep_page(self, query: Tuple[Any, ...], version: Tuple[int, int], page: Page) -> None:
+        """Keep ``page``, read at ``version`` (read *before* the page: a change in between then
+        only makes the page newer than its version says, and it is read again)."""
+        cost = sum(map(sys.getsizeof, page[1])) + sys.getsizeof(page[1]) + sys.getsizeof(query) + _ENTRY
+        with self._lock:
+            old = self._pages.pop(query, None)
+            if old is not None:
+                self.pages_size -= old[2]
+            if cost > self.page_budget:
+                return
+            while self.pages_size + cost > self.page_budget:
+                self.pages_size -= self._pages.popitem(last=False)[1][2]
+            self._pages[query] = (version, page, cost)
+            self.pages_size += cost
 
     def __len__(self) -> int:
         return len(self._kept)
@@ -267,10 +300,11 @@ class Backend:
             self.executor.wake()
         return {"jobId": job["id"], "jobName": job["name"]}
 
-    def _page(self, pool: str, queue: Optional[str], order_by: Optional[str], order: Optional[str],
-              page_no: Optional[str], page_size: Optional[str], status: Optional[str],
-              name: Optional[str]) -> Tuple[Dict[str, Any], List[Tuple[Any, ...]]]:
-        """A listing's parameters checked, and its page: (the answer without ``jobs``, the rows)."""
+    def _query(self, pool: str, queue: Optional[str], order_by: Optional[str], order: Optional[str],
+               page_no: Optional[str], page_size: Optional[str], status: Optional[str],
+               name: Optional[str]) -> Tuple[Dict[str, Any], Tuple[Any, ...]]:
+        """A listing's parameters checked: (the answer without ``total`` and ``jobs``, what
+        :meth:`Store.list_rows` takes)."""
         self._pool(pool)
         order_by = order_by or "createdAt"
         if order_by not in ("createdAt", "finishedAt"):
@@ -281,24 +315,30 @@ class Backend:
         number = parse_int("pageNo", page_no, 1, minimum=1) or 1
         size = parse_int("pageSize", page_size, 10, minimum=1, maximum=1000) or 10
         queue = None if not queue or queue == "all" else queue
-        total, rows = self.store.list_rows(pool, queue, order_by, order == "desc",
-                                           (number - 1) * size, size, status or None, name or None)
-        return {"total": total, "jobs": None, "orderBy": order_by, "order": order, "pageNo": number,
-                "pageSize": size}, rows
+        return {"total": None, "jobs": None, "orderBy": order_by, "order": order, "pageNo": number,
+                "pageSize": size}, (pool, queue, order_by, order == "desc", (number - 1) * size, size,
+                                    status or None, name or None)
 
     def list_jobs(self, pool: str, queue: Optional[str], order_by: Optional[str],
                   order: Optional[str], page_no: Optional[str], page_size: Optional[str],
                   status: Optional[str] = None, name: Optional[str] = None) -> Dict[str, Any]:
         """v1's list: each job's item as kept JSON text (:class:`ListedJobs`), sent as it is."""
-        answer, rows = self._page(pool, queue, order_by, order, page_no, page_size, status, name)
-        answer["jobs"] = JSONItems(self.listed.texts(rows))
+        answer, query = self._query(pool, queue, order_by, order, page_no, page_size, status, name)
+        version = self.store.version()
+        page = self.listed.page(query, version)
+        if page is None:
+            total, rows = self.store.list_rows(*query)
+            page = (total, self.listed.texts(rows))
+            self.listed.keep_page(query, version, page)
+        answer["total"], answer["jobs"] = page[0], JSONItems(page[1])
         return answer
 
     def list_job_views(self, pool: str, queue: Optional[str], order_by: Optional[str],
                        order: Optional[str], page_no: Optional[str], page_size: Optional[str],
                        status: Optional[str] = None, name: Optional[str] = None) -> Dict[str, Any]:
         """:meth:`list_jobs` with each job as its :meth:`job_view` dict (what v2 reshapes)."""
-        answer, rows = self._page(pool, queue, order_by, order, page_no, page_size, status, name)
+        answer, query = self._query(pool, queue, order_by, order, page_no, page_size, status, name)
+        answer["total"], rows = self.store.list_rows(*query)
         answer["jobs"] = [self.job_view(listed_job(r)) for r in rows]
         return answer
 

@@ -178,6 +178,13 @@ class Store:
             ).fetchall()
         return total, rows
 
+    def version(self) -> Tuple[int, int]:
+        """What differs after any change to the database: the rows this connection has changed
+        (``total_changes``) and ``PRAGMA data_version`` (a commit by any other connection). Read it
+        before what it dates."""
+        with self._lock:
+            return self._db.total_changes, self._db.execute("PRAGMA data_version").fetchone()[0]
+
     def list_jobs(
         self, pool: str, queue: Optional[str], order_by: str, descending: bool,
         offset: int, limit: int, status: Optional[str] = None, name: Optional[str] = None,
