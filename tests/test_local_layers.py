@@ -138,3 +138,33 @@ def test_a_job_launched_at_delay_0_is_not_read_back(local: Tuple[Store, Backend]
     pods = store.pods(job_id)
     assert [p["status"] for p in pods] == ["Succeeded", "Succeeded"]
     assert {e["value"] for p in pods for e in p["env"] if e["name"] == "MASTER_PORT"} == {str(job["master_port"])}
+
+
+def test_a_pod_is_stamped_running_when_its_process_started_not_after_psutil_read_it(
+        local: Tuple[Store, Backend], monkeypatch: pytest.MonkeyPatch) -> None:
+    """``started_at`` (what a hop's end is measured to) is taken as soon as the process runs;
+    reading its create time from /proc comes after. Real pods (``true``)."""
+    import psutil
+
+    store, backend = local
+    job_id = create(backend, "stamp")
+    read_at: List[float] = []
+    real = psutil.Process
+
+    def process(pid: int) -> psutil.Process:
+        read_at.append(time.time())
+        return real(pid)
+
+    monkeypatch.setattr(psutil, "Process", process)
+    pending = store.next_pending()
+    assert pending is not None and pending["id"] == job_id
+    backend.executor._launch(pending)
+    pods = store.pods(job_id)
+    assert len(read_at) == len(pods) == 2
+    assert all(pod["started_at"] is not None for pod in pods)
+    assert [pod["started_at"] <= read for pod, read in zip(pods, read_at)] == [True, True], (pods, read_at)
+    assert all(abs(pod["create_time"] - pod["started_at"]) < 5 for pod in pods)  # psutil's time, read after
+    deadline = time.monotonic() + 30
+    while (store.get_job(job_id) or {}).get("status") != "Succeeded":
+        assert time.monotonic() < deadline, store.get_job(job_id)
+        time.sleep(0.02)

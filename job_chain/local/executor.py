@@ -272,16 +272,16 @@ class Executor:
                 failed: Optional[BaseException] = exc
             else:
                 failed = None
+                now = time.time()  # running: its exec is done; stamped before psutil reads /proc
                 try:
                     create_time = psutil.Process(proc.pid).create_time()
                 except psutil.Error:
-                    create_time = time.time()
+                    create_time = now
                 live = LivePod(job_id, name, proc.pid, create_time, log_path, popen=proc)
                 self._live[(job_id, name)] = live
         if failed is not None:
             self._cannot_start(job_id, name, failed)
             return
-        now = time.time()
         self._index_log(job_id, name, now)
         self.store.set_pod(job_id, name, status=st.RUNNING, pid=proc.pid, create_time=create_time,
                            started_at=now, env=[{"name": k, "value": v} for k, v in shown])
