@@ -190,3 +190,28 @@ def test_pages_asked_ahead_over_real_http_are_the_walk_and_make_the_client_once(
         assert made == [1]
     finally:
         server.cleanup()
+
+
+def test_an_attempt_of_a_job_is_the_attempt_its_constructor_makes() -> None:
+    from job_chain.engine.jobs import Job
+    from job_chain.status.types import attempt_of
+
+    job = Job("pytorchjob-1", "train", "Succeeded", 1_700_000_000.0, 1_700_000_005.0, 1_700_000_100.0, 0,
+              "r1", "train", 2, (), 1)
+    made = attempt_of(job, "r1")
+    assert made == Attempt("train", 2, "pytorchjob-1", "Succeeded", utc(1_700_000_000.0), utc(1_700_000_100.0), 0,
+                           running=utc(1_700_000_005.0), restarts=1)
+    assert vars(made) == vars(Attempt("train", 2, "pytorchjob-1", "Succeeded", utc(1_700_000_000.0),
+                                      utc(1_700_000_100.0), 0, running=utc(1_700_000_005.0), restarts=1))
+
+
+def test_a_job_read_for_its_labels_ignores_others_and_a_label_without_a_key() -> None:
+    from job_chain.aihc.engine import job_of, labels_of
+
+    answer = {"jobId": "pytorchjob-1", "name": "train", "status": "Running", "labels": [
+        {"key": "aijob.cce.baidubce.com/ai-user-id", "value": "u"}, {"value": "no key"}, "not a label",
+        {"key": "job-chain/run", "value": "r1"}, {"key": "job-chain/step", "value": "train"},
+        {"key": "job-chain/attempt", "value": "3"}]}
+    job = job_of(answer)
+    assert (job.run_id, job.step, job.attempt) == ("r1", "train", 3)
+    assert labels_of(answer)["job-chain/attempt"] == "3"

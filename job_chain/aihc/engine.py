@@ -91,7 +91,9 @@ def job_of(job: Mapping[str, Any]) -> Job:
     """The neutral view of one AIHC job answer (a listed job has no pods)."""
     from job_chain.engine.jobs import LABEL_ATTEMPT, LABEL_RUN, LABEL_STEP, Job
 
-    labels = labels_of(job)
+    ours = (LABEL_RUN, LABEL_STEP, LABEL_ATTEMPT)
+    labels = {key: x.get("value") for x in job.get("labels") or () if isinstance(x, dict)
+              for key in (x.get("key"),) if key in ours}  # (labels_of's, of the three it reads)
     try:
         attempt: Optional[int] = int(str(labels[LABEL_ATTEMPT])) if LABEL_ATTEMPT in labels else None
     except ValueError:
