@@ -67,13 +67,15 @@ def summarize(chain: Chain, attempts: Iterable[Attempt], facts: RunFacts, *, run
 
     from job_chain.record import slots
     from job_chain.rules import plan as plan_
+    from job_chain.status.cost import gpus
 
     now = time.time() if now is None else now
     found_by_step = by_step(chain, attempts)
     steps: List[StepStatus] = []
     states: Dict[int, str] = {}
     for step in chain.steps:
-        every = [_with_facts(a, step, facts, now) for a in found_by_step.get(step.name, [])]
+        mine = found_by_step.get(step.name)
+        every = [_with_facts(a, step, facts, now, gpus(step.body)) for a in mine] if mine else []
         found = [_with_script_exit(a, step, facts) for a in every if a.attempt >= step.first_attempt]
         history = [a for a in every if a.attempt < step.first_attempt]
         following = next_attempt(step, every[-1].attempt if every else None)
@@ -140,18 +142,25 @@ def _planner_state(step: Step, state: StepStatus) -> str:
     return planner_state(step, facts, lambda: causes(step, state.attempts, state.attempt))
 
 
-def _with_facts(item: Attempt, step: Step, facts: RunFacts, now: float) -> Attempt:
-    """The attempt with what the record adds: why it failed, its checkpoints, its GPU-hours."""
-    from job_chain.status.cost import gpus, lost_hours, resumed_save, running_window
+def _with_facts(item: Attempt, step: Step, facts: RunFacts, now: float, job_gpus: float) -> Attempt:
+    """The attempt with what the record adds: why it failed, its checkpoints, its GPU-hours
+    (``job_gpus``: the step's, :func:`~job_chain.status.cost.gpus`)."""
+    from job_chain.status.cost import lost_hours, resumed_save, running_window
 
     failure = fact(facts.failures, step, item.attempt) if item.status in FAILED else None
     if failure is not None and failure.line:  # kept before lines were redacted: hide its secrets all the same
         failure = failure.redacted(env_secrets(step.body))
-    window = running_window(item, fact(facts.submitted, step, item.attempt), fact(facts.ended, step, item.attempt), now)
-    hours = gpus(step.body) * (window[1] - window[0]) / 3600.0 if window is not None else None
-    lost = None
-    if hours is not None:
-        lost = lost_hours(hours, window, resumed_save(facts, step.name, item.attempt)) if item.status in FAILED else 0.0
+    lost: Optional[float] = None
+    if not job_gpus:  # 0 GPUs × its window (never negative): 0 once it started, no window to work out
+        hours: Optional[float] = 0.0 if (item.running or item.started) is not None else None
+        lost = None if hours is None else 0.0
+    else:
+        window = running_window(item, fact(facts.submitted, step, item.attempt), fact(facts.ended, step, item.attempt),
+                                now)
+        hours = job_gpus * (window[1] - window[0]) / 3600.0 if window is not None else None
+        if hours is not None:
+            lost = lost_hours(hours, window, resumed_save(facts, step.name, item.attempt)) \
+                if item.status in FAILED else 0.0
     return item.but(failure=failure, checkpoint_iteration=fact(facts.checkpoints, step, item.attempt),
                     resume_from=fact(facts.resumed, step, item.attempt), gpu_hours=hours, lost_gpu_hours=lost)
 
