@@ -129,24 +129,23 @@ class ListedJobs:
                     found.append(kept[1])
                 else:
                     found.append(None)
-        texts = []
-        for row, text in zip(rows, found):
-            if text is None:
-                text = json_text(self._view(listed_job(row)))
-                self._keep(row, text)
-            texts.append(text)
-        return texts
+        made = [(row, json_text(self._view(listed_job(row)))) for row, text in zip(rows, found) if text is None]
+        if made:
+            self._keep(made)
+        fresh = iter(made)
+        return [text if text is not None else next(fresh)[1] for text in found]
 
-    def _keep(self, row: Tuple[Any, ...], text: str) -> None:
-        cost = sys.getsizeof(text) + sys.getsizeof(row) + sum(map(sys.getsizeof, row)) + _ENTRY
+    def _keep(self, made: List[Tuple[Tuple[Any, ...], str]]) -> None:
         with self._lock:
-            self._forget(row[0])
-            if cost > self.budget:
-                return
-            while self.size + cost > self.budget:
-                self.size -= self._kept.popitem(last=False)[1][2]
-            self._kept[row[0]] = (row, text, cost)
-            self.size += cost
+            for row, text in made:
+                self._forget(row[0])
+                cost = sys.getsizeof(text) + sys.getsizeof(row) + sum(map(sys.getsizeof, row)) + _ENTRY
+                if cost > self.budget:
+                    continue
+                while self.size + cost > self.budget:
+                    self.size -= self._kept.popitem(last=False)[1][2]
+                self._kept[row[0]] = (row, text, cost)
+                self.size += cost
 
     def drop(self, job_id: str) -> None:
         """Forget a job's item (a deleted job's: it is in no page any more)."""

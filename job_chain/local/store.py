@@ -401,7 +401,9 @@ class Store:
 
 def listed_job(row: Tuple[Any, ...]) -> Dict[str, Any]:
     """A row of :meth:`Store.list_rows` as a job dict, its ``spec`` read."""
-    return _job(dict(zip(LIST_NAMES, row)))
+    job = dict(zip(LIST_NAMES, row))
+    job["spec"] = json.loads(job["spec"])
+    return job
 
 
 def _job(row: Dict[str, Any]) -> Dict[str, Any]:
