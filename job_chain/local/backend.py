@@ -25,7 +25,7 @@ from job_chain.local.metrics import job_metrics
 from job_chain.local.params import STS_DEFAULT_SECONDS, STS_MAX_SECONDS, parse_int, parse_metric_window, parse_time
 from job_chain.local.pod_process import pod_paths
 from job_chain.local.pool_views import PoolViews
-from job_chain.local.shapes import JSONItems, iso_time, json_text
+from job_chain.local.shapes import JSONItems, iso_time, item_text
 from job_chain.local.store import Store, listed_job
 from job_chain.util.jsonfile import shown
 
@@ -67,7 +67,7 @@ Page = Tuple[int, List[str]]  # a page of a listing: the total and its items
 
 
 class ListedJobs:
-    """Each listed job's v1 list item as JSON text (:func:`json_text`), kept while its row is unchanged.
+    """Each listed job's v1 list item as JSON text (:func:`item_text`), kept while its row is unchanged.
 
     A job's item is a function of its listed row alone (:data:`store.LIST_NAMES`: status, times,
     priority, queue, and the stored spec its command, labels, image, … come from), so an item is kept
@@ -129,7 +129,7 @@ class ListedJobs:
                     found.append(kept[1])
                 else:
                     found.append(None)
-        made = [(row, json_text(self._view(listed_job(row)))) for row, text in zip(rows, found) if text is None]
+        made = [(row, item_text(self._view(listed_job(row)))) for row, text in zip(rows, found) if text is None]
         if made:
             self._keep(made)
         fresh = iter(made)
