@@ -230,9 +230,10 @@ class RunRecords:
         """The JSON object of each file of ``kind``, with its step and attempt (``known``: those already
         read, by step and attempt, whose files are not read again)."""
         out = []
+        directory = self._dir(run_id) + os.sep  # (once, not once per file: a long run has thousands)
         for (step, attempt), name in (listing or self.listed(run_id))[kind].items():
             read = (known or {}).get((step, attempt))
-            entry = dict(read) if read is not None else self.read(run_id, name)
+            entry = dict(read) if read is not None else read_json_dict(directory + name)
             if entry is not None:
                 entry["step"], entry["attempt"] = step, attempt
                 out.append(entry)

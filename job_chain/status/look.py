@@ -61,7 +61,8 @@ def save_attempts(records: RunRecords, run_id: str, attempts: Dict[str, Attempt]
     by_job = {str(e["jobId"]): e for e in entries}
     data = {}
     for job_id, a in sorted(attempts.items()):
-        item = dict(a.to_cache(), final=job_id in final)
+        item = a.to_cache()  # (a new dict each time)
+        item["final"] = job_id in final
         if job_id in final and job_id in by_job:
             item["submission"] = by_job[job_id]
         data[job_id] = item
