@@ -13,6 +13,7 @@ from typing import Any, Dict, Iterator, List, Tuple
 
 import pytest
 
+from job_chain.aihc import v2
 from job_chain.local.backend import Backend, ListedJobs
 from job_chain.local.backend_v2 import BackendV2
 from job_chain.local.executor import Executor
@@ -135,32 +136,55 @@ def test_any_change_of_a_listed_column_is_listed(local: Tuple[Store, Backend], c
         assert {"key": "team", "value": "changed"} in listed(backend)[job_id]["labels"]
 
 
-def test_v2_lists_the_same_jobs_from_the_views(local: Tuple[Store, Backend]) -> None:
+def described(backend: Backend, **body: str) -> bytes:
+    """The bytes the server sends for v2's DescribeJobs (a flat answer, as routes_v2 makes it)."""
+    return bytes(JSONAnswer(dict(BackendV2(backend).call("DescribeJobs", {"resourcePoolId": POOL}, body),
+                                 requestId="r")).body)
+
+
+def described_expected(backend: Backend, store: Store) -> bytes:
+    total, jobs = store.list_jobs(POOL, None, "createdAt", True, 0, 100)
+    user = BackendV2(backend).user_id
+    answer = {"totalCount": total, "jobs": [v2.job_to_v2(backend.job_view(j), user) for j in jobs], "requestId": "r"}
+    text = json.dumps(answer, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    return without_surrogates(text).encode("utf-8")
+
+
+def test_v2_lists_are_kept_apart_and_follow_every_change(local: Tuple[Store, Backend]) -> None:
     store, backend = local
-    job_id = create(backend, "v2-listed")
-    sent(backend)
+    job_id = create(backend, "v2-listed", labels=[{"key": "team", "value": "视觉"}])
+    other = create(backend, "v2-other")
+    for _ in range(2):  # v1's items first: v2's are never v1's
+        assert sent(backend) == expected(backend, store)
+        assert described(backend, pageSize="100") == described_expected(backend, store)
     backend.update_job(POOL, job_id, {"priority": "high"})
-    answer = BackendV2(backend).call("DescribeJobs", {"resourcePoolId": POOL}, {})
-    assert [(j["jobId"], j["priority"]) for j in answer["jobs"]] == [(job_id, "high")]
+    backend.stop_job(POOL, other)
+    assert described(backend, pageSize="100") == described_expected(backend, store)
+    answer = json.loads(described(backend, pageSize="100"))
+    assert {j["jobId"]: (j["priority"], j["status"]) for j in answer["jobs"]} == {
+        job_id: ("high", "Pending"), other: ("normal", "Stopped")}
+    assert {key[0] for key in backend.listed._kept} == {"v1", "v2"}
+    backend.delete_job(POOL, job_id)  # both styles' items dropped
+    assert not [key for key in backend.listed._kept if key[1] == job_id]
 
 
 def test_kept_items_stay_within_their_budget_least_recently_listed_first(local: Tuple[Store, Backend]) -> None:
     store, backend = local
     ids = [create(backend, f"job-{i}") for i in range(6)]
     _, rows = store.list_rows(POOL, None, "createdAt", False, 0, 10)
-    one = ListedJobs(backend.job_view)
-    one.texts(rows[:1])
-    backend.listed = small = ListedJobs(backend.job_view, budget=one.size * 3 + one.size // 2)  # room for 3
+    one = ListedJobs()
+    one.texts("v1", backend.job_view, rows[:1])
+    backend.listed = small = ListedJobs(budget=one.size * 3 + one.size // 2)  # room for 3
     assert sent(backend) == expected(backend, store)
     assert len(small) == 3 and small.size <= small.budget
-    assert [row[0] for row in rows if row[0] in small._kept] == ids[:3]  # the page's last three
-    small.texts(rows[2:3])  # job-2 listed again: job-1 is now the least recently listed
-    small.texts(rows[3:4])
-    assert [row[0] for row in rows if row[0] in small._kept] == [ids[0], ids[2], ids[3]]
+    assert [row[0] for row in rows if ("v1", row[0]) in small._kept] == ids[:3]  # the page's last three
+    small.texts("v1", backend.job_view, rows[2:3])  # job-2 listed again: job-1 is now the least recently
+    small.texts("v1", backend.job_view, rows[3:4])
+    assert [row[0] for row in rows if ("v1", row[0]) in small._kept] == [ids[0], ids[2], ids[3]]
     kept = small.size
     assert kept <= small.budget
     backend.delete_job(POOL, ids[3])  # a deleted job's item is dropped
-    assert ids[3] not in small._kept and 0 < small.size < kept
+    assert ("v1", ids[3]) not in small._kept and 0 < small.size < kept
     assert sent(backend) == expected(backend, store) and small.size <= small.budget
 
 
@@ -232,8 +256,8 @@ def test_kept_pages_stay_within_their_budget(local: Tuple[Store, Backend]) -> No
         create(backend, f"paged-{i}")
     sent(backend, pageSize="1")
     one = backend.listed.pages_size
-    backend.listed = pages = ListedJobs(backend.job_view, page_budget=one * 2 + one // 2)  # room for 2
+    backend.listed = pages = ListedJobs(page_budget=one * 2 + one // 2)  # room for 2
     for number in ("1", "2", "3", "1"):
         sent(backend, pageNo=number, pageSize="1")
-    assert [q[4] for q in pages._pages] == [2, 0] and pages.pages_size <= pages.page_budget  # offsets
+    assert [q[5] for q in pages._pages] == [2, 0] and pages.pages_size <= pages.page_budget  # offsets
     assert [j["name"] for j in json.loads(sent(backend, pageNo="3", pageSize="1"))["result"]["jobs"]] == ["paged-1"]

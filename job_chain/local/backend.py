@@ -14,7 +14,7 @@ import os
 import secrets
 import sys
 import threading
-from typing import Any, Callable, Dict, List, Optional, OrderedDict, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, OrderedDict, Sequence, Set, Tuple
 
 from job_chain.aihc.spec import FRAMEWORK, accepted_body, priority_problem
 from job_chain.local import logs as pod_log
@@ -64,17 +64,19 @@ LISTED_BYTES = 48 * 1024 * 1024  # what the kept list items may hold at most (Li
 PAGES_BYTES = 16 * 1024 * 1024  # what the kept pages may hold at most, their items counted again
 _ENTRY = 200  # bytes of bookkeeping per kept item or page (OrderedDict node, tuples), counted generously
 Page = Tuple[int, List[str]]  # a page of a listing: the total and its items
+View = Callable[[Dict[str, Any]], Dict[str, Any]]  # a job (row) as one API style lists it
 
 
 class ListedJobs:
-    """Each listed job's v1 list item as JSON text (:func:`item_text`), kept while its row is unchanged.
+    """Each listed job's list item as JSON text (:func:`item_text`), kept while its row is unchanged.
 
-    A job's item is a function of its listed row alone (:data:`store.LIST_NAMES`: status, times,
+    Items and pages are kept per API style (v1's list, v2's DescribeJobs), each made by that style's
+    view. A job's item is a function of its listed row alone (:data:`store.LIST_NAMES`: status, times,
     priority, queue, and the stored spec its command, labels, image, … come from), so an item is kept
     with the whole row it was made from and given again only for an equal row: whatever changes a
     listed column (a stop, a new priority, an end, a restart, even a hand edit of the state) makes a
     new item. The least recently listed go first once the kept rows and items pass ``budget`` bytes
-    (sys.getsizeof of each, and :data:`_ENTRY`), so a pool of any size costs at most that.
+    (sys.getsizeof of each, and :data:`_ENTRY`), so pools of any size cost at most that.
 
     A whole page (its total and items) is kept too, with the state's version (:meth:`Store.version`,
     which any change to the database changes, by this server or anything else): asked again at the
@@ -82,17 +84,17 @@ class ListedJobs:
     (their items counted again, though they are mostly the kept items themselves).
     """
 
-    def __init__(self, view: Callable[[Dict[str, Any]], Dict[str, Any]], budget: int = LISTED_BYTES,
-                 page_budget: int = PAGES_BYTES) -> None:
-        self._view = view
+    def __init__(self, budget: int = LISTED_BYTES, page_budget: int = PAGES_BYTES) -> None:
         self.budget, self.page_budget = budget, page_budget
         self.size = self.pages_size = 0
-        self._kept: OrderedDict[str, Tuple[Tuple[Any, ...], str, int]] = collections.OrderedDict()
+        self._kept: OrderedDict[Tuple[str, str], Tuple[Tuple[Any, ...], str, int]] = collections.OrderedDict()
+        self._styles: Set[str] = set()
         self._pages: OrderedDict[Tuple[Any, ...], Tuple[Tuple[int, int], Page, int]] = collections.OrderedDict()
         self._lock = threading.Lock()  # pages are answered on several threads at once
 
     def page(self, query: Tuple[Any, ...], version: Tuple[int, int]) -> Optional[Page]:
-        """The page ``query`` (what :meth:`Store.list_rows` takes) kept at ``version``, if it was."""
+        """The page ``query`` (the style, then what :meth:`Store.list_rows` takes) kept at
+        ``version``, if it was."""
         with self._lock:
             kept = self._pages.get(query)
             if kept is None or kept[0] != version:
@@ -118,42 +120,44 @@ class ListedJobs:
     def __len__(self) -> int:
         return len(self._kept)
 
-    def texts(self, rows: Sequence[Tuple[Any, ...]]) -> List[str]:
-        """The list item of each row of :meth:`Store.list_rows`, in order."""
+    def texts(self, style: str, view: View, rows: Sequence[Tuple[Any, ...]]) -> List[str]:
+        """The ``style`` list item (``view``) of each row of :meth:`Store.list_rows`, in order."""
         found: List[Optional[str]] = []
         with self._lock:
+            self._styles.add(style)
             for row in rows:
-                kept = self._kept.get(row[0])
+                kept = self._kept.get((style, row[0]))
                 if kept is not None and kept[0] == row:
-                    self._kept.move_to_end(row[0])
+                    self._kept.move_to_end((style, row[0]))
                     found.append(kept[1])
                 else:
                     found.append(None)
-        made = [(row, item_text(self._view(listed_job(row)))) for row, text in zip(rows, found) if text is None]
+        made = [(row, item_text(view(listed_job(row)))) for row, text in zip(rows, found) if text is None]
         if made:
-            self._keep(made)
+            self._keep(style, made)
         fresh = iter(made)
         return [text if text is not None else next(fresh)[1] for text in found]
 
-    def _keep(self, made: List[Tuple[Tuple[Any, ...], str]]) -> None:
+    def _keep(self, style: str, made: List[Tuple[Tuple[Any, ...], str]]) -> None:
         with self._lock:
             for row, text in made:
-                self._forget(row[0])
+                self._forget((style, row[0]))
                 cost = sys.getsizeof(text) + sys.getsizeof(row) + sum(map(sys.getsizeof, row)) + _ENTRY
                 if cost > self.budget:
                     continue
                 while self.size + cost > self.budget:
                     self.size -= self._kept.popitem(last=False)[1][2]
-                self._kept[row[0]] = (row, text, cost)
+                self._kept[(style, row[0])] = (row, text, cost)
                 self.size += cost
 
     def drop(self, job_id: str) -> None:
-        """Forget a job's item (a deleted job's: it is in no page any more)."""
+        """Forget a job's items (a deleted job's: it is in no page any more)."""
         with self._lock:
-            self._forget(job_id)
+            for style in self._styles:
+                self._forget((style, job_id))
 
-    def _forget(self, job_id: str) -> None:
-        kept = self._kept.pop(job_id, None)
+    def _forget(self, key: Tuple[str, str]) -> None:
+        kept = self._kept.pop(key, None)
         if kept is not None:
             self.size -= kept[2]
 
@@ -169,7 +173,7 @@ class Backend:
         self.url = url
         self.instance = secrets.token_hex(8)  # names this server run; not a secret
         self.pools = PoolViews(store, default_capacity)
-        self.listed = ListedJobs(self.job_view)
+        self.listed = ListedJobs()
 
     # -- helpers ---------------------------------------------------------------------------
     def _pool(self, pool: str) -> Optional[Dict[str, Any]]:
@@ -318,28 +322,25 @@ class Backend:
                 "pageSize": size}, (pool, queue, order_by, order == "desc", (number - 1) * size, size,
                                     status or None, name or None)
 
-    def list_jobs(self, pool: str, queue: Optional[str], order_by: Optional[str],
-                  order: Optional[str], page_no: Optional[str], page_size: Optional[str],
-                  status: Optional[str] = None, name: Optional[str] = None) -> Dict[str, Any]:
-        """v1's list: each job's item as kept JSON text (:class:`ListedJobs`), sent as it is."""
+    def list_items(self, style: str, view: View, pool: str, queue: Optional[str], order_by: Optional[str],
+                   order: Optional[str], page_no: Optional[str], page_size: Optional[str],
+                   status: Optional[str] = None, name: Optional[str] = None) -> Dict[str, Any]:
+        """A page of a pool's jobs, each as ``view`` makes it, kept as JSON text (:class:`ListedJobs`,
+        under ``style``) and sent as it is: v1's list answer, whose ``total`` and ``jobs`` v2's is made of."""
         answer, query = self._query(pool, queue, order_by, order, page_no, page_size, status, name)
         version = self.store.version()
-        page = self.listed.page(query, version)
+        page = self.listed.page((style, *query), version)
         if page is None:
             total, rows = self.store.list_rows(*query)
-            page = (total, self.listed.texts(rows))
-            self.listed.keep_page(query, version, page)
+            page = (total, self.listed.texts(style, view, rows))
+            self.listed.keep_page((style, *query), version, page)
         answer["total"], answer["jobs"] = page[0], JSONItems(page[1])
         return answer
 
-    def list_job_views(self, pool: str, queue: Optional[str], order_by: Optional[str],
-                       order: Optional[str], page_no: Optional[str], page_size: Optional[str],
-                       status: Optional[str] = None, name: Optional[str] = None) -> Dict[str, Any]:
-        """:meth:`list_jobs` with each job as its :meth:`job_view` dict (what v2 reshapes)."""
-        answer, query = self._query(pool, queue, order_by, order, page_no, page_size, status, name)
-        answer["total"], rows = self.store.list_rows(*query)
-        answer["jobs"] = [self.job_view(listed_job(r)) for r in rows]
-        return answer
+    def list_jobs(self, pool: str, queue: Optional[str], order_by: Optional[str],
+                  order: Optional[str], page_no: Optional[str], page_size: Optional[str]) -> Dict[str, Any]:
+        """v1's list: each job as :meth:`job_view`."""
+        return self.list_items("v1", self.job_view, pool, queue, order_by, order, page_no, page_size)
 
     def get_job(self, pool: str, job_id: str) -> Dict[str, Any]:
         return self.job_detail(self.find_job(pool, job_id))

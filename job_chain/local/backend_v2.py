@@ -173,10 +173,15 @@ class BackendV2:
                 queue = _text(keyword)
             else:
                 name = _text(keyword)
-        result = self.backend.list_job_views(
-            self._pool(query), queue, self._field(body, "orderBy"), self._field(body, "order"),
-            self._field(body, "pageNumber"), self._field(body, "pageSize"), self._field(body, "status"), name)
-        return v2.list_to_v2(result, self.user_id)
+        result = self.backend.list_items(
+            "v2", self._list_item, self._pool(query), queue, self._field(body, "orderBy"),
+            self._field(body, "order"), self._field(body, "pageNumber"), self._field(body, "pageSize"),
+            self._field(body, "status"), name)
+        return {"totalCount": result["total"], "jobs": result["jobs"]}
+
+    def _list_item(self, job: Dict[str, Any]) -> Dict[str, Any]:
+        """A job as DescribeJobs lists it: its list view in v2's shape (a list reads no imageConfig)."""
+        return v2.job_to_v2(self.backend.job_view(job), self.user_id)
 
     def DescribeJob(self, query: Query, body: Dict[str, Any]) -> Dict[str, Any]:  # noqa: N802
         """The job; its pods only with ``needDetail`` true (the 2026 page)."""
