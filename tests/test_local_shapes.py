@@ -7,7 +7,9 @@ from typing import Any
 
 import pytest
 
-from job_chain.local.shapes import allocated, quantity
+from job_chain.aihc.timefmt import iso_utc
+from job_chain.local import shapes
+from job_chain.local.shapes import allocated, iso_time, quantity
 
 
 @pytest.mark.parametrize("value, memory, expected", [
@@ -26,3 +28,14 @@ def test_allocated_counts_every_replica_of_every_active_job() -> None:
             {"spec": {"jobSpec": {"resources": [{"name": "cpu", "quantity": 3}, {"name": "memory", "quantity": 8},
                                                 {"name": "baidu.com/a100_80g_cgpu", "quantity": 8}]}}}]
     assert allocated(jobs) == pytest.approx({"cpu": 4.0, "memoryGi": 2 * 16e9 / 2 ** 30 + 8})
+
+
+def test_a_time_is_its_second_s_text_each_time_and_the_kept_texts_are_bounded() -> None:
+    for ts in (1795940000.0, 1795940000.999, 1795940001.0001, 1.5, 86399.9999, 1795940000.5):
+        assert iso_time(ts) == iso_time(ts) == iso_utc(ts)  # the fraction dropped, never rounded
+    assert iso_time(1795940000.999) == "2026-11-29T08:13:20Z"
+    assert iso_time(None) == iso_time(0) == iso_time(0.0) == ""
+    for second in range(70_000):
+        iso_time(1_700_000_000 + second)
+    assert 0 < len(shapes._SECOND_TEXTS) <= 65536
+    assert iso_time(1_700_000_000 + 69_999) == iso_utc(1_700_000_000 + 69_999)

@@ -30,9 +30,23 @@ POOL_TYPES = ("common", "dedicatedV2", "bhcmp", "edge")  # Go SDK ResourcePoolTy
 _ALNUM = "0123456789abcdefghijklmnopqrstuvwxyz"
 
 
+_SECOND_TEXTS: Dict[int, str] = {}  # iso_time's, by whole second: a pool's jobs share most of theirs
+
+
 def iso_time(ts: Optional[float]) -> str:
-    """AIHC's timestamps (:func:`job_chain.aihc.timefmt.iso_utc`); "" when unset, as AIHC answers."""
-    return iso_utc(ts) if ts else ""
+    """AIHC's timestamps (:func:`job_chain.aihc.timefmt.iso_utc`); "" when unset, as AIHC answers.
+    Each second's text is kept (at most 65,536 of them), a job list shows four a job."""
+    if not ts:
+        return ""
+    if not ts > 0:  # (negative or NaN: as iso_utc takes it)
+        return iso_utc(ts)
+    second = int(ts)  # a fraction is dropped, as iso_utc drops it
+    text = _SECOND_TEXTS.get(second)
+    if text is None:
+        if len(_SECOND_TEXTS) >= 65536:
+            _SECOND_TEXTS.clear()
+        text = _SECOND_TEXTS[second] = iso_utc(second)
+    return text
 
 
 class JSONItems:
