@@ -31,11 +31,12 @@ _ALNUM = "0123456789abcdefghijklmnopqrstuvwxyz"
 
 
 _SECOND_TEXTS: Dict[int, str] = {}  # iso_time's, by whole second: a pool's jobs share most of theirs
+SECONDS_KEPT = 8192  # at most (~1.2 MB), then forgotten at once
 
 
 def iso_time(ts: Optional[float]) -> str:
     """AIHC's timestamps (:func:`job_chain.aihc.timefmt.iso_utc`); "" when unset, as AIHC answers.
-    Each second's text is kept (at most 65,536 of them), a job list shows four a job."""
+    Each second's text is kept (at most :data:`SECONDS_KEPT`): a job list shows four a job."""
     if not ts:
         return ""
     if not ts > 0:  # (negative or NaN: as iso_utc takes it)
@@ -43,7 +44,7 @@ def iso_time(ts: Optional[float]) -> str:
     second = int(ts)  # a fraction is dropped, as iso_utc drops it
     text = _SECOND_TEXTS.get(second)
     if text is None:
-        if len(_SECOND_TEXTS) >= 65536:
+        if len(_SECOND_TEXTS) >= SECONDS_KEPT:
             _SECOND_TEXTS.clear()
         text = _SECOND_TEXTS[second] = iso_utc(second)
     return text
