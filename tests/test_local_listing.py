@@ -163,7 +163,7 @@ def test_v2_lists_are_kept_apart_and_follow_every_change(local: Tuple[Store, Bac
     answer = json.loads(described(backend, pageSize="100"))
     assert {j["jobId"]: (j["priority"], j["status"]) for j in answer["jobs"]} == {
         job_id: ("high", "Pending"), other: ("normal", "Stopped")}
-    assert {key[0] for key in backend.listed._kept} == {"v1", "v2"}
+    assert {key[0] for key in backend.listed._kept} == {"v1", f"v2 {BackendV2(backend).user_id}"}
     backend.delete_job(POOL, job_id)  # both styles' items dropped
     assert not [key for key in backend.listed._kept if key[1] == job_id]
 

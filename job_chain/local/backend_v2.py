@@ -173,8 +173,9 @@ class BackendV2:
                 queue = _text(keyword)
             else:
                 name = _text(keyword)
+        style = f"v2 {self.user_id}"  # what a kept item depends on besides its row
         result = self.backend.list_items(
-            "v2", self._list_item, self._pool(query), queue, self._field(body, "orderBy"),
+            style, self._list_item, self._pool(query), queue, self._field(body, "orderBy"),
             self._field(body, "order"), self._field(body, "pageNumber"), self._field(body, "pageSize"),
             self._field(body, "status"), name)
         return {"totalCount": result["total"], "jobs": result["jobs"]}
