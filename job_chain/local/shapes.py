@@ -51,7 +51,7 @@ def iso_time(ts: Optional[float]) -> str:
 
 
 class JSONItems:
-    """A list whose items are already JSON text (each :func:`json_text` of one value): an answer
+    """A list whose items are already JSON text (each :func:`item_text` of one value): an answer
     holding one is sent with the items as they are, never decoded and encoded again."""
 
     __slots__ = ("items",)
