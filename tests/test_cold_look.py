@@ -215,3 +215,12 @@ def test_a_job_read_for_its_labels_ignores_others_and_a_label_without_a_key() ->
     job = job_of(answer)
     assert (job.run_id, job.step, job.attempt) == ("r1", "train", 3)
     assert labels_of(answer)["job-chain/attempt"] == "3"
+
+
+def test_a_step_without_settings_reads_as_reading_an_empty_object_gives() -> None:
+    from job_chain.spec.settings import StepSettings, _read_step_settings, read_step_settings
+
+    problems: List[str] = []
+    assert _read_step_settings({}, "steps[0].jobChain", problems) == StepSettings() == read_step_settings(
+        {}, "steps[0].jobChain", problems)
+    assert problems == []

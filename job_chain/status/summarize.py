@@ -16,6 +16,7 @@ from job_chain.rules import plan as plan_
 from job_chain.rules.retry import decide
 from job_chain.rules.state import AttemptFacts, causes_counted, next_attempt, planner_state
 from job_chain.spec.model import Chain, Step
+from job_chain.status.cost import gpus, lost_hours, resumed_save, running_window
 from job_chain.status.types import (
     NOT_SUBMITTED,
     SKIPPED,
@@ -67,8 +68,6 @@ def summarize(chain: Chain, attempts: Iterable[Attempt], facts: RunFacts, *, run
 
     from job_chain.record import slots
     from job_chain.rules import plan as plan_
-    from job_chain.status.cost import gpus
-
     now = time.time() if now is None else now
     found_by_step = by_step(chain, attempts)
     steps: List[StepStatus] = []
@@ -145,8 +144,6 @@ def _planner_state(step: Step, state: StepStatus) -> str:
 def _with_facts(item: Attempt, step: Step, facts: RunFacts, now: float, job_gpus: float) -> Attempt:
     """The attempt with what the record adds: why it failed, its checkpoints, its GPU-hours
     (``job_gpus``: the step's, :func:`~job_chain.status.cost.gpus`)."""
-    from job_chain.status.cost import lost_hours, resumed_save, running_window
-
     failure = fact(facts.failures, step, item.attempt) if item.status in FAILED else None
     if failure is not None and failure.line:  # kept before lines were redacted: hide its secrets all the same
         failure = failure.redacted(env_secrets(step.body))
@@ -168,12 +165,12 @@ def _with_facts(item: Attempt, step: Step, facts: RunFacts, now: float, job_gpus
 def _add_notes(chain: Chain, step: Step, state: StepStatus, run_id: str) -> None:
     """What followed each failed attempt, in the words the advancing job used (``--follow`` says it):
     a retry of a step with a checkpoint names the iteration and directory it was told, or none."""
+    if not any(item.status in FAILED and item.failure is not None for item in state.attempts):
+        return  # nothing failed: nothing followed
     from job_chain.rules.checkpoint import iteration_dir
     from job_chain.rules.retry import retry_sentence
     from job_chain.spec.params import checkpoint_of
 
-    if not any(item.status in FAILED and item.failure is not None for item in state.attempts):
-        return  # nothing failed: nothing followed
     spec = checkpoint_of(chain, step, run_id)
     for position, item in enumerate(state.attempts):
         if item.status not in FAILED or item.failure is None:
