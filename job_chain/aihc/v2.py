@@ -162,11 +162,6 @@ def job_from_v2(item: Dict[str, Any]) -> Dict[str, Any]:
     return view
 
 
-def list_to_v2(result: Dict[str, Any], user_id: str = "") -> Dict[str, Any]:
-    return {"totalCount": result.get("total", 0),
-            "jobs": [job_to_v2(j, user_id) for j in result.get("jobs") or []]}
-
-
 def list_from_v2(answer: Dict[str, Any], page_no: int, page_size: int) -> Dict[str, Any]:
     return {"total": int(answer.get("totalCount") or 0), "pageNo": page_no, "pageSize": page_size,
             "jobs": [job_from_v2(j) for j in answer.get("jobs") or []]}
