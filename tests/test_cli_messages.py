@@ -208,3 +208,33 @@ def test_sk_on_the_command_line_is_warned_about_and_env_is_not(no_backoff: None)
     assert "warning: --sk" not in quiet.output
     served = runner.invoke(job_chain_cli, ["local", "serve", "--ak", "a", "--sk", "typed", "--port", "-1"])
     assert "warning: --sk" in served.output and "JOB_CHAIN_LOCAL_SK" in served.output
+
+
+@pytest.mark.parametrize("args,code,said", [
+    (["--version"], 0, "job-chain, version"),
+    (["status", "/nonexistent/chain_info.json"], 2, "no such chain file"),
+    (["no-such-command"], 2, "no-such-command"),
+])
+def test_the_cli_ends_without_teardown_yet_with_its_exit_code_output_threads_and_exit_hooks(
+        tmp_path: Path, args: List[str], code: int, said: str) -> None:
+    """``job-chain`` ends by ``os._exit`` after a command (no freeing of every object): its exit code,
+    its output, a thread still working and every ``atexit`` hook are what a normal exit gives."""
+    import subprocess
+    import sys
+
+    marker = tmp_path / "hook"
+    program = (
+        "import atexit, sys, threading, time\n"
+        f"atexit.register(lambda: open({str(marker)!r}, 'a').write('hook ran\\n'))\n"
+        f"late = lambda: (time.sleep(0.3), open({str(marker)!r}, 'a').write('thread ended\\n'))\n"
+        "threading.Thread(target=late).start()\n"
+        f"sys.argv = ['job-chain'] + {args!r}\n"
+        "from job_chain.cli import main\n"
+        "main()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60,
+                          stdin=subprocess.DEVNULL)
+    assert done.returncode == code, done.stderr
+    assert said in done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    assert marker.read_text() == "thread ended\nhook ran\n"

@@ -162,6 +162,36 @@ def usage_message(exc: click.UsageError) -> str:
 
 def main() -> None:
     """Console-script entry point for ``job-chain``."""
-    result = run_cli(cli, "job-chain")
-    if isinstance(result, int):
-        sys.exit(result)
+    try:
+        result = run_cli(cli, "job-chain")
+    except SystemExit as done:
+        end(done.code)
+    else:
+        end(result if isinstance(result, int) else 0)
+
+
+def end(code: Any) -> None:
+    """Exit with ``code`` (as ``sys.exit`` takes it) once the command is done, without the
+    interpreter's teardown: what Python does first at exit still happens (other threads are waited
+    for, ``atexit`` handlers run, output is flushed), then the process ends instead of freeing every
+    object one by one — ~50 ms after a ``status`` of 5,000 steps has printed. Not under a profiler
+    or a tracer (coverage), which write their data at the very end, nor where the hooks are missing."""
+    import atexit
+    import threading
+
+    wait_threads = getattr(threading, "_shutdown", None)
+    run_exit_hooks = getattr(atexit, "_run_exitfuncs", None)
+    if sys.getprofile() is not None or sys.gettrace() is not None or wait_threads is None \
+            or run_exit_hooks is None:
+        sys.exit(code)
+    if code is not None and not isinstance(code, int):
+        print(code, file=sys.stderr)  # what sys.exit does with a message
+        code = 1
+    wait_threads()
+    run_exit_hooks()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError, AttributeError):  # a closed pipe, a closed or missing stream
+            pass
+    os._exit(code or 0)
