@@ -270,7 +270,7 @@ def test_two_branches_at_two_revisions_create_their_join_once(tmp_path: Path, mo
 def test_a_renamed_and_a_removed_step_stay_in_the_runs_history(tmp_path: Path, shared_server: LocalServer) -> None:
     gpus = [{"name": "nvidia.com/gpu", "quantity": 8}]
     chain = write_chain(tmp_path, shared_server.pool, [
-        {"name": "prep", "script": "echo prep-ran; sleep 0.2", "resources": gpus},
+        {"name": "prep", "script": "echo prep-ran; sleep 1.2", "resources": gpus},  # (past its second: hours > 0)
         {"name": "convert", "script": 'echo convert-ran; echo "ckpt=/pfs/c" >> "$JOB_CHAIN_OUTPUTS"',
          "resources": gpus},
         {"name": "train", "script": 'test -f "$SHARED/ok" || exit 3\necho "train-ran with $CKPT"'},
