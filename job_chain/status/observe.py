@@ -83,9 +83,10 @@ def by_id(client: Any, pool: str, run_id: str, wanted: Set[str], *, cache: Dict[
           listed: Optional[Iterator[Job]] = None) -> Tuple[List[Attempt], Dict[str, Attempt], Set[str]]:
     """:func:`observe`'s answer for a run whose record names its jobs (``wanted``: their ids).
 
-    The newest pages of the pool are read while each holds :data:`PAGE_WORTH` of the jobs still
-    wanted (a run alone in its pool: a page per 50 jobs); then the rest are asked for by id, a few
-    at a time. Either way the cost follows the run's own jobs, not the pool's. A job gone from
+    The newest pages of the pool are read while each 50 jobs listed hold :data:`PAGE_WORTH` of the
+    jobs still wanted (a run alone in its pool: all of them; more than a page wanted, the engine may
+    send several pages at once, ``engine.jobs(pool, expected=…)``); then the rest are asked for by
+    id, a few at a time. Either way the cost follows the run's own jobs, not the pool's. A job gone from
     the API (deleted) is left out, as a listing would. ``listed``: the pool's jobs already asked for
     (``engine.jobs(pool, expected=…)``, made while the caller read the record), read instead of
     asking again (closed when not needed).
