@@ -37,5 +37,5 @@ def test_a_time_is_its_second_s_text_each_time_and_the_kept_texts_are_bounded() 
     assert iso_time(None) == iso_time(0) == iso_time(0.0) == ""
     for second in range(shapes.SECONDS_KEPT + 10):
         iso_time(1_700_000_000 + second)
-    assert 0 < len(shapes._SECOND_TEXTS) <= shapes.SECONDS_KEPT
+    assert 0 < shapes._second_text.cache_info().currsize <= shapes.SECONDS_KEPT
     assert iso_time(1_700_000_000 + shapes.SECONDS_KEPT) == iso_utc(1_700_000_000 + shapes.SECONDS_KEPT)

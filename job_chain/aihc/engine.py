@@ -9,6 +9,7 @@ times and events into :mod:`job_chain.engine.jobs`' neutral view.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, Optional, Tuple
 
 from job_chain.engine.states import SUCCEEDED
@@ -31,22 +32,16 @@ _HANG_REASON = r"Hang|Hung|\bhang|\bhung"  # a word, never the "hang" of JobStat
 _RESTART_REASON = r"(?i)fault.?tolerance.*restart|restart.*fault.?tolerance"
 
 
-_SECONDS: Dict[str, Optional[float]] = {}  # AIHC's times are to the second: a run's jobs share most of them
-
-
 def _seconds(text: Any) -> Optional[float]:
-    if not isinstance(text, str):
-        return None
-    found = _SECONDS.get(text, _SECONDS)
-    if found is not _SECONDS:
-        return found  # type: ignore[return-value]
+    return _seconds_of(text) if isinstance(text, str) else None
+
+
+@lru_cache(maxsize=65536)  # AIHC's times are to the second: a run's jobs share most of them
+def _seconds_of(text: str) -> Optional[float]:
     from job_chain.aihc.timefmt import parse_time
 
     when = parse_time(text)
-    if len(_SECONDS) >= 65536:
-        _SECONDS.clear()  # bounded: a look at a year of jobs keeps at most this many
-    _SECONDS[text] = seconds = when.timestamp() if when is not None else None
-    return seconds
+    return when.timestamp() if when is not None else None
 
 
 def labels_of(job: Mapping[str, Any]) -> Dict[str, Any]:

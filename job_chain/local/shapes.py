@@ -17,6 +17,7 @@ import hashlib
 import json
 import os
 import secrets
+from functools import lru_cache
 from typing import Any, Dict, Iterable, List, Mapping, Optional
 
 from job_chain.aihc.timefmt import iso_utc
@@ -30,24 +31,21 @@ POOL_TYPES = ("common", "dedicatedV2", "bhcmp", "edge")  # Go SDK ResourcePoolTy
 _ALNUM = "0123456789abcdefghijklmnopqrstuvwxyz"
 
 
-_SECOND_TEXTS: Dict[int, str] = {}  # iso_time's, by whole second: a pool's jobs share most of theirs
-SECONDS_KEPT = 8192  # at most (~1.2 MB), then forgotten at once
+SECONDS_KEPT = 8192  # iso_time's texts kept, by whole second, at most (~1.2 MB): least recently used out
 
 
 def iso_time(ts: Optional[float]) -> str:
     """AIHC's timestamps (:func:`job_chain.aihc.timefmt.iso_utc`); "" when unset, as AIHC answers.
-    Each second's text is kept (at most :data:`SECONDS_KEPT`): a job list shows four a job."""
+    Each second's text is kept (at most :data:`SECONDS_KEPT`): a job list shows four a job, and a
+    pool's jobs share most of their seconds."""
     if not ts:
         return ""
     if not ts > 0:  # (negative or NaN: as iso_utc takes it)
         return iso_utc(ts)
-    second = int(ts)  # a fraction is dropped, as iso_utc drops it
-    text = _SECOND_TEXTS.get(second)
-    if text is None:
-        if len(_SECOND_TEXTS) >= SECONDS_KEPT:
-            _SECOND_TEXTS.clear()
-        text = _SECOND_TEXTS[second] = iso_utc(second)
-    return text
+    return _second_text(int(ts))  # a fraction is dropped, as iso_utc drops it
+
+
+_second_text = lru_cache(maxsize=SECONDS_KEPT)(iso_utc)
 
 
 class JSONItems:

@@ -13,6 +13,7 @@ import re
 import time
 from dataclasses import MISSING, dataclass, field, fields, replace
 from enum import Enum
+from functools import lru_cache
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from job_chain.engine.jobs import RESTARTED, Event, Job
@@ -43,35 +44,27 @@ class Outcome(str, Enum):
         return self.value
 
 
-_UTC: Dict[float, _dt.datetime] = {}  # (datetimes do not change: a run's jobs share the seconds they name)
-
-
 def utc(ts: Optional[float]) -> Optional[_dt.datetime]:
-    if ts is None:
-        return None
-    when = _UTC.get(ts)
-    if when is None:
-        if len(_UTC) >= 65536:
-            _UTC.clear()  # bounded
-        _UTC[ts] = when = _dt.datetime.fromtimestamp(ts, _dt.timezone.utc)
-    return when
+    return _utc(ts) if ts is not None else None
 
 
-_ISO: Dict[_dt.datetime, str] = {}  # of UTC times only (equal times in other zones are written otherwise)
+@lru_cache(maxsize=65536)  # (a datetime does not change: a run's jobs share the seconds they name)
+def _utc(ts: float) -> _dt.datetime:
+    return _dt.datetime.fromtimestamp(ts, _dt.timezone.utc)
 
 
 def iso(when: Optional[_dt.datetime]) -> Optional[str]:
     """ISO-8601 with date and zone (``2026-11-23T08:33:43+00:00``), None when unknown."""
     if when is None:
         return None
-    if when.tzinfo is not _dt.timezone.utc:
+    if when.tzinfo is not _dt.timezone.utc:  # (an equal time in another zone is written otherwise)
         return when.isoformat()
-    text = _ISO.get(when)
-    if text is None:
-        if len(_ISO) >= 65536:
-            _ISO.clear()  # bounded
-        _ISO[when] = text = when.isoformat()
-    return text
+    return _iso_utc(when)
+
+
+@lru_cache(maxsize=65536)
+def _iso_utc(when: _dt.datetime) -> str:
+    return when.isoformat()
 
 
 @dataclass(frozen=True)
@@ -106,13 +99,10 @@ class Attempt:
         """This attempt with ``changes`` (fields by name): :func:`dataclasses.replace` without running
         ``__init__`` again (no field is checked or worked out there), at a tenth of its cost for the
         5,000 attempts of a look at a long run."""
-        copy = object.__new__(Attempt)
-        copy.__dict__.update(self.__dict__)
         for name in changes:
             if name not in _ATTEMPT_FIELDS:
                 raise TypeError(f"Attempt has no field {name!r}")
-        copy.__dict__.update(changes)
-        return copy
+        return _made(**{**self.__dict__, **changes})
 
     def log_pod(self, names: Sequence[str]) -> Optional[str]:
         """The pod a look at this attempt's log opens when none is named: the one its failure's cause
