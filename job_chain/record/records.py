@@ -255,12 +255,11 @@ class RunRecords:
         return run
 
     def delete_run(self, run_id: str) -> None:
-        """Forget a run: its directory and everything in it."""
+        """Forget a run: its directory and everything in it (its summary and kept look, outside it,
+        are :func:`job_chain.record.summary.forget`'s)."""
         import shutil
 
         shutil.rmtree(self._dir(run_id), ignore_errors=True)
-        with contextlib.suppress(OSError):
-            os.unlink(os.path.join(self.root, layout.SUMMARIES, layout.summary_name(run_id)))
 
     def claim_run_id(self, make: Callable[[], str]) -> str:
         """A new run's id from ``make``, its directory made here and now (``mkdir``: exactly one caller

@@ -38,12 +38,9 @@ class Listed(NamedTuple):
     fields: Optional[Dict[str, Any]]
 
 
-def _folder(records: RunRecords) -> str:
-    return os.path.join(records.root, layout.SUMMARIES)
-
-
-def _path(records: RunRecords, run_id: str) -> str:
-    return os.path.join(_folder(records), layout.summary_name(run_id))
+def _path(records: RunRecords, run_id: str, folder: str = layout.SUMMARIES) -> str:
+    """The run's file in ``folder`` of ``FILE.runs/``: its summary, or (``layout.LOOKS``) its kept look."""
+    return os.path.join(records.root, folder, layout.summary_name(run_id))
 
 
 def basis(records: RunRecords, run_id: str) -> Optional[int]:
@@ -94,9 +91,9 @@ def _write(records: RunRecords, folder: str, run_id: str, data: Dict[str, Any]) 
     import json
 
     try:
-        os.makedirs(os.path.join(records.root, folder), mode=0o700, exist_ok=True)
-        write_private(os.path.join(records.root, folder, layout.summary_name(run_id)),
-                      json.dumps(data, separators=(",", ":"), ensure_ascii=True),
+        path = _path(records, run_id, folder)
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        write_private(path, json.dumps(data, separators=(",", ":"), ensure_ascii=True),
                       sync=False)  # a cache: one lost in a crash is worked out again
     except (OSError, ValueError, TypeError):
         pass
@@ -109,7 +106,7 @@ def kept_look(records: RunRecords, run_id: str, now: Optional[int]) -> Optional[
     then shown from one file; a run that changed since is looked at again."""
     if not usable(_read(records, run_id), run_id, now):
         return None
-    data = read_json_dict(os.path.join(records.root, layout.LOOKS, layout.summary_name(run_id)))
+    data = read_json_dict(_path(records, run_id, layout.LOOKS))
     if data is None or data.get("version") != VERSION or data.get("basis") != now:
         return None
     look = data.get("look")
@@ -136,7 +133,7 @@ def _only_a_looks_own(records: RunRecords, run_id: str, since: int) -> bool:
 
 
 def forget(records: RunRecords, run_id: str) -> None:
-    for path in (_path(records, run_id), os.path.join(records.root, layout.LOOKS, layout.summary_name(run_id))):
+    for path in (_path(records, run_id), _path(records, run_id, layout.LOOKS)):
         try:
             os.unlink(path)
         except OSError:
