@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Union
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple, Union
 
 import pytest
 
@@ -77,6 +77,15 @@ def job_body(name: str, command: str, replicas: int = 1, **extra: Any) -> Dict[s
     spec = {"image": "local", "command": command, "replicas": replicas}
     spec.update(extra.pop("jobSpec", {}))
     return dict({"name": name, "jobSpec": spec}, **extra)
+
+
+def store_page(store: Any, *query: Any) -> Tuple[int, List[Dict[str, Any]]]:
+    """A page of a local server's :class:`~job_chain.local.store.Store` (``query``: what ``list_rows``
+    takes), its rows as job dicts: what the backend's views are made from."""
+    from job_chain.local.store import listed_job
+
+    total, rows = store.list_rows(*query)
+    return total, [listed_job(row) for row in rows]
 
 
 def pytest_collection_modifyitems(items: List[pytest.Item]) -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterator, List, Tuple
 
 import pytest
+from conftest import store_page
 
 from job_chain.aihc import v2
 from job_chain.local.backend import Backend, ListedJobs
@@ -49,8 +50,8 @@ def expected(backend: Backend, store: Store, pool: str = POOL, **query: str) -> 
     """What a page must send: every job's view made afresh from its row, encoded in place
     (how the server answered before items were kept)."""
     descending = query.get("order", "desc") == "desc"
-    total, jobs = store.list_jobs(pool, query.get("queue"), query.get("orderBy", "createdAt"), descending,
-                                  0, int(query.get("pageSize", "100")))
+    total, jobs = store_page(store, pool, query.get("queue"), query.get("orderBy", "createdAt"), descending,
+                             0, int(query.get("pageSize", "100")))
     result = {"total": total, "jobs": [backend.job_view(j) for j in jobs],
               "orderBy": query.get("orderBy", "createdAt"), "order": query.get("order", "desc"), "pageNo": 1,
               "pageSize": int(query.get("pageSize", "100"))}
@@ -143,7 +144,7 @@ def described(backend: Backend, **body: str) -> bytes:
 
 
 def described_expected(backend: Backend, store: Store) -> bytes:
-    total, jobs = store.list_jobs(POOL, None, "createdAt", True, 0, 100)
+    total, jobs = store_page(store, POOL, None, "createdAt", True, 0, 100)
     user = BackendV2(backend).user_id
     answer = {"totalCount": total, "jobs": [v2.job_to_v2(backend.job_view(j), user) for j in jobs], "requestId": "r"}
     text = json.dumps(answer, ensure_ascii=False, allow_nan=False, separators=(",", ":"))

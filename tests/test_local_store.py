@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Iterator, List, Optional
 
 import pytest
+from conftest import store_page
 
 from job_chain.local.store import LIST_COLUMNS, Store
 
@@ -57,9 +58,9 @@ def test_a_page_comes_in_the_old_order_straight_from_an_index(
     expected = _old_order(store, column, direction, queue)
     statements: List[str] = []
     store._db.set_trace_callback(statements.append)  # the SQL as run, values filled in
-    total, first = store.list_jobs("p", queue, order_by, descending, 0, 2)
+    total, first = store_page(store, "p", queue, order_by, descending, 0, 2)
     store._db.set_trace_callback(None)
-    _, rest = store.list_jobs("p", queue, order_by, descending, 2, 100)
+    _, rest = store_page(store, "p", queue, order_by, descending, 2, 100)
     assert total == len(expected) and [j["id"] for j in first + rest] == expected
     page = next(s for s in statements if s.startswith("SELECT") and "LIMIT" in s)
     plan = " / ".join(r["detail"] for r in store._rows("EXPLAIN QUERY PLAN " + page))
@@ -78,7 +79,7 @@ def test_a_create_finds_its_client_token_from_an_index_not_a_scan(store: Store) 
 
 
 def test_a_listed_job_carries_what_a_listing_shows_and_no_more(store: Store) -> None:
-    _, jobs = store.list_jobs("p", None, "createdAt", True, 0, 1)
+    _, jobs = store_page(store, "p", None, "createdAt", True, 0, 1)
     assert set(jobs[0]) == {c.strip() for c in LIST_COLUMNS.split(",")}
     assert jobs[0]["spec"]["jobSpec"] == {"command": "true"}  # decoded, as get_job gives it
 
@@ -92,7 +93,7 @@ def test_a_state_db_from_before_gets_the_indexes_on_open(tmp_path: Path) -> None
         indexes = {r["name"] for r in store._rows("SELECT name FROM sqlite_master WHERE type='index'")}
         assert {"jobs_pool_created", "jobs_pool_queue_created", "jobs_pool_finished", "jobs_seq"} <= indexes
         assert "jobs_pool" not in indexes  # superseded by jobs_pool_created
-        total, jobs = store.list_jobs("p", None, "finishedAt", True, 0, 10)
+        total, jobs = store_page(store, "p", None, "finishedAt", True, 0, 10)
         assert total == 1 and jobs[0]["id"] == "pytorchjob-old" and jobs[0]["finished_at"] == 1002.0
         made, created = store.create_job("p", "new", {"jobSpec": {"command": "true"}}, "normal", "default", None, 1)
         assert created and made["seq"] == 2  # next after the old job

@@ -185,14 +185,6 @@ class Store:
         with self._lock:
             return self._db.total_changes, self._db.execute("PRAGMA data_version").fetchone()[0]
 
-    def list_jobs(
-        self, pool: str, queue: Optional[str], order_by: str, descending: bool,
-        offset: int, limit: int, status: Optional[str] = None, name: Optional[str] = None,
-    ) -> Tuple[int, List[Dict[str, Any]]]:
-        """:meth:`list_rows` as job dicts (``spec`` read)."""
-        total, rows = self.list_rows(pool, queue, order_by, descending, offset, limit, status, name)
-        return total, [listed_job(r) for r in rows]
-
     def jobs_with_status(self, statuses: Iterable[str]) -> List[Dict[str, Any]]:
         wanted = list(statuses)
         marks = ",".join("?" * len(wanted))
