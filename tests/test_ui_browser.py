@@ -260,6 +260,11 @@ def test_a_failed_step_shows_its_cause_and_the_run_its_gpu_hours(console: Consol
         wide = browser.execute_script("return [document.documentElement.scrollWidth, "
                                       "document.documentElement.clientWidth];")
         assert wide[0] <= wide[1], wide
+        lines_of = ("var r = document.createRange(); r.selectNodeContents(document.querySelector(arguments[0]));"
+                    "return new Set(Array.from(r.getClientRects(), function (x) { return Math.round(x.top); })).size;")
+        reason = browser.execute_script(lines_of, "#step-row-0 .reason")
+        assert reason <= 3, reason  # the cause in the steps table reads as a phrase, not a word a line
+        assert browser.execute_script(lines_of, "#step-row-0 td.when") == 1  # the start time on one line
         shot(browser, tmp_path, "run-failed-800px")
     finally:
         browser.set_window_size(1280, 1000)
