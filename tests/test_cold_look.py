@@ -8,6 +8,7 @@ import dataclasses
 import datetime as dt
 import gc
 import threading
+import weakref
 from typing import Any, List
 
 import pytest
@@ -128,6 +129,40 @@ def test_a_collector_that_was_off_stays_off() -> None:
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+class _Node:
+    pass
+
+
+def _cycle() -> weakref.ref[_Node]:
+    node = _Node()
+    node.me = node  # type: ignore[attr-defined]  # garbage only the cyclic collector frees
+    return weakref.ref(node)
+
+
+def test_a_look_that_goes_on_leaves_its_garbage_to_the_collector() -> None:
+    with paused():
+        made = _cycle()
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+    gc.collect()
+    assert made() is None
+
+
+def test_a_one_off_command_freezes_what_it_made_and_a_later_look_thaws_it() -> None:
+    with paused(for_good=True):
+        with paused():  # (the look inside the command)
+            made = _cycle()
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    assert gc.get_freeze_count() > 0  # never scanned again: the process ends
+    gc.collect()
+    assert made() is not None
+    with paused():  # the process went on after all (a test, a library caller): collectable again
+        assert gc.get_freeze_count() == 0
+    assert gc.get_freeze_count() == 0
+    gc.collect()
+    assert made() is None
 
 
 def test_an_attempt_copied_with_changes_equals_dataclasses_replace() -> None:

@@ -240,17 +240,19 @@ def status(chain_file: Optional[str], run_id: Optional[str], as_json: bool, watc
            **kwargs: Any) -> None:
     """Show every step of a run: status, attempt, exit code, reason, and the run's outcome."""
     from job_chain.cli.run_view import print_status, status_json
+    from job_chain.util.gcpause import paused
 
     session = open_runs(chain_file, run_id, kwargs, read_only=True)
     if watch:
         run = session.run(run_id)
         sys.exit(_follow(session, run.run_id, run.mode == "watch"))
-    result = session.status(run_id, outputs=as_json, patient=True)  # a one-off look: as patient as run
-    changes = session.file_changes(result.run_id, reread=False)  # open_runs read it a moment ago
-    if as_json:
-        echo_json({**status_json(result), "fileChanges": [c.as_json() for c in changes]})
-    else:
-        print_status(result, points=points, changes=changes)
+    with paused(for_good=True):  # the look and its table live until the command ends (util.gcpause)
+        result = session.status(run_id, outputs=as_json, patient=True)  # a one-off look: as patient as run
+        changes = session.file_changes(result.run_id, reread=False)  # open_runs read it a moment ago
+        if as_json:
+            echo_json({**status_json(result), "fileChanges": [c.as_json() for c in changes]})
+        else:
+            print_status(result, points=points, changes=changes)
 
 
 @click.command()
