@@ -107,18 +107,25 @@ def _parse_error(http_response: Any, response: Any) -> bool:
     raise BceServerError(message, status_code=http_response.status, code=code, request_id=request_id)
 
 
-def _parse_body(http_response: Any, response: Any) -> bool:
-    """Keep the JSON answer as plain dicts (the SDK's own parser builds attribute objects)."""
+def _parse_body(http_response: Any, response: Any, loads: Any = None) -> bool:
+    """Keep the JSON answer as plain dicts (the SDK's own parser builds attribute objects); ``loads``:
+    the decoder of a big answer (:mod:`job_chain.util.jsonio`)."""
     body = http_response.read()
     http_response.close()
     try:
-        response.payload = json.loads(body.decode("utf-8")) if body else {}
+        response.payload = (loads(body) if loads is not None else json.loads(body.decode("utf-8"))) if body else {}
     except (ValueError, UnicodeDecodeError):
         raise AIHCError(
             f"the server answered {http_response.status} with a body that is not JSON",
             status=http_response.status,
         ) from None
     return True
+
+
+def _parse_big_body(http_response: Any, response: Any) -> bool:
+    from job_chain.util.jsonio import loads
+
+    return _parse_body(http_response, response, loads)
 
 
 def _clean(params: Dict[str, Any]) -> Dict[str, str]:
@@ -188,8 +195,10 @@ class AIHCClient:
         body: Optional[Dict[str, Any]] = None,
         retry: bool = True,
         headers: Optional[Dict[bytes, bytes]] = None,
+        big: bool = False,
     ) -> Dict[str, Any]:
-        """Send one signed request and return the decoded JSON answer."""
+        """Send one signed request and return the decoded JSON answer (``big``: a page of a listing,
+        decoded by :mod:`job_chain.util.jsonio`)."""
         from baidubce.auth import bce_v1_signer
         from baidubce.exception import BceHttpClientError, BceServerError
         from baidubce.http import bce_http_client
@@ -203,7 +212,7 @@ class AIHCClient:
             sent[http_headers.STS_SECURITY_TOKEN] = config.security_token.encode("utf-8")
         try:
             response = bce_http_client.send_request(
-                config, bce_v1_signer.sign, [_parse_error, _parse_body],
+                config, bce_v1_signer.sign, [_parse_error, _parse_big_body if big else _parse_body],
                 method.encode(), path.encode("utf-8"), payload, sent, _clean(params or {}),
             )
         except BceHttpClientError as exc:
@@ -272,7 +281,7 @@ class AIHCClient:
         answer = self._result(self.request("GET", API, params={
             "resourcePoolId": pool, "queue": queue, "orderBy": order_by, "order": order,
             "pageNo": page_no, "pageSize": page_size,
-        }))
+        }, big=True))
         if status or name:
             answer = dict(answer, jobs=[j for j in answer.get("jobs") or [] if matches(j, status, name)])
         return answer

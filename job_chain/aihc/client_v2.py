@@ -45,13 +45,14 @@ class AIHCClientV2(AIHCClient):
 
     def action(self, name: str, pool: Optional[str] = None, body: Optional[Dict[str, Any]] = None,
                *, params: Optional[Dict[str, Any]] = None, retry: bool = True,
-               method: str = "POST") -> Dict[str, Any]:
+               method: str = "POST", big: bool = False) -> Dict[str, Any]:
         """One v2 action; the flat answer (``requestId`` and the action's fields). Job actions are
-        POST with ``X-API-Version: v2``, pool and queue actions GET with ``version: v2``."""
+        POST with ``X-API-Version: v2``, pool and queue actions GET with ``version: v2``. ``big``: as
+        :meth:`AIHCClient.request`'s."""
         query: Dict[str, Any] = {"action": name, "resourcePoolId": pool, **(params or {})}
         clean = {k: v for k, v in (body or {}).items() if v is not None}
         return self.request(method, "/", params=query, body=clean if method == "POST" else None,
-                            retry=retry, headers=JOB_HEADERS if method == "POST" else POOL_HEADERS)
+                            retry=retry, headers=JOB_HEADERS if method == "POST" else POOL_HEADERS, big=big)
 
     def _remember(self, job: Dict[str, Any]) -> Dict[str, Any]:
         if job.get("jobId") and job.get("queue"):
@@ -82,7 +83,7 @@ class AIHCClientV2(AIHCClient):
             "queue": None if queue in (None, "", "all") else queue, "orderBy": order_by, "order": order,
             "pageNumber": page_no, "pageSize": page_size, "status": status or None,
             "keywordType": "name" if name else None, "keyword": name or None,
-        })
+        }, big=True)
         listed = v2.list_from_v2(answer, page_no or 1, page_size or 10)
         for job in listed["jobs"]:
             self._remember(job)

@@ -79,11 +79,18 @@ def _read_bytes(path: PathLike) -> bytes:
         os.close(fd)
 
 
-def read_json_dict(path: PathLike) -> Optional[Dict[str, Any]]:
+def read_json_dict(path: PathLike, *, fast: bool = False) -> Optional[Dict[str, Any]]:
     """The JSON object in ``path``; None when it is missing, unreadable or not an object (a run
-    record's files may be absent, or written by a newer version)."""
+    record's files may be absent, or written by a newer version). ``fast``: decoded by
+    :func:`job_chain.util.jsonio.loads` (a look's attempts cache: every job of a long run)."""
     try:
-        data = json.loads(_read_bytes(path).decode("utf-8"))
+        raw = _read_bytes(path)
+        if fast:
+            from job_chain.util.jsonio import loads
+
+            data = loads(raw)
+        else:
+            data = json.loads(raw.decode("utf-8"))
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
