@@ -68,10 +68,13 @@ def _rank(pod: Mapping[str, Any], position: int) -> int:
 
 def pods_of(job: Mapping[str, Any]) -> Tuple[Pod, ...]:
     """The job's pods from its detail answer (``podList``), in the API's order."""
+    listed = job.get("podList")
+    if not listed:
+        return ()  # (a listed job: no pods)
     from job_chain.engine.jobs import Pod
 
     out = []
-    for position, pod in enumerate(((job.get("podList") or {}).get("pods")) or []):
+    for position, pod in enumerate(listed.get("pods") or []):
         name = (pod.get("objectMeta") or {}).get("name")
         if not name:
             continue
@@ -82,26 +85,35 @@ def pods_of(job: Mapping[str, Any]) -> Tuple[Pod, ...]:
     return tuple(out)
 
 
+
 def job_of(job: Mapping[str, Any]) -> Job:
     """The neutral view of one AIHC job answer (a listed job has no pods)."""
     from job_chain.engine.jobs import LABEL_ATTEMPT, LABEL_RUN, LABEL_STEP, Job
 
-    ours = (LABEL_RUN, LABEL_STEP, LABEL_ATTEMPT)
-    labels = {key: x.get("value") for x in job.get("labels") or () if isinstance(x, dict)
-              for key in (x.get("key"),) if key in ours}  # (labels_of's, of the three it reads)
-    try:
-        attempt: Optional[int] = int(str(labels[LABEL_ATTEMPT])) if LABEL_ATTEMPT in labels else None
-    except ValueError:
-        attempt = None
-    step = labels.get(LABEL_STEP)
+    run = step = attempt_label = None  # (labels_of's, of the three it reads: the last of each key)
+    for x in job.get("labels") or ():
+        if isinstance(x, dict):
+            key = x.get("key")
+            if key == LABEL_RUN:
+                run = x
+            elif key == LABEL_STEP:
+                step = x
+            elif key == LABEL_ATTEMPT:
+                attempt_label = x
+    attempt: Optional[int] = None
+    if attempt_label is not None:
+        try:
+            attempt = int(str(attempt_label.get("value")))
+        except ValueError:
+            pass
+    name = step.get("value") if step is not None else None
     status = str(job.get("status") or "Unknown")
-    pods = pods_of(job)
     return Job(str(job.get("jobId") or ""), str(job.get("name") or job.get("jobName") or ""), status,
                _seconds(job.get("createdAt")), _seconds(job.get("runningAt")), _seconds(job.get("finishedAt")),
                0 if status in SUCCEEDED else None,
-               str(labels[LABEL_RUN]) if LABEL_RUN in labels else None,
-               str(step) if isinstance(step, str) and step else None,
-               attempt if labels.get(LABEL_RUN) else None, pods, restarts_of(job))
+               str(run.get("value")) if run is not None else None,
+               str(name) if isinstance(name, str) and name else None,
+               attempt if run is not None and run.get("value") else None, pods_of(job), restarts_of(job))
 
 
 def restarts_of(job: Mapping[str, Any]) -> Optional[int]:
