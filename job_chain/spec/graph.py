@@ -100,12 +100,16 @@ def check_graph(steps: Sequence[Step], raw: Dict[int, GraphSettings], problems: 
     handlers = {i for i, g in raw.items() if g.run_on}
     graph = any(g.depends_on for g in raw.values()) if graph is None else graph
     before = len(problems)
+    unset = GraphSettings()
     for step in steps:
-        settings = raw.get(step.index, GraphSettings())
+        settings = raw.get(step.index, unset)
         step.run_on, step.timeout, step.hang_timeout = settings.run_on, settings.timeout, settings.hang_timeout
         step.retry_on = settings.retry_on
+        if not settings.depends_on:
+            step.depends_on = ()
+            continue
         where = f"jobs[{step.index}].jobChain.dependsOn"
-        if step.is_handler and settings.depends_on:
+        if step.is_handler:
             problems.append(f"{where}: an exit handler (runOn) starts after the whole run ended; it takes no "
                             "dependsOn")
             continue
