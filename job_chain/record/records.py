@@ -232,14 +232,14 @@ class RunRecords:
         return out
 
     def _entries(self, run_id: str, kind: str, listing: Optional[Listed] = None,
-                 known: Optional[Mapping[Key, Dict[str, Any]]] = None) -> List[Dict[str, Any]]:
+                 known: Optional[Mapping[Key, Dict[str, Any]]] = None, fast: bool = False) -> List[Dict[str, Any]]:
         """The JSON object of each file of ``kind``, with its step and attempt (``known``: those already
-        read, by step and attempt, whose files are not read again)."""
+        read, by step and attempt, whose files are not read again; ``fast``: as read_json_dict's)."""
         out = []
         directory = self._dir(run_id) + os.sep  # (once, not once per file: a long run has thousands)
         for (step, attempt), name in (listing or self.listed(run_id))[kind].items():
             read = (known or {}).get((step, attempt))
-            entry = dict(read) if read is not None else read_json_dict(directory + name)
+            entry = dict(read) if read is not None else read_json_dict(directory + name, fast=fast)
             if entry is not None:
                 entry["step"], entry["attempt"] = step, attempt
                 out.append(entry)
@@ -522,10 +522,12 @@ class RunRecords:
         return entry if entry is not None and is_job_id(entry.get("jobId")) else None
 
     def submissions(self, run_id: str, listing: Optional[Listed] = None,
-                    known: Optional[Mapping[Key, Dict[str, Any]]] = None) -> List[Dict[str, Any]]:
+                    known: Optional[Mapping[Key, Dict[str, Any]]] = None, fast: bool = False) -> List[Dict[str, Any]]:
         """Every recorded submission (``listing``: the run's, when the caller has just made it;
-        ``known``: submissions already read, by step and attempt, whose files are not read again)."""
-        entries = [e for e in self._entries(run_id, SUBMISSION, listing, known) if is_job_id(e.get("jobId"))]
+        ``known``: submissions already read, by step and attempt, whose files are not read again;
+        ``fast``: a look, which reads thousands of them, decodes them with :mod:`job_chain.util.jsonio`)."""
+        entries = [e for e in self._entries(run_id, SUBMISSION, listing, known, fast)
+                   if is_job_id(e.get("jobId"))]
         return sorted(entries, key=lambda e: (float(e.get("submitted") or 0), e["step"], e["attempt"]))
 
     def claim_cached(self, run_id: str, step: str, attempt: int, data: Dict[str, Any]) -> bool:

@@ -91,7 +91,7 @@ def _look(ctx: RunContext, run: Run, record: Optional[Dict[str, Any]], before: O
             names = ctx.records.names(run.run_id) or []
             listing = ctx.records.listed(run.run_id, names)
             cached = cached_attempts(ctx.records, run.run_id)
-        submissions = ctx.records.submissions(run.run_id, listing, cached.submissions)
+        submissions = ctx.records.submissions(run.run_id, listing, cached.submissions, fast=True)
         if start.never_created(submissions):
             attempts: List[Any] = []  # it never started: nothing to ask the API (which may be why)
             endpoint, settled = run.endpoint, set()

@@ -82,7 +82,8 @@ def _read_bytes(path: PathLike) -> bytes:
 def read_json_dict(path: PathLike, *, fast: bool = False) -> Optional[Dict[str, Any]]:
     """The JSON object in ``path``; None when it is missing, unreadable or not an object (a run
     record's files may be absent, or written by a newer version). ``fast``: decoded by
-    :func:`job_chain.util.jsonio.loads` (a look's attempts cache: every job of a long run)."""
+    :func:`job_chain.util.jsonio.loads` (what a look reads of a long run: its attempts cache, its
+    thousands of submissions; never a hop, which orjson's import would cost more than it saves)."""
     try:
         raw = _read_bytes(path)
         if fast:
