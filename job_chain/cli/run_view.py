@@ -79,11 +79,12 @@ def status_table(status: RunStatus, points: bool = True) -> Any:
 
 def gpu_line(status: RunStatus) -> Optional[str]:
     """``GPU-hours: 12.40 (2.10 lost in failed attempts)`` when the run used GPUs."""
-    saved = f"; {status.saved_gpu_hours:.2f} saved by cached steps" if status.saved_gpu_hours else ""
-    if not status.gpu_hours:
+    saved_hours, hours = status.saved_gpu_hours, status.gpu_hours  # (each a sum over the run's steps)
+    saved = f"; {saved_hours:.2f} saved by cached steps" if saved_hours else ""
+    if not hours:
         return f"GPU-hours: 0.00{saved}" if saved else None
     lost = f" ({status.lost_gpu_hours:.2f} lost in failed attempts)" if status.lost_gpu_hours else ""
-    return f"GPU-hours: {status.gpu_hours:.2f}{lost}{saved}"
+    return f"GPU-hours: {hours:.2f}{lost}{saved}"
 
 
 def advice_lines(status: RunStatus) -> List[str]:

@@ -36,31 +36,29 @@ def plan(chain: Chain, states: Dict[int, str], *, stopped: bool = False) -> Plan
     resume) count as done. Nothing new is ready in a stopped run; its ``always`` handlers still
     run once it ended.
     """
-    names = {s.index: s.display for s in chain.steps}
     graph_steps = [s for s in chain.steps if not s.is_handler]
     done = {s.index for s in graph_steps if s.excluded}
 
     def state(index: int) -> str:
         return SUCCEEDED if index in done else states.get(index, NOT_SUBMITTED)
 
+    pending = [s for s in graph_steps if state(s.index) == NOT_SUBMITTED]  # only these can be blocked or ready
     blocked: Dict[int, str] = {}
-    order = depths(chain)
-    for step in sorted(graph_steps, key=lambda s: (order.get(s.index, 0), s.index)):
-        if state(step.index) != NOT_SUBMITTED:
-            continue
-        for dep in step.depends_on:
-            if state(dep) in (FAILED, STOPPED) or dep in blocked:
-                blocked[step.index] = f"needs {names[dep]}"
-                break
-    ready = [] if stopped else [
-        s.index for s in graph_steps
-        if state(s.index) == NOT_SUBMITTED and s.index not in blocked and all(state(d) == SUCCEEDED
-                                                                               for d in s.depends_on)]
-    going = any(state(s.index) in (ACTIVE, RETRY_DUE) for s in graph_steps)
-    ended = not going and not ready
+    if pending:  # (in order of depth: a step is blocked by a dependency that is)
+        names = {s.index: s.display for s in chain.steps}
+        order = depths(chain)
+        for step in sorted(pending, key=lambda s: (order.get(s.index, 0), s.index)):
+            for dep in step.depends_on:
+                if state(dep) in (FAILED, STOPPED) or dep in blocked:
+                    blocked[step.index] = f"needs {names[dep]}"
+                    break
+    ready = [] if stopped else [s.index for s in pending if s.index not in blocked
+                                and all(state(d) == SUCCEEDED for d in s.depends_on)]
+    seen = {state(s.index) for s in graph_steps}
+    ended = not (ACTIVE in seen or RETRY_DUE in seen) and not ready
     if stopped:
-        ended = not any(state(s.index) == ACTIVE for s in graph_steps)
-    failed = any(state(s.index) == FAILED for s in graph_steps) or bool(blocked and not stopped)
+        ended = ACTIVE not in seen
+    failed = FAILED in seen or bool(blocked and not stopped)
     handlers: List[int] = []
     if ended:
         handlers = [h.index for h in chain.handlers if h.run_on == "always" or (h.run_on == "failure" and failed)]

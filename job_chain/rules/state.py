@@ -65,11 +65,11 @@ def planner_state(step: Step, latest: AttemptFacts,
     revision; ``causes``: what :func:`causes_counted` gives for it (only budgets per cause read it),
     or a function that gives it, asked only when the attempt failed (a look at 5,000 steps that
     succeeded counts none)."""
-    from job_chain.rules.retry import decide
-
     if latest.succeeded or latest.status in SUCCEEDED:
         return plan_.SUCCEEDED
     if failed(latest):
+        from job_chain.rules.retry import decide
+
         code = latest.exit_code if latest.exit_code is not None else 1
         counted = causes() if callable(causes) else causes
         return plan_.RETRY_DUE if decide(step, latest.attempt, code, counted).retry else plan_.FAILED

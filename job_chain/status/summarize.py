@@ -8,6 +8,7 @@ without a server. Steps are matched by name (a run recorded before names is matc
 from __future__ import annotations
 
 import time
+from operator import attrgetter
 from typing import AbstractSet, Any, Dict, Iterable, List, Optional, Sequence, Tuple, TypeVar
 
 from job_chain.engine.states import FAILED, SUCCEEDED
@@ -36,8 +37,10 @@ T = TypeVar("T")
 
 def fact(table: Dict[Tuple[str, int], T], step: Step, attempt: int) -> Optional[T]:
     """A record fact about (step, attempt), also under the key a run recorded before names used."""
+    if not table:  # (most tables of a look are empty: no key is made for them)
+        return None
     found = table.get((step.name, attempt))
-    if found is not None or not table:  # (most tables of a look are empty: no key is made for them)
+    if found is not None:
         return found
     return table.get((f"{step.index:04d}", attempt))
 
@@ -56,16 +59,17 @@ def by_step(chain: Chain, attempts: Iterable[Attempt]) -> Dict[str, List[Attempt
         if step is not None:
             out.setdefault(step.name, []).append(item)
     for items in out.values():
-        items.sort(key=lambda a: a.attempt)
+        items.sort(key=_NUMBER)
     return out
+
+
+_NUMBER = attrgetter("attempt")
 
 
 def summarize(chain: Chain, attempts: Iterable[Attempt], facts: RunFacts, *, run_id: str,
               now: Optional[float] = None, local: bool = False, endpoint: str = "",
               first_step: int = 0) -> RunStatus:
     """Every step's status and the run's outcome, from its attempts and the record's facts."""
-    from dataclasses import replace
-
     from job_chain.record import slots
     from job_chain.rules import plan as plan_
     now = time.time() if now is None else now
@@ -73,18 +77,18 @@ def summarize(chain: Chain, attempts: Iterable[Attempt], facts: RunFacts, *, run
     steps: List[StepStatus] = []
     states: Dict[int, str] = {}
     for step in chain.steps:
-        mine = found_by_step.get(step.name)
-        every = [_with_facts(a, step, facts, now, gpus(step.body)) for a in mine] if mine else []
+        name, job_gpus = step.name, gpus(step.body)
+        every = [_with_facts(a, step, facts, now, job_gpus) for a in found_by_step.get(name, ())]
         found = [_with_script_exit(a, step, facts) for a in every if a.attempt >= step.first_attempt]
         history = [a for a in every if a.attempt < step.first_attempt]
         following = next_attempt(step, every[-1].attempt if every else None)
         if not found:
             status = SKIPPED if step.excluded else NOT_SUBMITTED
-            steps.append(_add_hours(StepStatus(step.index, step.name, status, reason=step.excluded or "",
+            steps.append(_add_hours(StepStatus(step.index, name, status, reason=step.excluded or "",
                                                history=history, next_attempt=following)))
             continue  # (an excluded step the plan counts as done: what follows it may run)
         latest = found[-1]
-        state = StepStatus(step.index, step.name, latest.status, latest.job_id, latest.attempt, latest.exit_code,
+        state = StepStatus(step.index, name, latest.status, latest.job_id, latest.attempt, latest.exit_code,
                            latest.reason, latest.started, latest.finished, found, history=history,
                            next_attempt=following)
         if latest.terminal and not state.succeeded and (has_fact(facts.succeeded, step, latest.attempt) or any(
@@ -94,7 +98,7 @@ def summarize(chain: Chain, attempts: Iterable[Attempt], facts: RunFacts, *, run
             state.status, state.exit_code = "Succeeded", 0
             state.reason = (f"the script succeeded; its job ended {latest.status} while starting what follows"
                             + (f": {gave_up}" if gave_up else ""))
-            state.attempts = found[:-1] + [replace(latest, status="Succeeded", exit_code=0)]
+            state.attempts = found[:-1] + [latest.but(status="Succeeded", exit_code=0)]
         _add_hours(state)
         _add_notes(chain, step, state, run_id)
         steps.append(state)
@@ -108,7 +112,7 @@ def summarize(chain: Chain, attempts: Iterable[Attempt], facts: RunFacts, *, run
     for state, step in zip(steps, chain.steps):
         state.depends_on, state.run_on = list(step.depends_on), step.run_on
         state.display, state.group, state.point = step.display if step.group else "", step.group, dict(step.point)
-        state.outputs = dict(facts.outputs.get(step.name) or {})
+        state.outputs = dict(facts.outputs.get(state.name) or {})
         if state.index in plan.blocked:
             state.status = SKIPPED if chain.graph else NOT_SUBMITTED
             state.reason = plan.blocked[state.index]
@@ -165,16 +169,17 @@ def _with_facts(item: Attempt, step: Step, facts: RunFacts, now: float, job_gpus
 def _add_notes(chain: Chain, step: Step, state: StepStatus, run_id: str) -> None:
     """What followed each failed attempt, in the words the advancing job used (``--follow`` says it):
     a retry of a step with a checkpoint names the iteration and directory it was told, or none."""
-    if not any(item.status in FAILED and item.failure is not None for item in state.attempts):
+    failed = [position for position, item in enumerate(state.attempts)
+              if item.status in FAILED and item.failure is not None]
+    if not failed:
         return  # nothing failed: nothing followed
     from job_chain.rules.checkpoint import iteration_dir
     from job_chain.rules.retry import retry_sentence
     from job_chain.spec.params import checkpoint_of
 
     spec = checkpoint_of(chain, step, run_id)
-    for position, item in enumerate(state.attempts):
-        if item.status not in FAILED or item.failure is None:
-            continue
+    for position in failed:
+        item = state.attempts[position]
         code = item.exit_code if item.exit_code is not None else 1
         decision = decide(step, item.attempt, code, causes(step, state.attempts[:position + 1], item.attempt))
         after = state.attempts[position + 1] if position + 1 < len(state.attempts) else None
@@ -187,23 +192,23 @@ def _add_notes(chain: Chain, step: Step, state: StepStatus, run_id: str) -> None
 
 
 def _add_hours(state: StepStatus) -> StepStatus:
-    """The step's GPU-hours over all its attempts, and the part spent in failed ones."""
-    every = state.history + state.attempts
-    known = [a for a in every if a.gpu_hours is not None]
-    state.gpu_hours = sum(a.gpu_hours or 0.0 for a in known) if known else None
-    state.lost_gpu_hours = sum(a.lost_gpu_hours or 0.0 for a in known) if known else None
+    """The step's GPU-hours over all its attempts, and the part spent in failed ones (None when no
+    attempt has a known running time)."""
+    hours: Optional[float] = None
+    lost: Optional[float] = None
+    for item in state.history + state.attempts:
+        if item.gpu_hours is not None:
+            hours = (hours or 0.0) + item.gpu_hours
+            lost = (lost or 0.0) + (item.lost_gpu_hours or 0.0)
+    state.gpu_hours, state.lost_gpu_hours = hours, lost
     return state
 
 
 def _with_script_exit(item: Attempt, step: Step, facts: RunFacts) -> Attempt:
-    from dataclasses import replace
-
     if not item.terminal or item.status in SUCCEEDED:
         return item
     code = fact(facts.script_exit, step, item.attempt)
-    if code is None:
-        return item
-    return replace(item, exit_code=code)
+    return item if code is None else item.but(exit_code=code)
 
 
 def _outcome(chain: Chain, steps: List[StepStatus], plan: Any, facts: RunFacts, now: float) -> Tuple[Outcome, str]:
@@ -248,8 +253,10 @@ def _outcome(chain: Chain, steps: List[StepStatus], plan: Any, facts: RunFacts, 
             return Outcome.FAILED, f"step {name(last)} succeeded, but step {name(index)} was never submitted"
         return Outcome.RUNNING, ""
     for state in steps:  # a failed step whose retry its job should have submitted
+        if state.status not in FAILED or not state.submitted:
+            continue
         step = chain.step(state.index)
-        if step is None or step.is_handler or not state.submitted or state.status not in FAILED:
+        if step is None or step.is_handler:
             continue
         code = state.exit_code if state.exit_code is not None else 1
         failure = state.attempts[-1].failure if state.attempts else None
@@ -294,7 +301,8 @@ def _waiting(chain: Chain, step: Step, by_index: Dict[int, StepStatus], facts: R
 
 
 def _final(chain: Chain, steps: List[StepStatus], facts: RunFacts) -> Tuple[Outcome, str]:
-    wanted = [s for s in steps if not s.is_handler and not getattr(chain.step(s.index), "excluded", "")]
+    excluded = {s.index for s in chain.steps if s.excluded}
+    wanted = [s for s in steps if not s.is_handler and s.index not in excluded]
     if wanted and all(s.succeeded for s in wanted):
         return Outcome.SUCCEEDED, ""  # a stop that came after the last step succeeded changes nothing
     if facts.stopped:
