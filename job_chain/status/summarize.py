@@ -109,6 +109,7 @@ def summarize(chain: Chain, attempts: Iterable[Attempt], facts: RunFacts, *, run
     for again in slots.requeued(chain, facts.epoch, facts.claimed, states):
         del states[again.index]  # resumed: it waits for a slot again
     plan = plan_.plan(chain, states, stopped=facts.stopped)
+    ready = set(plan.ready)  # (a matrix that waits for slots may have thousands)
     for state, step in zip(steps, chain.steps):
         state.depends_on, state.run_on = list(step.depends_on), step.run_on
         state.display, state.group, state.point = step.display if step.group else "", step.group, dict(step.point)
@@ -116,7 +117,7 @@ def summarize(chain: Chain, attempts: Iterable[Attempt], facts: RunFacts, *, run
         if state.index in plan.blocked:
             state.status = SKIPPED if chain.graph else NOT_SUBMITTED
             state.reason = plan.blocked[state.index]
-        elif state.index in plan.ready and slots.pools(chain, step):
+        elif state.index in ready and slots.pools(chain, step):
             state.status, state.reason = WAITING, "waits for a slot (" + ", ".join(
                 "maxRunning" if pool == slots.RUN_POOL else f"maxParallel of {step.group}" for pool, _ in
                 slots.pools(chain, step)) + ")"
