@@ -164,3 +164,14 @@ def strip_styles(line: str) -> str:
     import re
 
     return re.sub(r"\x1b\[[0-9;]*m", "", line).rstrip()
+
+
+def test_a_pipe_gets_every_kind_of_cell_padded_to_the_columns_it_takes() -> None:
+    """Numbers show as text and None as nothing; a wide character takes two columns in the pipe's
+    plain text too, so the next column starts where a terminal would show it; no rows, the headers."""
+    rows = [[0, "训练", styled_status("Failed"), None], [12, "eval", "Running", 3]]
+    table = make_table(["STEP", "NAME", "STATUS", "EXIT"], rows, title="c.json · run r")
+    assert table.plain().splitlines() == ["c.json · run r", "STEP  NAME  STATUS   EXIT", "0     训练  Failed",
+                                          "12    eval  Running  3"]
+    assert render(["STEP", "NAME", "STATUS", "EXIT"], rows, 80, title="c.json · run r") == table.plain().splitlines()
+    assert make_table(["A", "B"], []).plain() == "A  B"

@@ -8,6 +8,7 @@ from typing import List, Optional
 import pytest
 
 from job_chain.aihc.engine import event_of
+from job_chain.failures.classify import Failure
 from job_chain.spec.loader import check_chain_data
 from job_chain.status.summarize import resume_targets, summarize
 from job_chain.status.types import STALL_AFTER, Attempt, Outcome, RunFacts, explain
@@ -158,3 +159,29 @@ def test_status_json_has_iso_times_with_zone_and_attempt_history() -> None:
                                    "lostGpuHours": 0.0}  # a failed attempt's lost hours (issue 29 item 3)
     assert Attempt.from_cache(Attempt("s0", 2, "j", "Failed", at(3), at(1), 2, "why").to_cache()) == \
         Attempt("s0", 2, "j", "Failed", at(3), at(1), 2, "why")
+
+
+def test_a_step_says_why_it_stands_where_it_does() -> None:
+    """REASON: a failed step's cause; while its retry runs, what the attempt before failed of; once
+    the retry ended, that earlier failure no longer is the step's reason."""
+    oom = Failure("oom", "cuda-out-of-memory", "torch.OutOfMemoryError", "s0-master-0")
+    facts = RunFacts(started=NOW - 200, failures={("s0", 1): oom})
+    failed = run([job(0, "Failed", exit_code=1, reason="1 Master replica(s) failed")], facts, retries=[1, 0, 0])
+    assert failed.steps[0].why() == "oom (cuda-out-of-memory on pod s0-master-0)"
+    retrying = run([job(0, "Failed", exit_code=1), job(0, "Running", 2, ended_ago=None)], facts, retries=[1, 0, 0])
+    assert retrying.steps[0].why() == "after attempt 1 failed: oom (cuda-out-of-memory on pod s0-master-0)"
+    retried = run([job(0, "Failed", exit_code=1), job(0, "Succeeded", 2)], facts, retries=[1, 0, 0])
+    assert retried.steps[0].why() == ""
+    assert run([job(0, "Stopped", reason="stopped by the user")]).steps[0].why() == "stopped by the user"
+
+
+def test_a_failed_exit_handler_is_not_a_step_whose_retry_is_overdue() -> None:
+    """An exit handler that failed long ago with retries left does not fail a run whose steps all
+    succeeded: only the run's own steps are retried by their jobs."""
+    the_chain = check_chain_data({"resourcePoolId": "pool", "jobs": [
+        {"name": "s0", "jobSpec": {"image": "img", "command": "echo 0"}},
+        {"name": "cleanup", "jobSpec": {"image": "img", "command": "echo 1"},
+         "jobChain": {"runOn": "always", "retries": 1}}]}, "/tmp/rules/chain_info.json", local=True)
+    handler = Attempt("cleanup", 1, "job-h-1", "Failed", at(STALL_AFTER + 60), at(STALL_AFTER + 30), 1)
+    status = run([job(0, "Succeeded", ended_ago=STALL_AFTER + 90), handler], the_chain=the_chain)
+    assert status.outcome is Outcome.SUCCEEDED and status.reason == ""
