@@ -195,13 +195,14 @@ def _add_notes(chain: Chain, step: Step, state: StepStatus, run_id: str) -> None
 def _add_hours(state: StepStatus) -> StepStatus:
     """The step's GPU-hours over all its attempts, and the part spent in failed ones (None when no
     attempt has a known running time)."""
-    hours: Optional[float] = None
-    lost: Optional[float] = None
+    hours: List[float] = []
+    lost: List[float] = []
     for item in state.history + state.attempts:
         if item.gpu_hours is not None:
-            hours = (hours or 0.0) + item.gpu_hours
-            lost = (lost or 0.0) + (item.lost_gpu_hours or 0.0)
-    state.gpu_hours, state.lost_gpu_hours = hours, lost
+            hours.append(item.gpu_hours)
+            lost.append(item.lost_gpu_hours or 0.0)
+    state.gpu_hours = sum(hours) if hours else None
+    state.lost_gpu_hours = sum(lost) if hours else None
     return state
 
 
