@@ -259,3 +259,38 @@ def test_a_step_without_settings_reads_as_reading_an_empty_object_gives() -> Non
     assert _read_step_settings({}, "steps[0].jobChain", problems) == StepSettings() == read_step_settings(
         {}, "steps[0].jobChain", problems)
     assert problems == []
+
+
+@pytest.mark.parametrize("top", [{"resourcePoolId": "pool-a"},
+                                 {"resourcePoolId": "pool-a", "api_config": {"version": "v2"}},
+                                 {"engine": "slurm"}])
+def test_where_a_run_runs_is_read_from_its_frozen_copy_without_thawing_it_and_the_file_read_once(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch, top: Any) -> None:
+    import json
+
+    from job_chain.record import records as records_module
+    from job_chain.record.records import RecordDamaged, RunRecords
+    from job_chain.spec.frozen import freeze
+    from job_chain.spec.loader import load_chain
+
+    (tmp_path / "a.sh").write_text("true\n")
+    path = tmp_path / "chain_info.json"
+    path.write_text(json.dumps({**top, "jobs": [{"name": "a", "jobSpec": {"command": "a.sh", "image": "img"}}]}))
+    chain = load_chain(str(path))
+    RunRecords(str(path)).create_run("r1", revision=1)
+    RunRecords(str(path)).freeze("r1", freeze(chain), revision=1, reason="start")
+
+    reads: List[str] = []
+    real = records_module.read_json_dict
+    monkeypatch.setattr(records_module, "read_json_dict", lambda p, **k: reads.append(str(p)) or real(p, **k))
+    records = RunRecords(str(path))
+    placed = records.run_placed("r1", lambda: chain)
+    assert records._frozen == {}  # not thawed
+    thawed = records.frozen("r1")
+    assert placed == (thawed.engine, thawed.api_config.get("version")) == (chain.engine, chain.api_config.get("version"))
+    assert records.run_placed("r1", lambda: chain) == placed
+    assert len([p for p in reads if p.endswith("revision-1.json")]) == 1
+
+    (tmp_path / "chain_info.json.runs" / "r1" / "revision-1.json").write_text('{"revision": 1, "chain": [')
+    with pytest.raises(RecordDamaged, match="damaged: missing or not JSON"):
+        RunRecords(str(path)).run_placed("r1", lambda: chain)

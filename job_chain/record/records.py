@@ -122,6 +122,7 @@ class RunRecords:
         self.root = os.path.abspath(chain_path) + layout.RUNS_SUFFIX
         self._frozen: Dict[Tuple[str, int], Any] = {}
         self._revision_facts: Dict[Tuple[str, int], Dict[str, Any]] = {}  # each thawed revision's (never changes)
+        self._read_revisions: Dict[Tuple[str, int], Dict[str, Any]] = {}  # decoded, not thawed yet (run_placed)
         self.summary_memo: Dict[str, Any] = {}  # record/summary.py's parsed summaries, by run
 
     def _dir(self, run_id: str) -> str:
@@ -415,17 +416,28 @@ class RunRecords:
         if not isinstance(number, int) or number < 1:
             return None
         if (run_id, number) not in self._frozen:
-            path = self._path(run_id, layout.revision_name(number))
-            data = read_json_dict(path)
+            data = self._revision(run_id, number)
             try:
-                if data is None:
-                    raise FrozenDamaged("missing or not JSON")
                 chain = thaw(data["chain"], self.chain_path, revision=number, digest_=str(data.get("digest") or ""))
             except (FrozenDamaged, KeyError, TypeError) as exc:
-                raise RecordDamaged(f"the frozen chain of run {run_id} ({path}) is damaged: {exc}") from None
+                raise self._damaged(run_id, number, exc) from None
             self._frozen[(run_id, number)] = chain
             self._revision_facts[(run_id, number)] = {k: v for k, v in data.items() if k != "chain"}
+            self._read_revisions.pop((run_id, number), None)
         return self._frozen[(run_id, number)]
+
+    def _revision(self, run_id: str, number: int) -> Dict[str, Any]:
+        """Revision ``number``'s file, decoded (kept until :meth:`frozen` thaws it)."""
+        if (run_id, number) not in self._read_revisions:
+            data = read_json_dict(self._path(run_id, layout.revision_name(number)))
+            if data is None:
+                raise self._damaged(run_id, number, "missing or not JSON")
+            self._read_revisions[(run_id, number)] = data
+        return self._read_revisions[(run_id, number)]
+
+    def _damaged(self, run_id: str, number: int, why: Any) -> RecordDamaged:
+        path = self._path(run_id, layout.revision_name(number))
+        return RecordDamaged(f"the frozen chain of run {run_id} ({path}) is damaged: {why}")
 
     def save_credentials(self, run_id: str, carried: Dict[str, Any]) -> None:
         """What the run's jobs connect with (0600, atomic; never in a job's command or environment,
@@ -460,6 +472,22 @@ class RunRecords:
         if frozen is not None:
             return frozen
         return as_placed(load_file(), bool(record.get("local")))
+
+    def run_placed(self, run_id: str, load_file: Callable[[], Chain]) -> Tuple[str, Optional[str]]:
+        """Of :meth:`run_chain`'s chain, what a client for the run needs: (engine, API version), from the
+        frozen copy without thawing its steps (a look at a long run asks the API for its jobs first,
+        and thaws while the API answers)."""
+        record = self.require_run(run_id)
+        number = record.get("revision")
+        if isinstance(number, int) and number >= 1 and (run_id, number) not in self._frozen:
+            from job_chain.spec.frozen import placed
+
+            data = self._revision(run_id, number)
+            if not isinstance(data.get("chain"), dict):
+                raise self._damaged(run_id, number, "no chain in it")
+            return placed(data["chain"])
+        chain = self.run_chain(run_id, load_file, record)
+        return chain.engine, chain.api_config.get("version")
 
     def api_config(self, run_id: str, version: Optional[str] = None,
                    file_config: Optional[Callable[[], Mapping[str, Any]]] = None) -> Dict[str, Any]:

@@ -80,7 +80,7 @@ class Places:
         """Where ``run`` (None: a new run) runs its jobs: its frozen chain's ``engine``, else the file's."""
         if run is None:
             return self.file.chain.engine
-        return self.records.run_chain(run.run_id, lambda: self.file.chain).engine
+        return self.records.run_placed(run.run_id, lambda: self.file.chain)[0]
 
     def client_for(self, run: Optional[Run] = None) -> JobsAPI:
         """The client for ``run`` (None: for a new run)."""
@@ -141,7 +141,7 @@ class Places:
         decided by rule 8 with the version of the chain it runs (rule 7), as its jobs decide them."""
         if run is None:
             return self.file.api_config()
-        chain = self.records.run_chain(run.run_id, lambda: self.file.chain)
+        version = self.records.run_placed(run.run_id, lambda: self.file.chain)[1]
         # a local run takes only the version (host and keys are the server's): the file is not read for it
-        return self.records.api_config(run.run_id, chain.api_config.get("version"),
+        return self.records.api_config(run.run_id, version,
                                        (lambda: {}) if run.local else self.file.api_config)

@@ -12,7 +12,7 @@ How a resume changes a run on purpose is :mod:`job_chain.rules.revise`.
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, Iterable, List, Optional
+from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from job_chain.spec.model import SETTINGS_KEY, Chain, Step
 
@@ -66,6 +66,11 @@ def digest(frozen: Dict[str, Any]) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
+def placed(data: Dict[str, Any]) -> Tuple[str, Optional[str]]:
+    """(engine, API version) of a frozen chain, read without its steps: what a client for its run needs."""
+    return str(data.get("engine") or "aihc"), (str(data["apiVersion"]) if data.get("apiVersion") else None)
+
+
 class FrozenDamaged(ValueError):
     """A frozen copy that cannot be read back (hand-edited or cut short)."""
 
@@ -101,14 +106,15 @@ def thaw(data: Dict[str, Any], path: str, *, revision: int = 0, digest_: str = "
                               **fields))
             raw[index] = parsed.graph
         check_graph(steps, raw, problems, graph=bool(data.get("graph")))
-        api = {"version": data["apiVersion"]} if data.get("apiVersion") else {}
+        engine, version = placed(data)
+        api = {"version": version} if version else {}
         chain = Chain(path=path, pool=str(data["pool"]), steps=steps, api_config=api,
                       scrips_path=data.get("scripsPath"), config_path=data.get("configPath"),
                       notify=list(data.get("notify") or []), graph=bool(data.get("graph")),
                       revision=revision, digest=digest_, params=dict(data.get("params") or {}),
                       params_set=dict(data.get("paramsSet") or {}), max_running=data.get("maxRunning"),
                       cache_dir=data.get("cacheDir"),
-                      engine=str(data.get("engine") or "aihc"), slurm=dict(data.get("slurm") or {}))
+                      engine=engine, slurm=dict(data.get("slurm") or {}))
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise FrozenDamaged(f"{type(exc).__name__}: {exc}") from None
     if problems:
