@@ -287,7 +287,8 @@ def test_where_a_run_runs_is_read_from_its_frozen_copy_without_thawing_it_and_th
     placed = records.run_placed("r1", lambda: chain)
     assert records._frozen == {}  # not thawed
     thawed = records.frozen("r1")
-    assert placed == (thawed.engine, thawed.api_config.get("version")) == (chain.engine, chain.api_config.get("version"))
+    assert placed == (thawed.engine, thawed.api_config.get("version"))
+    assert placed == (chain.engine, chain.api_config.get("version"))
     assert records.run_placed("r1", lambda: chain) == placed
     assert len([p for p in reads if p.endswith("revision-1.json")]) == 1
 
