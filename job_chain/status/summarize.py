@@ -91,7 +91,7 @@ def summarize(chain: Chain, attempts: Iterable[Attempt], facts: RunFacts, *, run
         state = StepStatus(step.index, name, latest.status, latest.job_id, latest.attempt, latest.exit_code,
                            latest.reason, latest.started, latest.finished, found, history=history,
                            next_attempt=following)
-        if latest.terminal and not state.succeeded and (has_fact(facts.succeeded, step, latest.attempt) or any(
+        if not state.succeeded and latest.terminal and (has_fact(facts.succeeded, step, latest.attempt) or any(
                 found_by_step.get(d.name) for d in chain.dependents(step.index))):
             # every replica succeeded; the job failed (exit 75) only because advancing did
             gave_up = fact(facts.advance_failed, step, latest.attempt)
@@ -207,7 +207,7 @@ def _add_hours(state: StepStatus) -> StepStatus:
 
 
 def _with_script_exit(item: Attempt, step: Step, facts: RunFacts) -> Attempt:
-    if not item.terminal or item.status in SUCCEEDED:
+    if item.status in SUCCEEDED or not item.terminal:
         return item
     code = fact(facts.script_exit, step, item.attempt)
     return item if code is None else item.but(exit_code=code)
