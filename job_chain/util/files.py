@@ -6,6 +6,8 @@ import json
 import os
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple, Union
 
+from job_chain.util import jsonio  # (the json module only, until a look decodes with orjson)
+
 if TYPE_CHECKING:  # for annotations only: made at run time, its forward reference is compiled on every hop
     PathLike = Union[str, "os.PathLike[str]"]
 
@@ -86,12 +88,7 @@ def read_json_dict(path: PathLike, *, fast: bool = False) -> Optional[Dict[str, 
     thousands of submissions; never a hop, which orjson's import would cost more than it saves)."""
     try:
         raw = _read_bytes(path)
-        if fast:
-            from job_chain.util.jsonio import loads
-
-            data = loads(raw)
-        else:
-            data = json.loads(raw.decode("utf-8"))
+        data = jsonio.loads(raw) if fast else json.loads(raw.decode("utf-8"))
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
