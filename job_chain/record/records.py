@@ -699,8 +699,6 @@ class RunRecords:
     def attempt_facts(self, run_id: str, facts: RunFacts, keys: Iterable[Key]) -> None:
         """Add to ``facts`` what the record knows about each (step, attempt) of ``keys``: its exit
         code, whether it succeeded, why an advance gave up, why it failed, its checkpoint, its end."""
-        from job_chain.failures.classify import Failure
-
         for key in set(keys):
             entry = self.exit_entry(run_id, *key)
             if entry is not None:
@@ -719,9 +717,13 @@ class RunRecords:
             gave_up = self.advance_failure(run_id, *key)
             if gave_up is not None:
                 facts.advance_failed[key] = gave_up
-            failure = Failure.from_record(self.failure(run_id, *key))
-            if failure is not None:
-                facts.failures[key] = failure
+            recorded = self.failure(run_id, *key)
+            if recorded is not None:
+                from job_chain.failures.classify import Failure  # (a run that failed nowhere never imports it)
+
+                failure = Failure.from_record(recorded)
+                if failure is not None:
+                    facts.failures[key] = failure
 
     def _all_exits(self, run_id: str, facts: RunFacts) -> None:
         """Every exit code and gave-up message of the run (when no keys are given), from one listing."""

@@ -9,15 +9,17 @@ the next hop read the record instead of the logs, and agree with the decision th
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Iterable, List, Optional, Sequence, Tuple
 
 from job_chain.aihc.engine import as_engine
 from job_chain.engine.errors import EngineError
 from job_chain.engine.jobs import Event, Job
-from job_chain.failures.classify import TAIL_BYTES, Failure, classify, tail_text
 from job_chain.rules.state import AttemptFacts
 from job_chain.spec.model import Chain, Step
 from job_chain.util.redaction import env_secrets
+
+if TYPE_CHECKING:  # the classifier is imported where a failure is explained (a run that failed nowhere: never)
+    from job_chain.failures.classify import Failure
 
 TAIL_LINES = 2000  # asked of the API per pod (training lines are ~100-300 bytes); then cut to TAIL_BYTES
 MAX_PODS = 256  # a bound on what one classification reads (256 × 256 KB)
@@ -37,6 +39,8 @@ def pod_tails(client: Any, pool: str, job_id: str, first: Optional[int] = None) 
     A pod whose log cannot be read is skipped (its neighbours usually say enough); the job
     itself not being readable raises :class:`~job_chain.engine.jobs.EngineError`.
     """
+    from job_chain.failures.classify import TAIL_BYTES, tail_text
+
     engine = as_engine(client)
     tails = []
     for pod in _pod_order(engine.job(pool, job_id), first):
@@ -53,6 +57,8 @@ def classify_job(client: Any, pool: str, job_id: str, step: Step, exit_code: Opt
     """The cause of one failed job, from every pod's log tail (the step's failureRules first); its
     matching line with the step's secret env values hidden (:mod:`job_chain.util.redaction`), as the
     log view hides them: the line is kept in the record, and shown and sent from there."""
+    from job_chain.failures.classify import classify
+
     read: List[List[Event]] = []
 
     def job_events() -> List[Event]:  # read once, when first needed: most failures are told by their logs
@@ -95,6 +101,8 @@ def keep(records: Any, run_id: str, step: Step, attempt: int, failure: Failure,
     """Keep ``failure`` as the cause of (step, attempt) unless one was kept already; the kept one."""
     if records is None:
         return failure
+    from job_chain.failures.classify import Failure
+
     data = failure.to_record()
     if checkpoint_iteration is not None:
         data["checkpointIteration"] = checkpoint_iteration
@@ -139,6 +147,7 @@ def earlier_causes(client: Any, chain: Chain, records: Any, run_id: str, step: S
     (:func:`~job_chain.rules.state.causes_counted`): each failed one with its class from the record,
     else classified now from its logs and kept (:func:`explain_one`)."""
     from job_chain.engine.states import FAILED
+    from job_chain.failures.classify import Failure
 
     out = []
     for item in sorted(attempts, key=lambda a: a.attempt):

@@ -17,11 +17,13 @@ from __future__ import annotations
 import datetime as _dt
 from dataclasses import MISSING, fields
 from functools import lru_cache
-from typing import AbstractSet, Any, Callable, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, AbstractSet, Any, Callable, Dict, List, Optional, Tuple
 
 from job_chain.engine.states import FAILED
-from job_chain.failures.classify import Failure
 from job_chain.status.types import Attempt, Outcome, RunStatus, StepStatus
+
+if TYPE_CHECKING:  # read when a kept look holds a failure (a cold look of a run that never failed: never)
+    from job_chain.failures.classify import Failure
 
 VERSION = 1
 _WHEN = frozenset(("started", "finished", "running"))
@@ -96,6 +98,8 @@ def _when(text: str) -> _dt.datetime:
 
 
 def _failure(data: Any) -> Failure:
+    from job_chain.failures.classify import Failure
+
     found = Failure.from_record(data)
     if found is None:
         raise ValueError("failure")
