@@ -398,7 +398,8 @@ class RunRecords:
         ``names``: the run's listing, when the caller has just made it. A revision thawed by
         :meth:`frozen` is not read again (a 5,000-step chain is most of its file)."""
         out = []
-        for name in sorted(self.names(run_id) or [] if names is None else names):
+        listed = self.names(run_id) or [] if names is None else names
+        for name in sorted(n for n in listed if n.startswith("revision-")):  # (not a long run's every file)
             found = layout.REVISION.fullmatch(name)
             if found:
                 data = self._revision_facts.get((run_id, int(found.group(1)))) or self.read(run_id, name) or {}
@@ -780,7 +781,8 @@ class RunRecords:
         """Each target that failed, with why (``target``, ``message``, ``at``), in target order
         (``names``: the run's listing, when the caller has just made it)."""
         found = []
-        for name in sorted(self.names(run_id) or [] if names is None else names):
+        listed = self.names(run_id) or [] if names is None else names
+        for name in sorted(n for n in listed if n.startswith("notify-failed-")):  # (not a long run's every file)
             match = layout.NOTIFY_FAILED.fullmatch(name)
             entry = self.read(run_id, name) if match else None
             if entry is not None:

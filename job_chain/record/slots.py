@@ -63,7 +63,7 @@ def _pools_of(chain: Chain) -> Dict[int, List[Tuple[str, int]]]:
 
 
 def capped(chain: Chain) -> bool:
-    return any(pools(chain, s) for s in chain.steps)
+    return bool(_pools_of(chain))  # (a step with no pool has no entry)
 
 
 def involved(chain: Chain, me: Step) -> bool:
