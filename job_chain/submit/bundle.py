@@ -2,7 +2,8 @@
 
 The bundle is job-chain's own source plus what ``advance`` imports (click, the BCE SDK,
 future, six, pycryptodome), resolved by pip for CPython 3.8+ on x86_64: pure-Python wheels,
-and pycryptodome's abi3 wheel for its compiled part. Jobs run it as
+and pycryptodome's abi3 wheel for its compiled part (not orjson, whose wheels are one per Python
+version: :mod:`job_chain.util.jsonio` uses the json module there). Jobs run it as
 ``PYTHONPATH=DIR python3 -m job_chain``; nothing is installed in the image or at run time.
 """
 
