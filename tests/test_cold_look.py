@@ -79,6 +79,51 @@ def test_a_page_that_fails_fails_the_listing_and_asks_no_more() -> None:
     assert list(listed) == []
 
 
+@pytest.mark.parametrize("offset_by", ["asked", "capped"])
+def test_a_service_that_caps_the_page_size_is_read_on_at_its_size_every_job_once(offset_by: str) -> None:
+    api = _pool(3 * BULK_PAGE_SIZE + 7)
+    walked = [job.id for job in AIHCEngine(api).jobs("pool-a")]
+    real = api.list_jobs
+    sizes: List[int] = []
+
+    def capped(pool: str, **kw: Any) -> Any:  # answers at most 100 a page, numbering pages by either size
+        sizes.append(kw["page_size"])
+        cap = min(kw["page_size"], 100)
+        start = (kw["page_no"] - 1) * (kw["page_size"] if offset_by == "asked" else cap)
+        answer = real(pool, page_no=1, page_size=len(walked), order_by=kw.get("order_by"), order=kw.get("order"))
+        return dict(answer, jobs=answer["jobs"][start:start + cap], pageSize=cap)
+
+    api.list_jobs = capped  # type: ignore[method-assign]
+    ahead = [job.id for job in AIHCEngine(api).jobs("pool-a", expected=len(walked))]
+    assert ahead == walked
+    # the first page at the bulk size (and at most the pages asked with it, unless cancelled first), then 100s
+    assert sizes[0] == BULK_PAGE_SIZE and sizes == sorted(sizes, reverse=True) and set(sizes) == {BULK_PAGE_SIZE, 100}
+    assert sizes.count(BULK_PAGE_SIZE) <= BULK_AHEAD
+
+
+def test_a_service_that_refuses_the_page_size_is_asked_again_at_aihc_s_cli_s() -> None:
+    from job_chain.aihc.errors import AIHCError
+
+    api = _pool(2 * BULK_PAGE_SIZE + 7)
+    walked = [job.id for job in AIHCEngine(api).jobs("pool-a")]
+    real = api.list_jobs
+
+    def strict(pool: str, **kw: Any) -> Any:
+        if kw["page_size"] > aihc_engine.SAFE_PAGE_SIZE:
+            raise AIHCError("pageSize must be at most 100", status=400, code="InvalidParameter")
+        return real(pool, **kw)
+
+    api.list_jobs = strict  # type: ignore[method-assign]
+    assert [job.id for job in AIHCEngine(api).jobs("pool-a", expected=len(walked))] == walked
+
+    def down(pool: str, **kw: Any) -> Any:  # any other failure, or a 400 at the CLI's size, is the listing's
+        raise AIHCError("no such pool", status=400, code="InvalidParameter")
+
+    api.list_jobs = down  # type: ignore[method-assign]
+    with pytest.raises(AIHCError, match="no such pool"):
+        list(AIHCEngine(api).jobs("pool-a", expected=len(walked)))
+
+
 def test_by_id_reads_the_pages_asked_for_ahead_instead_of_asking_again() -> None:
     api = _pool(300)
     ids = {job.id for job in AIHCEngine(api).jobs("pool-a")}
@@ -86,7 +131,7 @@ def test_by_id_reads_the_pages_asked_for_ahead_instead_of_asking_again() -> None
     listed = AIHCEngine(api).jobs("pool-a", expected=300)
     attempts, known, settled = by_id(api, "pool-a", "r1", ids, cache={}, listed=listed)
     assert {a.job_id for a in attempts} == ids
-    assert api.list_calls == 3
+    assert api.list_calls == -(-300 // BULK_PAGE_SIZE)
     again, _, _ = by_id(api, "pool-a", "r1", ids, cache={})  # asked for by itself: the same answer
     assert sorted(a.job_id for a in again) == sorted(a.job_id for a in attempts)
 

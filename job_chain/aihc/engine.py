@@ -12,13 +12,15 @@ import re
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, Optional, Tuple
 
+from job_chain.engine.errors import EngineError
 from job_chain.engine.states import SUCCEEDED
 
 if TYPE_CHECKING:  # the view is imported where a job is read: a hop that only creates one never makes it
     from job_chain.engine.jobs import Event, Job, Pod
 
 PAGE_SIZE = 50  # jobs a page of the pool's list holds (walks stop early: the newest come first)
-BULK_PAGE_SIZE = 100  # a page when the caller expects many jobs (AIHC's own CLI pages by 100)
+BULK_PAGE_SIZE = 500  # a page when the caller expects many jobs (AIHC documents no maximum: see PagesAhead)
+SAFE_PAGE_SIZE = 100  # what AIHC's own CLI pages by: asked for instead when the service refuses BULK_PAGE_SIZE
 BULK_AHEAD = 3  # pages asked at once then: the service answers one while this process reads another
 _REPLICA_TYPE = "training.kubeflow.org/replica-type"
 _REPLICA_INDEX = "training.kubeflow.org/replica-index"
@@ -156,27 +158,41 @@ class PagesAhead:
     fill them (the service answers one while this process reads another), then one by one to the
     end. The first pages are asked for when it is made, so a caller can read its own files meanwhile.
     :meth:`close` (or reading to the end) sends no more requests; pages asked for and not read are
-    left unread."""
+    left unread.
+
+    AIHC documents no largest page. The first page tells what the service takes: one that answers
+    fewer jobs than asked while more remain capped the size, and the jobs are read on at that size
+    from the second page; one that refuses the size (a 400) is asked again at
+    :data:`SAFE_PAGE_SIZE`. Either way every job is read once, and the pages asked ahead at the
+    first size are left unread."""
 
     def __init__(self, client: Any, pool: str, expected: int) -> None:
         from collections import deque
         from concurrent.futures import ThreadPoolExecutor
 
-        self._client, self._pool = client, pool
-        self._planned = -(-expected // BULK_PAGE_SIZE)  # the pages the expected jobs fill
+        self._client, self._pool, self._expected = client, pool, expected
         self._workers = ThreadPoolExecutor(max_workers=BULK_AHEAD)
         self._asked: Any = deque()  # of futures: the pages asked for, in order
-        self._number = 1  # the next page to ask for
         self._seen = 0
         self._page: List[Dict[str, Any]] = []
         self._at = 0
         self._last = False
-        while len(self._asked) < min(BULK_AHEAD, self._planned):
+        self._first = True  # the first page not read yet: it says whether the service takes the size
+        self._from(BULK_PAGE_SIZE, 1)
+
+    def _from(self, size: int, number: int) -> None:
+        """Ask for pages of ``size`` from page ``number`` on (what was asked before is left unread)."""
+        for waiting in self._asked:
+            waiting.cancel()
+        self._asked.clear()
+        self._size, self._number = size, number  # the size, the next page to ask for
+        self._planned = -(-self._expected // size)  # the pages the expected jobs fill
+        while len(self._asked) < BULK_AHEAD and (self._number <= self._planned or not self._asked):
             self._ask()
 
     def _ask(self) -> None:
         self._asked.append(self._workers.submit(self._client.list_jobs, self._pool, order_by="createdAt",
-                                                order="desc", page_no=self._number, page_size=BULK_PAGE_SIZE))
+                                                order="desc", page_no=self._number, page_size=self._size))
         self._number += 1
 
     def __iter__(self) -> PagesAhead:
@@ -189,12 +205,24 @@ class PagesAhead:
                 raise StopIteration
             try:
                 answer = self._asked.popleft().result()
+            except EngineError as exc:
+                if not (self._first and exc.status == 400 and self._size > SAFE_PAGE_SIZE):
+                    self.close()
+                    raise
+                self._from(SAFE_PAGE_SIZE, 1)  # the service refuses the size: AIHC's CLI's
+                continue
             except BaseException:
                 self.close()
                 raise
-            self._page, self._at = list(answer.get("jobs") or []), 0
-            self._seen += len(self._page)
-            if len(self._page) < BULK_PAGE_SIZE or self._seen >= int(answer.get("total") or 0):
+            page = list(answer.get("jobs") or [])
+            total = int(answer.get("total") or 0)
+            if self._first:
+                self._first = False
+                if 0 < len(page) < self._size and len(page) < total:  # capped: read on at the service's size
+                    self._from(len(page), 2)
+            self._page, self._at = page, 0
+            self._seen += len(page)
+            if len(page) < self._size or self._seen >= total:
                 self._last = True  # (a page asked beyond it answers nothing new: never read)
             elif self._number <= self._planned or not self._asked:
                 self._ask()
