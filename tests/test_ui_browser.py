@@ -370,6 +370,14 @@ def test_a_sweep_submitted_with_params_shows_its_matrix_params_and_outputs(
     hidden = "return Array.prototype.filter.call(document.querySelectorAll('tr.point-row'), function (r) {" \
              " return r.offsetParent !== null; }).length;"
     assert browser.execute_script(hidden) == 0  # collapsed: all succeeded, nothing needs attention
+    browser.set_window_size(800, 900)  # the matrix's steps ("1–3") stay on one line in a narrow window
+    try:
+        lines = "var r = document.createRange(); r.selectNodeContents(document.querySelector('#group-train td'));" \
+                " return r.getClientRects().length;"
+        assert browser.execute_script(lines) == 1
+        shot(browser, tmp_path, "sweep-800px")
+    finally:
+        browser.set_window_size(1280, 1000)
     css(browser, "#group-train button.expand").click()
     wait_for(browser, lambda b: b.execute_script(hidden) == 3)
     assert "train[lr=3e-4]" in css(browser, "#step-row-2").text
