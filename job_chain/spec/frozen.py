@@ -78,21 +78,16 @@ class FrozenDamaged(ValueError):
 def thaw(data: Dict[str, Any], path: str, *, revision: int = 0, digest_: str = "") -> Chain:
     """Rebuild the chain a run runs from its frozen copy (no file is read)."""
     from job_chain.spec.graph import GraphSettings, check_graph
-    from job_chain.spec.settings import StepSettings, read_step_settings, step_fields
+    from job_chain.spec.settings import read_step_settings, step_fields
 
     problems: List[str] = []
-    defaults = StepSettings()  # (most steps' jobChain is {}: every setting its default, read once)
     try:
         steps: List[Step] = []
         raw: Dict[int, GraphSettings] = {}
         for position, item in enumerate(data["steps"]):
             index = int(item.get("index", position))
             settings = item.get(SETTINGS_KEY) or {}
-            parsed = defaults if settings == {} else read_step_settings(
-                settings, f"steps[{position}].{SETTINGS_KEY}", problems)
-            fields = step_fields(parsed)
-            if parsed is defaults:
-                fields["metrics"] = {}  # (each step its own: nothing shared between steps)
+            parsed = read_step_settings(settings, f"steps[{position}].{SETTINGS_KEY}", problems)
             body = item["body"]
             point = item.get("point")
             steps.append(Step(index=index, body=body, script=str(body["jobSpec"]["command"]),
@@ -103,7 +98,7 @@ def thaw(data: Dict[str, Any], path: str, *, revision: int = 0, digest_: str = "
                               changed_in=int(item.get("changedIn", 1)), removed_in=int(item.get("removedIn", 0)),
                               group=str(point.get("group") or "") if point else "",
                               point={str(k): str(v) for k, v in (point.get("values") or {}).items()} if point else {},
-                              **fields))
+                              **step_fields(parsed)))
             raw[index] = parsed.graph
         check_graph(steps, raw, problems, graph=bool(data.get("graph")))
         engine, version = placed(data)
