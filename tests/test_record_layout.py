@@ -152,3 +152,11 @@ def test_a_runs_start_is_its_recorded_start_else_the_time_in_its_id(tmp_path: Pa
     assert [r["id"] for r in records.runs()] == ["20261122-113045-9f3a", "20261001-000000-0001"]  # newest first
     neither = {"id": "DRY-RUN"}
     assert Run.from_record(records.chain_path, neither).started.timestamp() == 0.0  # nothing to go by
+
+
+def test_a_pattern_finds_its_files_among_a_long_run_s_in_name_order() -> None:
+    names = ["step-a-attempt-1.json", "revision-2.json", "revision-1.json", "revision-1.json.tmp",
+             "revision-x.json", "notify-failed-3.json", "xrevision-3.json"]
+    assert [(name, found.group(1)) for name, found in layout.REVISION.among(names)] == \
+        [("revision-1.json", "1"), ("revision-2.json", "2")]
+    assert [name for name, _ in layout.NOTIFY_FAILED.among(names)] == ["notify-failed-3.json"]

@@ -33,7 +33,7 @@ console list, :mod:`job_chain.record.summary`), :data:`LOOKS` (the last look at 
 from __future__ import annotations
 
 import re
-from typing import Match, Optional, Pattern, Tuple
+from typing import Iterable, List, Match, Optional, Pattern, Tuple
 
 RUNS_SUFFIX = ".runs"  # FILE's runs are kept in FILE.runs/
 LOCK = ".lock"  # in FILE.runs/: held while a run is checked for and recorded
@@ -46,14 +46,21 @@ SLURM_DIR = ".slurm"  # in FILE.runs/: the Slurm engine's keys, scripts, node lo
 class _Later:
     """A pattern compiled on first use: every hop imports this module, few use most of its names."""
 
-    def __init__(self, source: str) -> None:
+    def __init__(self, source: str, prefix: str = "") -> None:
         self.source = source
+        self.prefix = prefix  # the literal text every name it matches starts with
         self.compiled: Optional[Pattern[str]] = None
 
     def fullmatch(self, text: str) -> Optional[Match[str]]:
         if self.compiled is None:
             self.compiled = re.compile(self.source)
         return self.compiled.fullmatch(text)
+
+    def among(self, names: Iterable[str]) -> List[Tuple[str, Match[str]]]:
+        """(name, match) of each of ``names`` it matches, in name order; a name not starting with
+        its prefix is not matched (a long run's directory holds 15,000 files of other kinds)."""
+        found = ((name, self.fullmatch(name)) for name in names if name.startswith(self.prefix))
+        return sorted((name, match) for name, match in found if match is not None)
 
 
 _ID_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
@@ -71,8 +78,8 @@ STOPPED = "stopped.json"
 START_FAILED = "start-failed.json"
 ATTEMPTS_CACHE = "attempts.json"
 NOTIFY_SECRETS = "notify-secrets.json"
-NOTIFY_FAILED = _Later(r"notify-failed-(\d+)\.json")
-REVISION = _Later(r"revision-(\d+)\.json")
+NOTIFY_FAILED = _Later(r"notify-failed-(\d+)\.json", "notify-failed-")
+REVISION = _Later(r"revision-(\d+)\.json", "revision-")
 
 # a step is named by its AIHC job name (or, in runs recorded before names, its index)
 STEP = r"[a-z0-9][-a-z0-9]{0,62}"

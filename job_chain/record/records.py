@@ -398,12 +398,9 @@ class RunRecords:
         ``names``: the run's listing, when the caller has just made it. A revision thawed by
         :meth:`frozen` is not read again (a 5,000-step chain is most of its file)."""
         out = []
-        listed = self.names(run_id) or [] if names is None else names
-        for name in sorted(n for n in listed if n.startswith("revision-")):  # (not a long run's every file)
-            found = layout.REVISION.fullmatch(name)
-            if found:
-                data = self._revision_facts.get((run_id, int(found.group(1)))) or self.read(run_id, name) or {}
-                out.append({k: data.get(k) for k in ("revision", "created", "reason", "changes", "digest")})
+        for name, found in layout.REVISION.among(self.names(run_id) or [] if names is None else names):
+            data = self._revision_facts.get((run_id, int(found.group(1)))) or self.read(run_id, name) or {}
+            out.append({k: data.get(k) for k in ("revision", "created", "reason", "changes", "digest")})
         return sorted(out, key=lambda r: int(r.get("revision") or 0))
 
     def frozen(self, run_id: str, run: Optional[Dict[str, Any]] = None,
@@ -654,8 +651,6 @@ class RunRecords:
     def attempts_cache(self, run_id: str) -> Dict[str, Any]:
         """The attempts the last look at the run knew (job id -> what :mod:`job_chain.status.look`
         kept); {} when there is none or it is damaged (a look asks the API again)."""
-        from job_chain.util.files import read_json_dict
-
         return read_json_dict(self._path(run_id, layout.ATTEMPTS_CACHE), fast=True) or {}
 
     def keep_attempts_cache(self, run_id: str, data: Dict[str, Any]) -> bool:
@@ -781,12 +776,10 @@ class RunRecords:
         """Each target that failed, with why (``target``, ``message``, ``at``), in target order
         (``names``: the run's listing, when the caller has just made it)."""
         found = []
-        listed = self.names(run_id) or [] if names is None else names
-        for name in sorted(n for n in listed if n.startswith("notify-failed-")):  # (not a long run's every file)
-            match = layout.NOTIFY_FAILED.fullmatch(name)
-            entry = self.read(run_id, name) if match else None
+        for name, match in layout.NOTIFY_FAILED.among(self.names(run_id) or [] if names is None else names):
+            entry = self.read(run_id, name)
             if entry is not None:
-                found.append({"target": int(match.group(1)), "message": str(entry.get("message") or "failed"),  # type: ignore[union-attr]
+                found.append({"target": int(match.group(1)), "message": str(entry.get("message") or "failed"),
                               "at": entry.get("at")})
         return sorted(found, key=lambda e: e["target"])
 
