@@ -30,7 +30,7 @@ def gpus(body: Dict[str, Any]) -> float:
 def running_window(attempt: Any, submitted: Optional[float] = None, ended: Optional[float] = None,
                    now: Optional[float] = None) -> Optional[Tuple[float, float]]:
     """(start, end) in unix seconds of one attempt's running time, None before it started."""
-    start_at = attempt.running or attempt.started
+    start_at = started_at(attempt)
     if start_at is None:
         return None
     start = start_at.timestamp()
@@ -47,13 +47,20 @@ def running_window(attempt: Any, submitted: Optional[float] = None, ended: Optio
     return start, max(start, end)
 
 
+def started_at(attempt: Any) -> Any:
+    """When an attempt started, as the API says (its runningAt, else its createdAt); None before."""
+    return attempt.running or attempt.started
+
+
+def window_hours(job_gpus: float, window: Optional[Tuple[float, float]]) -> Optional[float]:
+    """GPU-hours of ``job_gpus`` over a running window (:func:`running_window`; None: not started)."""
+    return None if window is None else job_gpus * (window[1] - window[0]) / 3600.0
+
+
 def attempt_hours(job_gpus: float, attempt: Any, submitted: Optional[float] = None, ended: Optional[float] = None,
                   now: Optional[float] = None) -> Optional[float]:
     """GPU-hours of one attempt (None when it has not started; 0.0 for a step without GPUs)."""
-    window = running_window(attempt, submitted, ended, now)
-    if window is None:
-        return None
-    return job_gpus * (window[1] - window[0]) / 3600.0
+    return window_hours(job_gpus, running_window(attempt, submitted, ended, now))
 
 
 def lost_hours(hours: float, window: Optional[Tuple[float, float]], saved: Optional[float]) -> float:
@@ -92,7 +99,7 @@ def run_hours(chain: Any, attempts: Iterable[Any], failing: Optional[str] = None
         if step is None:
             continue
         window = running_window(item, now=now)
-        hours = gpus(step.body) * (window[1] - window[0]) / 3600.0 if window is not None else 0.0
+        hours = window_hours(gpus(step.body), window) or 0.0
         total += hours
         if item.status in FAILED or (step.name == failing and item.attempt == latest[item.step]):
             saved = resumed_save(facts, step.name, item.attempt) if facts is not None else None

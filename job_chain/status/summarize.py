@@ -17,7 +17,7 @@ from job_chain.rules import plan as plan_
 from job_chain.rules.retry import decide
 from job_chain.rules.state import AttemptFacts, causes_counted, next_attempt, planner_state
 from job_chain.spec.model import Chain, Step
-from job_chain.status.cost import gpus, lost_hours, resumed_save, running_window
+from job_chain.status.cost import gpus, lost_hours, resumed_save, running_window, started_at, window_hours
 from job_chain.status.types import (
     NOT_SUBMITTED,
     SKIPPED,
@@ -154,12 +154,12 @@ def _with_facts(item: Attempt, step: Step, facts: RunFacts, now: float, job_gpus
         failure = failure.redacted(env_secrets(step.body))
     lost: Optional[float] = None
     if not job_gpus:  # 0 GPUs × its window (never negative): 0 once it started, no window to work out
-        hours: Optional[float] = 0.0 if (item.running or item.started) is not None else None
+        hours: Optional[float] = 0.0 if started_at(item) is not None else None
         lost = None if hours is None else 0.0
     else:
         window = running_window(item, fact(facts.submitted, step, item.attempt), fact(facts.ended, step, item.attempt),
                                 now)
-        hours = job_gpus * (window[1] - window[0]) / 3600.0 if window is not None else None
+        hours = window_hours(job_gpus, window)
         if hours is not None:
             lost = lost_hours(hours, window, resumed_save(facts, step.name, item.attempt)) \
                 if item.status in FAILED else 0.0
