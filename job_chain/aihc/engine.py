@@ -182,9 +182,7 @@ class PagesAhead:
 
     def _from(self, size: int, number: int) -> None:
         """Ask for pages of ``size`` from page ``number`` on (what was asked before is left unread)."""
-        for waiting in self._asked:
-            waiting.cancel()
-        self._asked.clear()
+        self._drop_asked()
         self._size, self._number = size, number  # the size, the next page to ask for
         self._planned = -(-self._expected // size)  # the pages the expected jobs fill
         while len(self._asked) < BULK_AHEAD and (self._number <= self._planned or not self._asked):
@@ -230,11 +228,15 @@ class PagesAhead:
         return job_of(self._page[self._at - 1])
 
     def close(self) -> None:
+        self._drop_asked()
+        self._page, self._at, self._last = [], 0, True
+        self._workers.shutdown(wait=False)
+
+    def _drop_asked(self) -> None:
+        """Pages asked for and not read are left unread (those not sent yet, never sent)."""
         for waiting in self._asked:
             waiting.cancel()
         self._asked.clear()
-        self._page, self._at, self._last = [], 0, True
-        self._workers.shutdown(wait=False)
 
 
 class AIHCEngine:
